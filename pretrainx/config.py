@@ -1,0 +1,212 @@
+"""The config contract: every key a training config may have, and its checks.
+
+Recipe files in `configs/` start from `default_config()` and set what their
+recipe says; a key that is not here is a typo and is refused by `validate`, so
+that a sweep over a misspelt field fails loudly instead of silently training the
+default.
+"""
+
+import ml_collections
+
+from pretrainx.errors import UserError
+
+# Logical axis name -> mesh axes. One table for the whole model zoo: changing the
+# parallelism is an edit of this table (or of `mesh.*`), never of a model file.
+DEFAULT_SHARDING_RULES = (
+    ("batch", ("data", "fsdp")),
+    ("length", None),
+    ("embed", "fsdp"),
+    ("heads", "tensor"),
+    ("kv", None),
+    ("mlp", "tensor"),
+    ("vocab", "tensor"),
+    ("position", None),
+    ("type_vocab", None),
+    ("classes", None),
+    ("pred", None),
+)
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """BERT-Base pretraining as the paper and google-research/bert run it."""
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.objective = "bert"  # masked LM + next sentence prediction
+    c.total_steps = 1_000_000
+    c.global_batch_size = 1024
+    c.seq_len = 128
+    c.micro_batches = 1  # gradient accumulation: global batch split in this many
+    c.log_every = 100
+    c.eval_every = 10_000
+    c.eval_steps = 20
+    c.checkpoint_every = 10_000
+    c.keep_checkpoints = 3
+
+    c.mesh = ml_collections.ConfigDict()
+    c.mesh.data = -1  # -1: all devices not taken by the other axes
+    c.mesh.fsdp = 1
+    c.mesh.tensor = 1
+    c.sharding_rules = DEFAULT_SHARDING_RULES
+
+    c.model = ml_collections.ConfigDict()
+    c.model.family = "bert"
+    c.model.num_layers = 12
+    c.model.hidden_size = 768
+    c.model.num_heads = 12
+    c.model.mlp_dim = 3072
+    c.model.vocab_size = 30522
+    c.model.max_position_embeddings = 512
+    c.model.type_vocab_size = 2
+    c.model.dropout_rate = 0.1
+    c.model.attention_dropout_rate = 0.1
+    c.model.layer_norm_eps = 1e-12
+    c.model.initializer_range = 0.02
+    c.model.hidden_act = "gelu_tanh"  # google-research/bert's gelu is the tanh form
+    c.model.dtype = "float32"  # compute dtype; parameters stay float32
+    c.model.remat = "none"  # none | full | dots
+
+    c.optimizer = ml_collections.ConfigDict()
+    c.optimizer.name = "adamw"
+    c.optimizer.learning_rate = 1e-4
+    c.optimizer.warmup_steps = 10_000
+    c.optimizer.schedule = "bert_linear"  # bert_linear | warmup_linear | constant
+    c.optimizer.b1 = 0.9
+    c.optimizer.b2 = 0.999
+    c.optimizer.eps = 1e-6
+    c.optimizer.weight_decay = 0.01
+    c.optimizer.grad_clip = 1.0
+
+    c.data = ml_collections.ConfigDict()
+    c.data.train_files = ""
+    c.data.eval_files = ""
+    c.data.format = "auto"  # auto | sentences | text
+    c.data.tokenizer = ""
+    c.data.lower_case = True
+    c.data.short_seq_prob = 0.1
+    c.data.dupe_factor = 10  # times the corpus is paired, as create_pretraining_data
+    c.data.mask_prob = 0.15
+    c.data.max_predictions_per_seq = 20
+    c.data.whole_word_masking = False
+
+    c.phase2 = ml_collections.ConfigDict()
+    c.phase2.fraction = 0.1  # last 10% of steps at length 512; 0 turns it off
+    c.phase2.seq_len = 512
+    c.phase2.global_batch_size = 256
+    c.phase2.max_predictions_per_seq = 80
+    return c
+
+
+_DTYPES = ("float32", "bfloat16", "float16")
+_REMAT = ("none", "full", "dots")
+_SCHEDULES = ("bert_linear", "warmup_linear", "constant")
+
+
+def _flatten(cfg, prefix=""):
+    out = {}
+    for key, value in cfg.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, ml_collections.ConfigDict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _check_keys(cfg) -> None:
+    known = _flatten(default_config())
+    known_groups = {k.rsplit(".", 1)[0] for k in known if "." in k}
+    for name in _flatten(cfg):
+        if name not in known and name not in known_groups:
+            raise UserError(f"unknown config key '{name}'")
+
+
+def _positive(cfg, *names):
+    flat = _flatten(cfg)
+    for name in names:
+        value = flat[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise UserError(f"config key '{name}' must be a positive integer, got {value!r}")
+
+
+def _choice(value, name, choices):
+    if value not in choices:
+        raise UserError(f"config key '{name}' is {value!r}; expected one of {', '.join(choices)}")
+
+
+def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """Refuse what cannot train, naming the key. Returns cfg for chaining."""
+    _check_keys(cfg)
+    _positive(cfg, "total_steps", "global_batch_size", "seq_len", "micro_batches", "log_every",
+              "eval_every", "eval_steps", "checkpoint_every", "keep_checkpoints",
+              "model.num_layers", "model.hidden_size", "model.num_heads", "model.mlp_dim",
+              "model.vocab_size", "model.max_position_embeddings",
+              "data.max_predictions_per_seq", "data.dupe_factor")
+    m = cfg.model
+    if m.hidden_size % m.num_heads:
+        raise UserError(f"model.hidden_size={m.hidden_size} is not divisible by "
+                        f"model.num_heads={m.num_heads}")
+    _choice(m.dtype, "model.dtype", _DTYPES)
+    _choice(m.remat, "model.remat", _REMAT)
+    _choice(cfg.optimizer.schedule, "optimizer.schedule", _SCHEDULES)
+    _choice(cfg.data.format, "data.format", ("auto", "sentences", "text"))
+    for name in ("mesh.data", "mesh.fsdp", "mesh.tensor"):
+        value = _flatten(cfg)[name]
+        if not isinstance(value, int) or (value < 1 and value != -1):
+            raise UserError(f"config key '{name}' must be a positive integer or -1, got {value!r}")
+    if not 0.0 <= cfg.phase2.fraction < 1.0:
+        raise UserError(f"phase2.fraction={cfg.phase2.fraction} must be in [0, 1)")
+    if not 0.0 < cfg.data.mask_prob < 1.0:
+        raise UserError(f"data.mask_prob={cfg.data.mask_prob} must be in (0, 1)")
+    if cfg.optimizer.learning_rate <= 0:
+        raise UserError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be positive")
+    if cfg.optimizer.warmup_steps < 0:
+        raise UserError(f"optimizer.warmup_steps={cfg.optimizer.warmup_steps} must be >= 0")
+    for phase in phases(cfg):
+        if phase.seq_len > m.max_position_embeddings:
+            raise UserError(
+                f"{phase.prefix}seq_len={phase.seq_len} exceeds "
+                f"model.max_position_embeddings={m.max_position_embeddings}")
+        if phase.global_batch_size % cfg.micro_batches:
+            raise UserError(
+                f"{phase.prefix}global_batch_size={phase.global_batch_size} is not divisible "
+                f"by micro_batches={cfg.micro_batches}")
+        if phase.max_predictions > phase.seq_len:
+            raise UserError(f"max_predictions_per_seq={phase.max_predictions} exceeds "
+                            f"{phase.prefix}seq_len={phase.seq_len}")
+    for name in ("data.train_files", "data.tokenizer"):
+        if not _flatten(cfg)[name]:
+            raise UserError(f"config key '{name}' is empty")
+    return cfg
+
+
+class Phase:
+    """A stretch of training with one sequence length and batch size."""
+
+    def __init__(self, index, start, end, seq_len, global_batch_size, max_predictions, prefix):
+        self.index, self.start, self.end = index, start, end
+        self.seq_len, self.global_batch_size = seq_len, global_batch_size
+        self.max_predictions, self.prefix = max_predictions, prefix
+
+    def __repr__(self):
+        return (f"Phase({self.index}: steps [{self.start}, {self.end}), seq_len={self.seq_len}, "
+                f"global_batch_size={self.global_batch_size})")
+
+
+def phases(cfg) -> list:
+    """The BERT recipe's phases: 90% of steps at 128, the rest at 512 (phase2.fraction)."""
+    total = cfg.total_steps
+    n2 = int(round(total * cfg.phase2.fraction)) if "phase2" in cfg else 0
+    first = Phase(1, 0, total - n2, cfg.seq_len, cfg.global_batch_size,
+                  cfg.data.max_predictions_per_seq, "")
+    if n2 == 0:
+        return [first]
+    second = Phase(2, total - n2, total, cfg.phase2.seq_len, cfg.phase2.global_batch_size,
+                   cfg.phase2.max_predictions_per_seq, "phase2.")
+    return [first, second] if first.end > 0 else [second]
+
+
+def phase_at(cfg, step: int) -> Phase:
+    for phase in phases(cfg):
+        if step < phase.end:
+            return phase
+    return phases(cfg)[-1]

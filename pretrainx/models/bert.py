@@ -1,0 +1,123 @@
+"""BERT as the paper and google-research/bert define it.
+
+Post-LN encoder, learned positions (512), token-type embeddings, tanh pooler on
+[CLS] feeding the next-sentence head, and an MLM head computed only at the
+`max_predictions_per_seq` gathered positions (as run_pretraining.py does): the
+vocabulary projection is most of a small model's cost, and 85% of it is wasted
+on positions with no label.
+"""
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+from flax import linen as nn
+
+from pretrainx.models import layers
+
+REMAT_POLICIES = {
+    "full": None,
+    "dots": jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,
+}
+
+
+class BertLayer(nn.Module):
+    cfg: ml_collections.ConfigDict
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x, attn_bias, deterministic):
+        cfg = self.cfg
+        init = layers.truncated_normal(cfg.initializer_range)
+        attn = layers.MultiHeadAttention(
+            num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
+            dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
+            name="attention")(x, x, attn_bias, deterministic)
+        attn = nn.Dropout(cfg.dropout_rate)(attn, deterministic=deterministic)
+        x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="attention_norm")(x + attn)
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        h = layers.Mlp(cfg.mlp_dim, cfg.hidden_act, self.dtype, init, name="mlp")(x)
+        h = nn.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
+        x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="mlp_norm")(x + h)
+        return layers.constrain(x, ("batch", "length", "embed"))
+
+
+class BertEncoder(nn.Module):
+    """Embeddings + the layer stack; returns the sequence output [batch, length, embed]."""
+    cfg: ml_collections.ConfigDict
+
+    def setup(self):
+        cfg = self.cfg
+        self.dtype = jnp.dtype(cfg.dtype)
+        init = layers.truncated_normal(cfg.initializer_range)
+        self.token_embed = layers.Embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
+                                        self.dtype, init)
+        self.position_embed = layers.Embed(cfg.max_position_embeddings, cfg.hidden_size,
+                                           ("position", "embed"), self.dtype, init)
+        self.type_embed = layers.Embed(cfg.type_vocab_size, cfg.hidden_size,
+                                       ("type_vocab", "embed"), self.dtype, init)
+        self.embed_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
+        self.embed_dropout = nn.Dropout(cfg.dropout_rate)
+        layer = BertLayer
+        if cfg.remat != "none":
+            layer = nn.remat(BertLayer, policy=REMAT_POLICIES[cfg.remat], static_argnums=(3,))
+        self.layers = [layer(cfg, self.dtype, name=f"layer_{i}") for i in range(cfg.num_layers)]
+
+    def __call__(self, input_ids, token_type_ids, attention_mask, deterministic):
+        length = input_ids.shape[1]
+        x = (self.token_embed(input_ids) + self.type_embed(token_type_ids)
+             + self.position_embed(jnp.arange(length))[None])
+        x = self.embed_norm(x)
+        x = self.embed_dropout(x, deterministic=deterministic)
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        # attention_mask doubles as segment ids (1 real, 0 pad); packed inputs pass
+        # true segment ids and get block-diagonal attention for free.
+        bias = layers.mask_to_bias(layers.segment_mask(attention_mask, attention_mask), self.dtype)
+        for layer in self.layers:
+            x = layer(x, bias, deterministic)
+        return x
+
+
+class BertForPreTraining(nn.Module):
+    """Masked LM logits at the gathered positions and next-sentence logits."""
+    cfg: ml_collections.ConfigDict
+
+    def setup(self):
+        cfg = self.cfg
+        self.dtype = jnp.dtype(cfg.dtype)
+        init = layers.truncated_normal(cfg.initializer_range)
+        self.bert = BertEncoder(cfg)
+        self.pooler = layers.Dense(cfg.hidden_size, ("embed", "mlp"), dtype=self.dtype,
+                                   kernel_init=init)
+        self.nsp = layers.Dense(2, ("mlp", "classes"), dtype=self.dtype, kernel_init=init)
+        self.mlm_transform = layers.Dense(cfg.hidden_size, ("embed", "mlp"), dtype=self.dtype,
+                                          kernel_init=init)
+        self.mlm_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
+        self.mlm_bias = self.param("mlm_bias", nn.with_logical_partitioning(
+            nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
+
+    def __call__(self, batch, deterministic: bool = True):
+        x = self.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                      deterministic)
+        pooled = jnp.tanh(self.pooler(x[:, 0]))
+        nsp_logits = self.nsp(pooled).astype(jnp.float32)
+        picked = jnp.take_along_axis(x, batch["masked_lm_positions"][..., None], axis=1)
+        h = layers.activation(self.cfg.hidden_act)(self.mlm_transform(picked))
+        h = self.mlm_norm(h)
+        logits = self.bert.token_embed.attend(h) + self.mlm_bias.astype(self.dtype)
+        logits = layers.constrain(logits, ("batch", "pred", "vocab"))
+        return {"mlm_logits": logits.astype(jnp.float32), "nsp_logits": nsp_logits}
+
+
+def flops_per_token(cfg: ml_collections.ConfigDict, seq_len: int, max_predictions: int) -> float:
+    """Training FLOPs per input token (forward x 3), the numerator of MFU.
+
+    Per layer and token: 4 projections of h x h and two of h x mlp (2 FLOPs a
+    multiply-add), plus scores and the weighted sum (2 x 2 x seq_len x h). The MLM
+    head runs on `max_predictions` rows per sequence (transform h x h + decoder
+    h x vocab); pooler and NSP head once per sequence. Embedding lookups are free.
+    """
+    h, mlp, n = cfg.hidden_size, cfg.mlp_dim, cfg.num_layers
+    per_layer = 2 * (4 * h * h + 2 * h * mlp) + 2 * 2 * seq_len * h
+    head_per_seq = max_predictions * 2 * (h * h + h * cfg.vocab_size) + 2 * (h * h + 2 * h)
+    forward = n * per_layer + head_per_seq / seq_len
+    return 3.0 * forward

@@ -1,0 +1,173 @@
+"""Shared transformer blocks with logical axis names on every parameter.
+
+Parameters are created float32 and cast to the compute dtype at use, so that a
+bfloat16 run keeps float32 master weights. Axis names used: batch, length, embed,
+heads, kv, mlp, vocab, position, type_vocab.
+"""
+
+import functools
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+
+Dtype = jnp.dtype
+
+
+def truncated_normal(stddev: float) -> Callable:
+    """TF's truncated_normal_initializer: N(0, stddev) cut at two stddevs, not rescaled.
+
+    jax's own truncated_normal rescales to keep the std; BERT's checkpoints were
+    trained from the unrescaled one, so we follow them.
+    """
+    def init(key, shape, dtype=jnp.float32):
+        return stddev * jax.random.truncated_normal(key, -2.0, 2.0, shape, dtype)
+    return init
+
+
+def activation(name: str) -> Callable:
+    return {
+        "gelu": functools.partial(jax.nn.gelu, approximate=False),
+        "gelu_tanh": functools.partial(jax.nn.gelu, approximate=True),
+        "relu": jax.nn.relu,
+        "tanh": jnp.tanh,
+    }[name]
+
+
+def constrain(x, axes):
+    return nn.with_logical_constraint(x, axes)
+
+
+class Dense(nn.Module):
+    """y = x . W + b over the trailing `in_axes` dims, with named kernel axes."""
+    features: tuple
+    kernel_axes: tuple
+    in_dims: int = 1
+    use_bias: bool = True
+    dtype: Dtype = jnp.float32
+    kernel_init: Callable = truncated_normal(0.02)
+
+    @nn.compact
+    def __call__(self, x):
+        features = tuple(self.features) if isinstance(self.features, (tuple, list)) else (self.features,)
+        in_shape = x.shape[-self.in_dims:]
+        kernel = self.param("kernel", nn.with_logical_partitioning(self.kernel_init, self.kernel_axes),
+                            in_shape + features, jnp.float32)
+        kernel = kernel.astype(self.dtype)
+        x = x.astype(self.dtype)
+        contract = tuple(range(x.ndim - self.in_dims, x.ndim))
+        y = jax.lax.dot_general(x, kernel, ((contract, tuple(range(self.in_dims))), ((), ())))
+        if self.use_bias:
+            bias_axes = self.kernel_axes[self.in_dims:]
+            bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros, bias_axes),
+                              features, jnp.float32)
+            y = y + bias.astype(self.dtype)
+        return y
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm over `embed`, statistics in float32 whatever the compute dtype."""
+    eps: float = 1e-12
+    dtype: Dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, x):
+        features = x.shape[-1]
+        scale = self.param("scale", nn.with_logical_partitioning(nn.initializers.ones, ("embed",)),
+                           (features,), jnp.float32)
+        bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros, ("embed",)),
+                          (features,), jnp.float32)
+        x32 = x.astype(jnp.float32)
+        mean = jnp.mean(x32, axis=-1, keepdims=True)
+        var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
+        y = (x32 - mean) * jax.lax.rsqrt(var + self.eps) * scale + bias
+        return y.astype(self.dtype)
+
+
+class Embed(nn.Module):
+    """A lookup table whose rows are named by `axes[0]` (vocab, position, ...)."""
+    num_embeddings: int
+    features: int
+    axes: tuple = ("vocab", "embed")
+    dtype: Dtype = jnp.float32
+    embedding_init: Callable = truncated_normal(0.02)
+
+    def setup(self):
+        self.embedding = self.param(
+            "embedding", nn.with_logical_partitioning(self.embedding_init, self.axes),
+            (self.num_embeddings, self.features), jnp.float32)
+
+    def __call__(self, ids):
+        return jnp.take(self.embedding, ids, axis=0).astype(self.dtype)
+
+    def attend(self, x):
+        """x . E^T: the output projection tied to this table."""
+        return jnp.einsum("...e,ve->...v", x.astype(self.dtype), self.embedding.astype(self.dtype))
+
+
+def segment_mask(q_segments, kv_segments, causal: bool = False):
+    """Boolean [batch, 1, q, kv]: True where attention is allowed.
+
+    Segment id 0 is padding. Tokens attend only inside their own segment, which is
+    what keeps packed examples (and padding) from seeing each other.
+    """
+    mask = (q_segments[:, :, None] == kv_segments[:, None, :]) & (kv_segments[:, None, :] != 0)
+    if causal:
+        q_len, kv_len = q_segments.shape[1], kv_segments.shape[1]
+        mask = mask & (jnp.arange(q_len)[:, None] >= jnp.arange(kv_len)[None, :])
+    return mask[:, None, :, :]
+
+
+def mask_to_bias(mask, dtype):
+    """Additive bias: 0 where allowed, a large negative where not (finite, so rows of
+    padding stay NaN-free)."""
+    big_negative = jnp.asarray(jnp.finfo(dtype).min if dtype != jnp.float32 else -1e9, dtype)
+    return jnp.where(mask, jnp.asarray(0, dtype), big_negative)
+
+
+class MultiHeadAttention(nn.Module):
+    num_heads: int
+    head_dim: int
+    dropout_rate: float = 0.0
+    use_bias: bool = True
+    dtype: Dtype = jnp.float32
+    kernel_init: Callable = truncated_normal(0.02)
+    out_init: Callable | None = None
+
+    @nn.compact
+    def __call__(self, x_q, x_kv, bias, deterministic: bool):
+        dense = functools.partial(Dense, features=(self.num_heads, self.head_dim),
+                                  kernel_axes=("embed", "heads", "kv"), use_bias=self.use_bias,
+                                  dtype=self.dtype, kernel_init=self.kernel_init)
+        q = dense(name="query")(x_q)
+        k = dense(name="key")(x_kv)
+        v = dense(name="value")(x_kv)
+        q = constrain(q, ("batch", "length", "heads", "kv"))
+        k = constrain(k, ("batch", "length", "heads", "kv"))
+        v = constrain(v, ("batch", "length", "heads", "kv"))
+        q = q * jnp.asarray(self.head_dim ** -0.5, self.dtype)
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k)
+        probs = jax.nn.softmax(scores.astype(jnp.float32) + bias.astype(jnp.float32), axis=-1)
+        probs = probs.astype(self.dtype)
+        probs = nn.Dropout(self.dropout_rate)(probs, deterministic=deterministic)
+        out = jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+        out = constrain(out, ("batch", "length", "heads", "kv"))
+        return Dense(features=x_q.shape[-1], kernel_axes=("heads", "kv", "embed"), in_dims=2,
+                     use_bias=self.use_bias, dtype=self.dtype,
+                     kernel_init=self.out_init or self.kernel_init, name="out")(out)
+
+
+class Mlp(nn.Module):
+    mlp_dim: int
+    act: str = "gelu_tanh"
+    dtype: Dtype = jnp.float32
+    kernel_init: Callable = truncated_normal(0.02)
+
+    @nn.compact
+    def __call__(self, x):
+        h = Dense(features=self.mlp_dim, kernel_axes=("embed", "mlp"), dtype=self.dtype,
+                  kernel_init=self.kernel_init, name="wi")(x)
+        h = constrain(activation(self.act)(h), ("batch", "length", "mlp"))
+        return Dense(features=x.shape[-1], kernel_axes=("mlp", "embed"), dtype=self.dtype,
+                     kernel_init=self.kernel_init, name="wo")(h)

@@ -1,0 +1,143 @@
+"""Masked language modelling: dynamic masking (numpy) and the loss (jax).
+
+``mask_tokens`` follows ``create_masked_lm_predictions`` of google-research/bert
+``create_pretraining_data.py`` with three deliberate differences:
+
+* the 15% budget is taken of the candidate (non-special) tokens, not of all
+  tokens including [CLS]/[SEP], so the masking rate is exactly ``mask_prob``;
+* a random replacement is drawn from the non-special vocabulary only (the
+  original draws from the whole vocab, so it could insert [CLS], [PAD], ...);
+* with whole-word masking a word never spans a special token: a word starts
+  at a word-start candidate or after a non-candidate position (the original
+  glues a leading "##" piece of segment B onto the last word of A).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pretrainx.errors import UserError
+
+MASK_FRACTION = 0.8
+KEEP_FRACTION = 0.1  # the remaining 0.1 becomes a random token
+
+
+def num_to_predict(num_candidates, max_predictions, mask_prob):
+    """How many tokens to mask: round(n * p), at least 1, at most the cap."""
+    if num_candidates == 0:
+        return 0
+    return min(max_predictions, max(1, int(round(num_candidates * mask_prob))))
+
+
+def word_ids(candidates, word_starts):
+    """Word index of each candidate position (candidates sorted ascending)."""
+    starts = word_starts[candidates].astype(bool)
+    if candidates.size:
+        starts[0] = True
+        starts[1:] |= np.diff(candidates) != 1
+    return np.cumsum(starts) - 1
+
+
+def choose_whole_words(word_of, budget, rng):
+    """Indices into candidates: whole words in random order while they fit.
+
+    Same greedy rule as the original: skip a word that would overshoot the
+    budget, stop once the budget is met. Vectorised as a prefix that fits plus
+    a short loop over words that still fit the remaining slack.
+    """
+    lengths = np.bincount(word_of)
+    order = rng.permutation(lengths.size)
+    ordered = lengths[order]
+    fits = np.cumsum(ordered) <= budget
+    n_prefix = int(np.argmin(fits)) if not fits.all() else fits.size
+    taken = list(order[:n_prefix])
+    slack = budget - int(ordered[:n_prefix].sum())
+    rest_words, rest_lengths = order[n_prefix:], ordered[n_prefix:]
+    while slack > 0 and rest_words.size:
+        ok = rest_lengths <= slack
+        if not ok.any():
+            break
+        j = int(np.argmax(ok))
+        taken.append(rest_words[j])
+        slack -= int(rest_lengths[j])
+        rest_words, rest_lengths = rest_words[j + 1:], rest_lengths[j + 1:]
+    selected = np.zeros(lengths.size, bool)
+    selected[np.asarray(taken, dtype=np.int64)] = True
+    return np.flatnonzero(selected[word_of])
+
+
+def random_non_special(count, vocab_size, special_ids, rng):
+    """Uniform ids from [0, vocab_size) minus special_ids, without a vocab table."""
+    if count == 0:
+        return np.zeros((0,), np.int32)
+    specials = np.unique(special_ids[(special_ids >= 0) & (special_ids < vocab_size)])
+    k = rng.integers(0, vocab_size - specials.size, size=count)
+    # The k-th allowed id is k plus the number of specials at or below it.
+    return (k + np.searchsorted(specials - np.arange(specials.size), k, side="right")
+            ).astype(np.int32)
+
+
+def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predictions,
+                mask_prob=0.15, word_starts=None):
+    """Dynamic BERT masking of one padded sequence.
+
+    Chosen positions become [MASK] 80%, a random non-special id 10%, and stay
+    unchanged 10% (one uniform draw per position). Returns the masked
+    ``input_ids`` and ``masked_lm_positions``/``masked_lm_ids`` (int32,
+    sorted, zero-padded to ``max_predictions``) with ``masked_lm_weights``.
+    """
+    input_ids = np.asarray(input_ids)
+    if input_ids.ndim != 1:
+        raise UserError(f"mask_tokens expects one 1-D sequence, got shape {input_ids.shape}")
+    if not 0.0 <= mask_prob <= 1.0:
+        raise UserError(f"mask_prob={mask_prob} must be in [0, 1]")
+    special_ids = np.asarray(special_ids, dtype=np.int64)
+    # A handful of special ids: a broadcast compare beats np.isin's setup cost.
+    is_special = (input_ids[:, None] == special_ids[None, :]).any(axis=1)
+    candidates = np.flatnonzero(~is_special)
+    budget = num_to_predict(candidates.size, max_predictions, mask_prob)
+    if word_starts is None:
+        chosen = rng.permutation(candidates.size)[:budget]
+    else:
+        chosen = choose_whole_words(word_ids(candidates, np.asarray(word_starts)), budget, rng)
+    positions = np.sort(candidates[chosen])
+    n = positions.size
+
+    u = rng.random(n)
+    to_mask = u < MASK_FRACTION
+    to_random = u >= MASK_FRACTION + KEEP_FRACTION
+    masked = input_ids.astype(np.int32, copy=True)
+    masked[positions[to_mask]] = mask_id
+    masked[positions[to_random]] = random_non_special(
+        int(to_random.sum()), vocab_size, special_ids, rng)
+
+    out_positions = np.zeros(max_predictions, np.int32)
+    out_ids = np.zeros(max_predictions, np.int32)
+    weights = np.zeros(max_predictions, np.float32)
+    out_positions[:n] = positions
+    out_ids[:n] = input_ids[positions]
+    weights[:n] = 1.0
+    return {
+        "input_ids": masked,
+        "masked_lm_positions": out_positions,
+        "masked_lm_ids": out_ids,
+        "masked_lm_weights": weights,
+    }
+
+
+def mlm_loss_and_metrics(logits, masked_lm_ids, masked_lm_weights):
+    """Sums (not means) of MLM cross-entropy, accuracy and weight, in float32.
+
+    logits: [batch, max_pred, vocab] in any float dtype. Sums let callers
+    normalise once over a global batch or across micro-batches.
+    """
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    ids = masked_lm_ids.astype(jnp.int32)
+    weights = masked_lm_weights.astype(jnp.float32)
+    nll = -jnp.take_along_axis(logp, ids[..., None], axis=-1)[..., 0]
+    correct = (jnp.argmax(logp, axis=-1) == ids).astype(jnp.float32)
+    return {
+        "mlm_loss_sum": jnp.sum(nll * weights),
+        "mlm_correct_sum": jnp.sum(correct * weights),
+        "mlm_weight_sum": jnp.sum(weights),
+    }

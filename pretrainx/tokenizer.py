@@ -1,0 +1,127 @@
+"""Tokenizer command line: train a SentencePiece model, encode and decode text.
+
+  python -m pretrainx.tokenizer train --input=GLOB[,GLOB] --vocab_size=N \
+      --model_type=unigram|bpe --output=DIR_OR_PREFIX [--lower_case=true]
+  python -m pretrainx.tokenizer encode --tokenizer=PATH < text > ids
+  python -m pretrainx.tokenizer decode --tokenizer=PATH < ids > text
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import os
+import sys
+
+from absl import app, flags
+
+from pretrainx.errors import UserError
+
+FLAGS = flags.FLAGS
+_COMMANDS = ("train", "encode", "decode")
+
+
+def _define_flags() -> None:
+    # Defined on demand so importing this module never clashes with other CLIs' flags.
+    flags.DEFINE_string("input", None, "Comma-separated globs of UTF-8 text files (train).")
+    flags.DEFINE_integer("vocab_size", None, "Number of pieces (train).")
+    flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe"], "SentencePiece model type (train).")
+    flags.DEFINE_string("output", None, "Directory (gets spiece.model) or file prefix (train).")
+    flags.DEFINE_bool("lower_case", True, "Lower-case text (train; WordPiece encode/decode).")
+    flags.DEFINE_string("tokenizer", None, "vocab.txt, .model, or a directory holding one (encode/decode).")
+
+
+def _expand_globs(spec: str) -> list[str]:
+    files = []
+    for pattern in filter(None, (p.strip() for p in spec.split(","))):
+        matches = sorted(glob.glob(os.path.expanduser(pattern)))
+        if not matches:
+            raise UserError(f"--input glob matches no files: {pattern}")
+        files.extend(matches)
+    if not files:
+        raise UserError("--input is empty")
+    return files
+
+
+def _output_prefix(output: str) -> str:
+    """A directory (existing, or spelled with a trailing slash) gets DIR/spiece."""
+    output = os.path.expanduser(output)
+    if os.path.isdir(output) or output.endswith(("/", os.sep)):
+        return os.path.join(output, "spiece")
+    return output[: -len(".model")] if output.endswith(".model") else output
+
+
+def _require(name: str):
+    value = getattr(FLAGS, name)
+    if value is None:
+        raise UserError(f"--{name} is required")
+    return value
+
+
+def _train() -> None:
+    from pretrainx.data.tokenizers import train_sentencepiece
+
+    path = train_sentencepiece(
+        _expand_globs(_require("input")),
+        _output_prefix(_require("output")),
+        vocab_size=_require("vocab_size"),
+        model_type=FLAGS.model_type,
+        lower_case=FLAGS.lower_case,
+    )
+    print(path)
+
+
+def _stdin_lines():
+    """Input lines without line ends; a leading BOM is not text."""
+    stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline=None)
+    for n, line in enumerate(stream):
+        yield line.rstrip("\n").lstrip("\ufeff") if n == 0 else line.rstrip("\n")
+
+
+def _load():
+    from pretrainx.data.tokenizers import load_tokenizer
+
+    return load_tokenizer(_require("tokenizer"), lower_case=FLAGS.lower_case)
+
+
+def _encode() -> None:
+    tok = _load()
+    out = sys.stdout
+    for line in _stdin_lines():
+        out.write(" ".join(map(str, tok.encode(line))) + "\n")
+
+
+def _parse_ids(line: str, lineno: int) -> list[int]:
+    try:
+        return [int(t) for t in line.split()]
+    except ValueError:
+        raise UserError(f"stdin line {lineno}: expected space-separated integer ids, got {line[:80]!r}") from None
+
+
+def _decode() -> None:
+    tok = _load()
+    out = sys.stdout
+    for lineno, line in enumerate(_stdin_lines(), 1):
+        out.write(tok.decode(_parse_ids(line, lineno)) + "\n")
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) != 2 or argv[1] not in _COMMANDS:
+        got = " ".join(argv[1:]) or "nothing"
+        print(f"error: expected one command ({', '.join(_COMMANDS)}), got {got}", file=sys.stderr)
+        sys.exit(2)
+    sys.stdout.reconfigure(encoding="utf-8")
+    try:
+        {"train": _train, "encode": _encode, "decode": _decode}[argv[1]]()
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def run() -> None:
+    _define_flags()
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

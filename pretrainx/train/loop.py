@@ -1,0 +1,249 @@
+"""The training loop: phases, steps, eval, logging, checkpoints, resume."""
+
+import json
+import os
+import time
+
+import jax
+import numpy as np
+from flax import linen as nn
+
+from pretrainx import config as config_lib
+from pretrainx import objectives, sharding
+from pretrainx.data import pipeline
+from pretrainx.errors import UserError
+from pretrainx.train import checkpoint as checkpoint_lib
+from pretrainx.train import metrics as metrics_lib
+from pretrainx.train import optim, state as state_lib, step as step_lib
+
+
+def describe(cfg) -> dict:
+    """What a run would be, from shapes alone (jax.eval_shape: nothing is allocated)."""
+    config_lib.validate(cfg)
+    objective = objectives.build(cfg, tokenizer=None)
+    mesh = sharding.make_mesh(cfg.mesh)
+    phase = config_lib.phases(cfg)[0]
+    tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps)
+    abstract = state_lib.abstract_state(objective.model, tx, objective.example_batch(1, phase))
+    return {
+        "params": state_lib.count_params(abstract),
+        "mesh": dict(mesh.shape),
+        "devices": jax.device_count(),
+        "processes": jax.process_count(),
+        "global_batch_size": cfg.global_batch_size,
+        "per_device_batch_size": cfg.global_batch_size / jax.device_count(),
+        "seq_len": cfg.seq_len,
+        "total_steps": cfg.total_steps,
+        "phases": [{"steps": [p.start, p.end], "seq_len": p.seq_len,
+                    "global_batch_size": p.global_batch_size} for p in config_lib.phases(cfg)],
+        "flops_per_token": objective.flops_per_token(phase),
+        "flops_per_token_formula": objective.flops_formula,
+    }
+
+
+def _check_batches(cfg, mesh, rules):
+    dp = sharding.data_parallel_size(mesh, rules)
+    for phase in config_lib.phases(cfg):
+        for divisor, what in ((dp, f"the {dp} data-parallel devices"),
+                              (jax.process_count(), f"{jax.process_count()} processes"),
+                              (dp * cfg.micro_batches, f"{cfg.micro_batches} micro-batches "
+                                                       f"x {dp} data-parallel devices")):
+            if phase.global_batch_size % divisor:
+                raise UserError(f"{phase.prefix}global_batch_size={phase.global_batch_size} "
+                                f"does not divide over {what}")
+
+
+def _model_fields_differ(saved: dict, cfg) -> list:
+    saved_model = saved.get("model", {})
+    keys = ("family", "num_layers", "hidden_size", "num_heads", "mlp_dim", "vocab_size",
+            "max_position_embeddings", "type_vocab_size")
+    return [f"model.{k}: checkpoint {saved_model.get(k)!r} vs config {cfg.model[k]!r}"
+            for k in keys if k in saved_model and saved_model[k] != cfg.model[k]]
+
+
+class _Phases:
+    """Per-phase datasets and compiled steps, built on first use."""
+
+    def __init__(self, cfg, objective, mesh, rules, model, tx, shardings):
+        self.cfg, self.objective, self.mesh, self.rules = cfg, objective, mesh, rules
+        self.batch_sharding = sharding.batch_sharding(mesh, rules)
+        self._train_ds, self._eval_ds, self._steps, self._evals = {}, {}, {}, {}
+        schedule = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
+        self._train_fn = step_lib.make_train_step(model, tx, objective, schedule, cfg.micro_batches)
+        self._eval_fn = step_lib.make_eval_step(model, objective)
+        self._shardings = shardings
+
+    def _batch_shardings(self, phase):
+        example = self.objective.example_batch(phase.global_batch_size, phase)
+        return {k: self.batch_sharding for k in example}
+
+    def train_iterator(self, phase):
+        if phase.index not in self._train_ds:
+            examples = self.objective.examples(self.cfg.data.train_files, phase, train=True)
+            self._train_ds[phase.index] = pipeline.make_dataset(
+                examples, self.objective.transform(phase, train=True), phase.global_batch_size,
+                seed=self.cfg.seed * 1000 + phase.index)
+        return pipeline.make_iterator(self._train_ds[phase.index])
+
+    def eval_iterator(self, phase):
+        if not self.cfg.data.eval_files:
+            return None
+        if phase.index not in self._eval_ds:
+            examples = self.objective.examples(self.cfg.data.eval_files, phase, train=False)
+            self._eval_ds[phase.index] = pipeline.make_dataset(
+                examples, self.objective.transform(phase, train=False), phase.global_batch_size,
+                seed=12345 + phase.index, shuffle=False)
+        return pipeline.make_iterator(self._eval_ds[phase.index])
+
+    def train_step(self, phase):
+        if phase.index not in self._steps:
+            self._steps[phase.index] = step_lib.compile_train_step(
+                self._train_fn, self.mesh, self.rules, self._shardings,
+                self._batch_shardings(phase))
+        return self._steps[phase.index]
+
+    def eval_step(self, phase):
+        if phase.index not in self._evals:
+            self._evals[phase.index] = step_lib.compile_eval_step(
+                self._eval_fn, self.mesh, self.rules, self._shardings.params,
+                self._batch_shardings(phase))
+        return self._evals[phase.index]
+
+    def to_global(self, local_batch):
+        return {k: jax.make_array_from_process_local_data(self.batch_sharding, np.asarray(v))
+                for k, v in local_batch.items()}
+
+
+def _evaluate(phases, phase, params, objective, eval_steps):
+    iterator = phases.eval_iterator(phase)
+    if iterator is None:
+        return None
+    eval_step = phases.eval_step(phase)
+    totals = None
+    for _ in range(eval_steps):
+        sums = jax.device_get(eval_step(params, phases.to_global(next(iterator))))
+        totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
+    del iterator
+    return objective.eval_metrics(totals)
+
+
+def _summarise(buffer):
+    """Average per-step metrics over the log interval (learning rate: the last)."""
+    host = jax.device_get(buffer)
+    out = {k: float(np.mean([m[k] for m in host])) for k in host[0]}
+    out["learning_rate"] = float(host[-1]["learning_rate"])
+    return out
+
+
+def train(cfg, workdir: str) -> dict:
+    """Train (or resume) to cfg.total_steps. Returns the last train and eval records."""
+    config_lib.validate(cfg)
+    from pretrainx.data.tokenizers import load_tokenizer
+    tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case)
+    if tokenizer.vocab_size > cfg.model.vocab_size:
+        raise UserError(f"tokenizer {cfg.data.tokenizer} has {tokenizer.vocab_size} ids but "
+                        f"model.vocab_size={cfg.model.vocab_size}")
+    objective = objectives.build(cfg, tokenizer)
+    mesh = sharding.make_mesh(cfg.mesh)
+    rules = sharding.rules_of(cfg)
+    _check_batches(cfg, mesh, rules)
+    try:
+        os.makedirs(workdir, exist_ok=True)
+        config_json = cfg.to_json(sort_keys=True)
+        with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
+            f.write(config_json)
+    except OSError as e:
+        raise UserError(f"workdir {workdir} is not writable: {e.strerror or e}") from None
+
+    all_phases = config_lib.phases(cfg)
+    tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps)
+    model = objective.model
+    init_batch = objective.example_batch(1, all_phases[0])
+    abstract = state_lib.abstract_state(model, tx, init_batch)
+    n_params = state_lib.count_params(abstract)
+    shardings = state_lib.state_shardings(model, tx, init_batch, mesh, rules)
+    metrics_lib.log(f"pretrainx: {cfg.model.family} with {n_params:,} parameters "
+                    f"({n_params / 1e6:.1f}M) on mesh {dict(mesh.shape)} of {jax.device_count()} "
+                    f"{jax.devices()[0].platform} devices")
+    for p in all_phases:
+        metrics_lib.log(f"  phase {p.index}: steps [{p.start}, {p.end}) seq_len {p.seq_len} "
+                        f"global batch {p.global_batch_size} "
+                        f"({p.global_batch_size // jax.device_count()} per device)")
+
+    phases = _Phases(cfg, objective, mesh, rules, model, tx, shardings)
+    ckpt = checkpoint_lib.Checkpointer(workdir, cfg.keep_checkpoints, cfg.checkpoint_every)
+    restored = ckpt.restore(nn.unbox(abstract), shardings,
+                            lambda s: phases.train_iterator(config_lib.phase_at(cfg, s)))
+    if restored is not None:
+        start, state, iterator, saved_cfg = restored
+        differ = _model_fields_differ(saved_cfg, cfg)
+        if differ:
+            raise UserError(f"checkpoint in {ckpt.directory} was written for another model: "
+                            + "; ".join(differ))
+        metrics_lib.log(f"resumed from {ckpt.directory}/{start}")
+    else:
+        start = 0
+        state, _ = state_lib.create_state(model, tx, init_batch, cfg.seed, mesh, rules)
+        iterator = phases.train_iterator(config_lib.phase_at(cfg, 0))
+
+    writer = metrics_lib.MetricsWriter(workdir, cfg.total_steps)
+    peak, peak_source = metrics_lib.peak_flops_per_device()
+    base_key = jax.random.key(cfg.seed + 1)
+    phase = config_lib.phase_at(cfg, start)
+    last_train, last_eval = None, None
+    buffer, timer, interval_steps, seconds_per_step = [], None, 0, float("nan")
+    step = start
+    try:
+        while step < cfg.total_steps:
+            if step >= phase.end:  # switch to the next phase
+                phase = config_lib.phase_at(cfg, step)
+                iterator = phases.train_iterator(phase)
+                timer = None
+            batch = phases.to_global(next(iterator))
+            state, step_metrics = phases.train_step(phase)(state, batch, base_key)
+            step += 1
+            buffer.append(step_metrics)
+            interval_steps += 1
+            if timer is None:  # first step after a (re)compile: start the clock after it
+                jax.block_until_ready(step_metrics)
+                timer, interval_steps, buffer = time.perf_counter(), 0, []
+            if step % cfg.log_every == 0 or step == cfg.total_steps:
+                if buffer:
+                    record = _summarise(buffer)
+                    if not np.isfinite(record["loss"]):
+                        raise UserError(f"loss is {record['loss']} at step {step}; the last "
+                                        f"good checkpoint is kept in {ckpt.directory}")
+                    elapsed = time.perf_counter() - timer
+                    seconds_per_step = elapsed / max(interval_steps, 1)
+                    tokens = interval_steps * phase.global_batch_size * phase.seq_len
+                    tps = tokens / elapsed
+                    flops = objective.flops_per_token(phase)
+                    record.update(step=step, tokens_per_sec=tps,
+                                  mfu=flops * tps / (peak * jax.device_count()),
+                                  seq_len=phase.seq_len, global_batch_size=phase.global_batch_size)
+                    writer.write(record)
+                    writer.progress(record, seconds_per_step)
+                    last_train = record
+                buffer, interval_steps, timer = [], 0, time.perf_counter()
+            if step % cfg.eval_every == 0 or step == cfg.total_steps:
+                result = _evaluate(phases, phase, state.params, objective, cfg.eval_steps)
+                if result is not None:
+                    last_eval = dict(result, step=step, split="eval")
+                    writer.write(last_eval)
+                    writer.progress(last_eval, seconds_per_step)
+                timer = time.perf_counter() if timer is not None else None
+                buffer, interval_steps = [], 0
+            if step >= phase.end and step < cfg.total_steps:
+                # Switch before saving so the saved iterator is the next phase's.
+                phase = config_lib.phase_at(cfg, step)
+                iterator = phases.train_iterator(phase)
+                timer = None
+            if step % cfg.checkpoint_every == 0 or step == cfg.total_steps:
+                ckpt.save(step, state, iterator, cfg.to_json(sort_keys=True),
+                          force=step == cfg.total_steps)
+    finally:
+        ckpt.close()
+        writer.close()
+    metrics_lib.log(f"done: {cfg.total_steps} steps; checkpoints in {ckpt.directory}")
+    return {"train": last_train, "eval": last_eval, "params": n_params,
+            "peak_flops_source": peak_source}

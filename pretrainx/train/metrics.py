@@ -1,0 +1,127 @@
+"""Metrics a person can read: metrics.jsonl, a progress line, TensorBoard, MFU."""
+
+import functools
+import json
+import math
+import os
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+# Dense bf16 peak FLOP/s per device as JAX counts devices (v2/v3/v4 expose two
+# devices, i.e. TensorCores, per chip; the others one).
+PEAK_FLOPS_PER_DEVICE = {
+    "TPU v2": 45e12 / 2,
+    "TPU v3": 123e12 / 2,
+    "TPU v4": 275e12 / 2,
+    "TPU v5 lite": 197e12,
+    "TPU v5e": 197e12,
+    "TPU v5p": 459e12,
+    "TPU v5": 459e12,
+    "TPU v6 lite": 918e12,
+    "TPU v6e": 918e12,
+    "NVIDIA H100": 989e12,
+    "NVIDIA A100": 312e12,
+}
+
+
+@functools.lru_cache(maxsize=None)
+def measured_matmul_peak(size: int = 1024, repeats: int = 5) -> float:
+    """Best float32 FLOP/s of a jitted square matmul on this host's devices, which
+    is what MFU is measured against on a CPU (no published peak fits every CPU)."""
+    device = jax.local_devices()[0]
+    a = jax.device_put(jnp.ones((size, size), jnp.float32), device)
+    f = jax.jit(lambda x: x @ x)
+    f(a).block_until_ready()
+    best = math.inf
+    for _ in range(repeats):
+        t = time.perf_counter()
+        f(a).block_until_ready()
+        best = min(best, time.perf_counter() - t)
+    return 2 * size ** 3 / best
+
+
+def peak_flops_per_device() -> tuple:
+    """(FLOP/s, where the figure comes from)."""
+    kind = jax.devices()[0].device_kind
+    for name, flops in PEAK_FLOPS_PER_DEVICE.items():
+        if kind.startswith(name):
+            return flops, f"table:{name}"
+    if jax.devices()[0].platform == "cpu":
+        # Forced host devices share the same cores: the whole host's peak is measured
+        # once and split between them.
+        return measured_matmul_peak() / jax.local_device_count(), "measured-cpu-matmul"
+    return float("nan"), f"unknown:{kind}"
+
+
+def _fmt_duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+class MetricsWriter:
+    """Writes on process 0 only; the others keep silent."""
+
+    def __init__(self, workdir: str, total_steps: int, enabled: bool | None = None):
+        self.enabled = jax.process_index() == 0 if enabled is None else enabled
+        self.total_steps = total_steps
+        self._file = None
+        self._tb = None
+        if not self.enabled:
+            return
+        os.makedirs(workdir, exist_ok=True)
+        self._file = open(os.path.join(workdir, "metrics.jsonl"), "a", encoding="utf-8")
+        try:
+            from tensorboardX import SummaryWriter
+            self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
+        except Exception:  # TensorBoard is optional
+            self._tb = None
+
+    def write(self, record: dict) -> None:
+        if not self.enabled:
+            return
+        record = {k: (float(v) if isinstance(v, (np.floating, np.integer, jax.Array)) else v)
+                  for k, v in record.items()}
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            prefix = record.get("split", "train")
+            for key, value in record.items():
+                if isinstance(value, (int, float)) and key != "step":
+                    self._tb.add_scalar(f"{prefix}/{key}", value, record["step"])
+
+    def progress(self, record: dict, seconds_per_step: float) -> None:
+        if not self.enabled:
+            return
+        step = record["step"]
+        eta = (self.total_steps - step) * seconds_per_step
+        if record.get("split") == "eval":
+            parts = [f"eval   step {step}/{self.total_steps}", f"loss {record['loss']:.4f}"]
+            parts += [f"{k} {record[k]:.4f}" for k in record
+                      if k.endswith("accuracy") or k.endswith("_loss")]
+        else:
+            parts = [f"step {step}/{self.total_steps}", f"loss {record['loss']:.4f}",
+                     f"lr {record['learning_rate']:.2e}",
+                     f"{record['tokens_per_sec']:,.0f} tok/s", f"MFU {record['mfu']:.1%}",
+                     f"ETA {_fmt_duration(eta)}"]
+        print(" | ".join(parts), flush=True)
+
+    def close(self) -> None:
+        if self._file:
+            self._file.close()
+            self._file = None
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+
+def log(message: str) -> None:
+    if jax.process_index() == 0:
+        print(message, file=sys.stdout, flush=True)

@@ -1,0 +1,50 @@
+"""Optimizer and learning-rate schedule from `config.optimizer`."""
+
+import jax
+import jax.numpy as jnp
+import optax
+
+
+def learning_rate_schedule(opt_cfg, total_steps: int):
+    """Step -> learning rate.
+
+    bert_linear is google-research/bert's optimization.py to the letter: a linear
+    decay from the peak to 0 at `total_steps` counted from step 0, overridden by a
+    linear warmup while step < warmup_steps (so the decay is already at
+    1 - warmup/total when warmup ends). warmup_linear decays from the end of warmup.
+    """
+    peak = opt_cfg.learning_rate
+    warmup = max(int(opt_cfg.warmup_steps), 0)
+    kind = opt_cfg.schedule
+
+    def schedule(step):
+        step = jnp.asarray(step, jnp.float32)
+        warm = peak * step / max(warmup, 1)
+        if kind == "constant":
+            after = jnp.asarray(peak, jnp.float32)
+        elif kind == "bert_linear":
+            after = peak * jnp.maximum(0.0, 1.0 - step / total_steps)
+        else:  # warmup_linear
+            after = peak * jnp.maximum(0.0, 1.0 - (step - warmup) / max(total_steps - warmup, 1))
+        return jnp.where(step < warmup, warm, after)
+
+    return schedule
+
+
+def decay_mask(params):
+    """Weight decay on matrices only: not on LayerNorm scales or biases (as BERT)."""
+    def keep(path, leaf):
+        # The last dict key names the parameter (boxed params add attribute keys after it).
+        names = [k.key for k in path if isinstance(k, jax.tree_util.DictKey)]
+        return not (names[-1] in ("bias", "scale", "mlm_bias") or leaf.ndim < 2)
+    return jax.tree_util.tree_map_with_path(keep, params)
+
+
+def make_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation:
+    schedule = learning_rate_schedule(opt_cfg, total_steps)
+    parts = []
+    if opt_cfg.grad_clip and opt_cfg.grad_clip > 0:
+        parts.append(optax.clip_by_global_norm(opt_cfg.grad_clip))
+    parts.append(optax.adamw(schedule, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps,
+                             weight_decay=opt_cfg.weight_decay, mask=decay_mask))
+    return optax.chain(*parts)

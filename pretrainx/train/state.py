@@ -1,0 +1,51 @@
+"""The train state, created directly sharded over the mesh."""
+
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+
+from pretrainx import sharding
+
+
+@flax.struct.dataclass
+class TrainState:
+    step: jax.Array  # completed optimizer steps; also drives the dropout RNG and lr
+    params: Any
+    opt_state: Any
+
+
+def _init_fn(model, tx, example_batch):
+    def init(key):
+        variables = model.init({"params": key, "dropout": key}, example_batch, deterministic=True)
+        params = variables["params"]
+        return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params))
+    return init
+
+
+def abstract_state(model, tx, example_batch):
+    """Shapes and logical axis annotations of the state, without allocating it."""
+    return jax.eval_shape(_init_fn(model, tx, example_batch), jax.random.key(0))
+
+
+def state_shardings(model, tx, example_batch, mesh, rules):
+    boxed = abstract_state(model, tx, example_batch)
+    return sharding.logical_to_sharding(nn.get_partition_spec(boxed), mesh, rules)
+
+
+def count_params(abstract) -> int:
+    params = nn.unbox(abstract.params) if hasattr(abstract, "params") else nn.unbox(abstract)
+    return int(sum(x.size for x in jax.tree_util.tree_leaves(params)))
+
+
+def create_state(model, tx, example_batch, seed: int, mesh, rules):
+    """Initialise parameters and optimizer state where they live: each device
+    builds only its own shard (jitted init with out_shardings)."""
+    shardings = state_shardings(model, tx, example_batch, mesh, rules)
+    init = _init_fn(model, tx, example_batch)
+    with sharding.activate(mesh, rules):
+        state = jax.jit(lambda key: nn.unbox(init(key)), out_shardings=shardings)(
+            jax.random.key(seed))
+    return state, shardings

@@ -1,0 +1,106 @@
+"""The jitted train and eval steps.
+
+The loss is normalised by denominators taken from the whole global batch before
+it is split into micro-batches, so the gradient is the same whatever the number of
+micro-batches or devices (only the dropout draws differ with micro-batching).
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import linen as nn
+
+from pretrainx import sharding
+from pretrainx.train.state import TrainState
+
+
+def _split_micro(batch, micro_batches: int):
+    """[B, ...] -> [M, B/M, ...] taking every M-th row, so each device's shard
+    feeds every micro-batch evenly."""
+    def split(x):
+        x = x.reshape((x.shape[0] // micro_batches, micro_batches) + x.shape[1:])
+        x = jnp.swapaxes(x, 0, 1)
+        return nn.with_logical_constraint(x, (None, "batch") + (None,) * (x.ndim - 2))
+    return jax.tree_util.tree_map(split, batch)
+
+
+def make_train_step(model, tx, objective, schedule, micro_batches: int):
+    """(state, batch, key) -> (state, metrics); pure, to be jitted by `compile_train_step`."""
+
+    def loss_fn(params, batch, norms, rng):
+        outputs = model.apply({"params": params}, batch, deterministic=False,
+                              rngs={"dropout": rng})
+        sums = objective.loss_sums(outputs, batch)
+        return objective.loss(sums, norms), sums
+
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def step(state: TrainState, batch, base_key):
+        norms = objective.normalizers(batch)
+        rng = jax.random.fold_in(base_key, state.step)
+        if micro_batches == 1:
+            (loss, sums), grads = grad_fn(state.params, batch, norms, rng)
+        else:
+            micro = _split_micro(batch, micro_batches)
+
+            def accumulate(carry, xs):
+                index, mb = xs
+                (l, s), g = grad_fn(state.params, mb, norms, jax.random.fold_in(rng, index))
+                acc_g, acc_l, acc_s = carry
+                return (jax.tree_util.tree_map(jnp.add, acc_g, g), acc_l + l,
+                        jax.tree_util.tree_map(jnp.add, acc_s, s)), None
+
+            zeros_g = jax.tree_util.tree_map(jnp.zeros_like, state.params)
+            zeros_s = jax.tree_util.tree_map(
+                jnp.zeros_like, jax.eval_shape(lambda: loss_fn(
+                    state.params, jax.tree_util.tree_map(lambda x: x[0], micro), norms, rng)[1]))
+            (grads, loss, sums), _ = jax.lax.scan(
+                accumulate, (zeros_g, jnp.zeros((), jnp.float32), zeros_s),
+                (jnp.arange(micro_batches), micro))
+        grad_norm = optax.global_norm(grads)
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        metrics = dict(objective.metrics(sums, norms), loss=loss, grad_norm=grad_norm,
+                       learning_rate=schedule(state.step))
+        return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
+
+    return step
+
+
+def make_eval_step(model, objective):
+    """(params, batch) -> sums of the objective's terms, dropout off."""
+    def step(params, batch):
+        outputs = model.apply({"params": params}, batch, deterministic=True)
+        sums = objective.loss_sums(outputs, batch)
+        return dict(sums, **{f"norm_{k}": v for k, v in objective.normalizers(batch).items()})
+    return step
+
+
+class Compiled:
+    """A jitted function that always traces under the mesh and the logical rules."""
+
+    def __init__(self, fn, mesh, rules, **jit_kwargs):
+        self._fn = jax.jit(fn, **jit_kwargs)
+        self._mesh, self._rules = mesh, rules
+
+    def __call__(self, *args):
+        with sharding.activate(self._mesh, self._rules):
+            return self._fn(*args)
+
+    def lower(self, *args):
+        with sharding.activate(self._mesh, self._rules):
+            return self._fn.lower(*args)
+
+
+def compile_train_step(step_fn, mesh, rules, state_shardings, batch_shardings):
+    repl = sharding.replicated(mesh)
+    return Compiled(step_fn, mesh, rules,
+                    in_shardings=(state_shardings, batch_shardings, repl),
+                    out_shardings=(state_shardings, repl), donate_argnums=(0,))
+
+
+def compile_eval_step(step_fn, mesh, rules, param_shardings, batch_shardings):
+    return Compiled(step_fn, mesh, rules, in_shardings=(param_shardings, batch_shardings),
+                    out_shardings=sharding.replicated(mesh))

@@ -1,0 +1,197 @@
+"""Tokenizers: BERT parity, special ids, whole-word table, SentencePiece training and CLI."""
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pretrainx.data.tokenizers import (
+    SentencePieceTokenizer,
+    WordPieceTokenizer,
+    load_tokenizer,
+    train_sentencepiece,
+)
+from pretrainx.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+BERT_VOCAB = DATA / "tokenizers" / "bert-base-uncased" / "vocab.txt"
+CORPUS = DATA / "corpus"
+ALICE = CORPUS / "gutenberg" / "pg11_alice_in_wonderland.txt"
+
+needs_data = pytest.mark.skipif(not BERT_VOCAB.exists(), reason="shared data not available")
+
+
+def _lines(path: Path, limit=None) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        return [line for line in itertools.islice(f, limit) if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def bert():
+    return load_tokenizer(str(BERT_VOCAB))
+
+
+@pytest.fixture(scope="module")
+def hf_bert():
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    transformers = pytest.importorskip("transformers")
+    return transformers.BertTokenizerFast(vocab_file=str(BERT_VOCAB), do_lower_case=True)
+
+
+@needs_data
+@pytest.mark.parametrize("relpath, limit", [
+    ("misc/bert_sample_text.txt", None),
+    ("wikitext-2-raw/wiki.valid.raw", 1500),
+    ("gutenberg/pg74_tom_sawyer.txt", 2000),  # starts with a BOM
+])
+def test_wordpiece_matches_huggingface(bert, hf_bert, relpath, limit):
+    lines = _lines(CORPUS / relpath, limit)
+    expected = hf_bert(lines, add_special_tokens=False)["input_ids"]
+    for line, want in zip(lines, expected):
+        assert bert.encode(line) == want, line
+
+
+@needs_data
+def test_wordpiece_edge_cases_match_huggingface(bert, hf_bert):
+    texts = ["Ça va? Ÿes—«naïve» café…", "ΟΔΟΣ Σ", "中文字abc", "x" * 101, "tab\there\x00\ufffd\u200bz",
+             "$5+^3`~@", "  ", ""]
+    for text in texts:
+        assert bert.encode(text) == hf_bert(text, add_special_tokens=False)["input_ids"], text
+
+
+@needs_data
+def test_bert_special_ids(bert):
+    assert isinstance(bert, WordPieceTokenizer)
+    assert (bert.pad_id, bert.unk_id, bert.cls_id, bert.sep_id, bert.mask_id) == (0, 100, 101, 102, 103)
+    np.testing.assert_array_equal(bert.special_ids(), [0, 100, 101, 102, 103])
+    assert bert.special_ids().dtype == np.int32
+    assert bert.vocab_size == 30522
+    assert load_tokenizer(str(BERT_VOCAB.parent)).path == str(BERT_VOCAB)
+
+
+def test_vocab_missing_mask_is_user_error(tmp_path):
+    vocab = tmp_path / "my_vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n##s\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"my_vocab\.txt.*\[MASK\]"):
+        load_tokenizer(str(vocab))
+
+
+def test_bad_paths_are_user_errors(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    with pytest.raises(UserError, match="empty.txt"):
+        load_tokenizer(str(empty))
+    with pytest.raises(UserError, match="missing.model"):
+        load_tokenizer(str(tmp_path / "missing.model"))
+    with pytest.raises(UserError, match="no vocab.txt"):
+        load_tokenizer(str(_empty_dir(tmp_path)))
+    garbage = tmp_path / "garbage.model"
+    garbage.write_bytes(b"not a model")
+    with pytest.raises(UserError, match="garbage.model"):
+        load_tokenizer(str(garbage))
+
+
+def _empty_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "nothing_here"
+    d.mkdir()
+    return d
+
+
+@needs_data
+def test_word_start_mask(bert):
+    ids = bert.encode("The unaffable dog")
+    assert [bert.id_to_piece(i) for i in ids] == ["the", "una", "##ffa", "##ble", "dog"]
+    ids = np.array([[bert.cls_id] + ids + [bert.sep_id, bert.pad_id]])
+    mask = bert.word_start_mask(ids)
+    assert mask.dtype == bool and mask.shape == ids.shape
+    assert mask.tolist() == [[True, True, True, False, False, True, True, True]]
+    with pytest.raises(UserError, match="-1"):
+        bert.word_start_mask(np.array([-1]))
+
+
+@needs_data
+def test_wordpiece_decode(bert):
+    ids = bert.encode("The unaffable dog, barked!")
+    assert bert.decode(ids + [bert.pad_id] * 3) == "the unaffable dog , barked !"
+
+
+@pytest.fixture(scope="module")
+def alice_model(tmp_path_factory):
+    if not ALICE.exists():
+        pytest.skip("shared data not available")
+    out = tmp_path_factory.mktemp("spm") / "a" / "spiece"
+    return train_sentencepiece([str(ALICE)], str(out), vocab_size=1000)
+
+
+def test_sentencepiece_ids_and_round_trip(alice_model):
+    assert alice_model.endswith("spiece.model")
+    assert Path(alice_model[: -len(".model")] + ".vocab").exists()
+    tok = load_tokenizer(alice_model)
+    assert isinstance(tok, SentencePieceTokenizer)
+    assert tok.vocab_size == 1000
+    assert (tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id) == (0, 1, 2, 3, 4)
+    np.testing.assert_array_equal(tok.special_ids(), [0, 1, 2, 3, 4])
+    text = "alice was beginning to get very tired of sitting by her sister on the bank."
+    ids = tok.encode(text)
+    assert tok.decode(ids + [tok.pad_id]) == text
+    assert tok.encode("Alice WAS") == tok.encode("alice was")  # nmt_nfkc_cf lower-cases
+    starts = tok.word_start_mask(np.array(ids))
+    assert starts.sum() == len(text.split())
+    assert tok.word_start_mask(np.array([0, 1, 2, 3, 4])).all()
+
+
+def test_sentencepiece_training_is_deterministic(alice_model, tmp_path):
+    again = train_sentencepiece([str(ALICE)], str(tmp_path / "b" / "other"), vocab_size=1000)
+    assert Path(again).read_bytes() == Path(alice_model).read_bytes()
+
+
+def test_sentencepiece_training_bad_input(tmp_path):
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(UserError, match="blank.txt"):
+        train_sentencepiece([str(blank)], str(tmp_path / "m"), vocab_size=100)
+    with pytest.raises(UserError, match="nope.txt"):
+        train_sentencepiece([str(tmp_path / "nope.txt")], str(tmp_path / "m"), vocab_size=100)
+
+
+def _cli(*args, stdin=""):
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "pretrainx.tokenizer", *args], input=stdin,
+                          capture_output=True, text=True, encoding="utf-8", env=env, timeout=60)
+
+
+def test_cli_encode_decode_round_trip(alice_model):
+    line = "the queen said: off with her head!"
+    enc = _cli("encode", f"--tokenizer={alice_model}", stdin=line + "\n\n")
+    assert enc.returncode == 0, enc.stderr
+    ids_line, empty_line = enc.stdout.splitlines()
+    assert [int(i) for i in ids_line.split()] == load_tokenizer(alice_model).encode(line)
+    assert empty_line == ""
+    dec = _cli("decode", f"--tokenizer={os.path.dirname(alice_model)}", stdin=enc.stdout)
+    assert dec.returncode == 0, dec.stderr
+    assert dec.stdout.splitlines() == [line, ""]
+
+
+def test_cli_user_errors(tmp_path):
+    res = _cli("train", f"--input={tmp_path}/none*.txt", "--vocab_size=100", f"--output={tmp_path}/")
+    assert res.returncode == 2
+    assert res.stderr.strip() == f"error: --input glob matches no files: {tmp_path}/none*.txt"
+    res = _cli("decode", f"--tokenizer={tmp_path}/absent.model", stdin="1 2\n")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.startswith("error: ") and "absent.model" in res.stderr
+
+
+def test_cli_train_into_directory(tmp_path):
+    if not ALICE.exists():
+        pytest.skip("shared data not available")
+    out = tmp_path / "tok"
+    res = _cli("train", f"--input={ALICE}", "--vocab_size=500", "--model_type=bpe", f"--output={out}/")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == str(out / "spiece.model")
+    assert (out / "spiece.vocab").exists()
+    assert load_tokenizer(str(out)).vocab_size == 500
