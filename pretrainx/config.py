@@ -173,10 +173,16 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
         if phase.max_predictions > phase.seq_len:
             raise UserError(f"max_predictions_per_seq={phase.max_predictions} exceeds "
                             f"{phase.prefix}seq_len={phase.seq_len}")
+    if cfg.optimizer.name != "adamw":
+        raise UserError(f"config key 'optimizer.name' is {cfg.optimizer.name!r}; expected adamw")
+    return cfg
+
+
+def require_data(cfg) -> None:
+    """Training (unlike --describe) needs a corpus and a vocabulary."""
     for name in ("data.train_files", "data.tokenizer"):
         if not _flatten(cfg)[name]:
-            raise UserError(f"config key '{name}' is empty")
-    return cfg
+            raise UserError(f"config key '{name}' is empty; set it with --config.{name}=...")
 
 
 class Phase:

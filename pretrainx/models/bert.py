@@ -98,11 +98,17 @@ class BertForPreTraining(nn.Module):
     def __call__(self, batch, deterministic: bool = True):
         x = self.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
                       deterministic)
+        # Every head activation is constrained explicitly: left to propagation, XLA's
+        # partitioner computed wrong gradients for the tied projection on a
+        # (data, fsdp, tensor) = (2, 2, 2) CPU mesh (jax 0.10.2).
         pooled = jnp.tanh(self.pooler(x[:, 0]))
+        pooled = layers.constrain(pooled, ("batch", "embed"))
         nsp_logits = self.nsp(pooled).astype(jnp.float32)
         picked = jnp.take_along_axis(x, batch["masked_lm_positions"][..., None], axis=1)
+        picked = layers.constrain(picked, ("batch", "pred", "embed"))
         h = layers.activation(self.cfg.hidden_act)(self.mlm_transform(picked))
-        h = self.mlm_norm(h)
+        h = layers.constrain(h, ("batch", "pred", "embed"))
+        h = layers.constrain(self.mlm_norm(h), ("batch", "pred", "embed"))
         logits = self.bert.token_embed.attend(h) + self.mlm_bias.astype(self.dtype)
         logits = layers.constrain(logits, ("batch", "pred", "vocab"))
         return {"mlm_logits": logits.astype(jnp.float32), "nsp_logits": nsp_logits}

@@ -94,21 +94,31 @@ def _document_examples(docs, k, max_seq_length, short_seq_prob, rng, cls_id, sep
     doc = docs[k]
     sentences = doc[2]
     max_num_tokens = max_seq_length - 3
-    # As in the original, the short target is drawn once per document.
-    target_seq_length = max_num_tokens
-    if rng.random() < short_seq_prob:
-        target_seq_length = int(rng.integers(2, max_num_tokens + 1))
+
+    def draw_target():
+        # Per sequence, as the paper says ("10% of the time"); the original draws it
+        # once per document, which skews NSP labels on corpora of short documents.
+        if rng.random() < short_seq_prob:
+            return int(rng.integers(2, max_num_tokens + 1))
+        return max_num_tokens
+
+    target_seq_length = draw_target()
     examples = []
     chunk_start, current_length = 0, 0
     i = 0
     while i < len(sentences):
         current_length += len(sentences[i])
         if i == len(sentences) - 1 or current_length >= target_seq_length:
+            is_random_next = rng.random() < 0.5
+            if not is_random_next and i == chunk_start and i + 1 < len(sentences):
+                # IsNext for a one-sentence chunk: B is the following sentence (the
+                # original forces a random B here, which pulls IsNext below 50%).
+                i += 1
             chunk = sentences[chunk_start:i + 1]
             a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
             tokens_a = _concat(chunk[:a_end])
             a_span = _span(doc, chunk_start, chunk_start + a_end)
-            if len(chunk) == 1 or rng.random() < 0.5:
+            if len(chunk) == 1 or is_random_next:
                 label = RANDOM_NEXT
                 target_b_length = target_seq_length - len(tokens_a)
                 for _ in range(10):
@@ -142,6 +152,7 @@ def _document_examples(docs, k, max_seq_length, short_seq_prob, rng, cls_id, sep
                 "b_span": b_span,
             })
             chunk_start, current_length = i + 1, 0
+            target_seq_length = draw_target()
         i += 1
     return examples
 

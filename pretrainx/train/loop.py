@@ -135,16 +135,21 @@ def _summarise(buffer):
     return out
 
 
-def train(cfg, workdir: str) -> dict:
-    """Train (or resume) to cfg.total_steps. Returns the last train and eval records."""
+def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
+    """Train (or resume) to cfg.total_steps. Returns the last train and eval records.
+
+    `devices` restricts the mesh (tests compare 1 device with 8); `stop_at` ends the
+    run early at that step with a checkpoint, as a preemption would.
+    """
     config_lib.validate(cfg)
+    config_lib.require_data(cfg)
     from pretrainx.data.tokenizers import load_tokenizer
     tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case)
     if tokenizer.vocab_size > cfg.model.vocab_size:
         raise UserError(f"tokenizer {cfg.data.tokenizer} has {tokenizer.vocab_size} ids but "
                         f"model.vocab_size={cfg.model.vocab_size}")
     objective = objectives.build(cfg, tokenizer)
-    mesh = sharding.make_mesh(cfg.mesh)
+    mesh = sharding.make_mesh(cfg.mesh, devices)
     rules = sharding.rules_of(cfg)
     _check_batches(cfg, mesh, rules)
     try:
@@ -191,59 +196,57 @@ def train(cfg, workdir: str) -> dict:
     base_key = jax.random.key(cfg.seed + 1)
     phase = config_lib.phase_at(cfg, start)
     last_train, last_eval = None, None
-    buffer, timer, interval_steps, seconds_per_step = [], None, 0, float("nan")
+    # Metrics of every step are logged; only steps after the first of a phase (which
+    # compiles) count towards tokens/s, unless that step is all the interval has.
+    buffer, interval_steps, interval_start = [], 0, time.perf_counter()
+    fresh, seconds_per_step = True, float("nan")
     step = start
+    end = cfg.total_steps if stop_at is None else min(stop_at, cfg.total_steps)
     try:
-        while step < cfg.total_steps:
-            if step >= phase.end:  # switch to the next phase
-                phase = config_lib.phase_at(cfg, step)
-                iterator = phases.train_iterator(phase)
-                timer = None
+        while step < end:
             batch = phases.to_global(next(iterator))
             state, step_metrics = phases.train_step(phase)(state, batch, base_key)
             step += 1
             buffer.append(step_metrics)
             interval_steps += 1
-            if timer is None:  # first step after a (re)compile: start the clock after it
+            if fresh:
                 jax.block_until_ready(step_metrics)
-                timer, interval_steps, buffer = time.perf_counter(), 0, []
-            if step % cfg.log_every == 0 or step == cfg.total_steps:
-                if buffer:
-                    record = _summarise(buffer)
-                    if not np.isfinite(record["loss"]):
-                        raise UserError(f"loss is {record['loss']} at step {step}; the last "
-                                        f"good checkpoint is kept in {ckpt.directory}")
-                    elapsed = time.perf_counter() - timer
-                    seconds_per_step = elapsed / max(interval_steps, 1)
-                    tokens = interval_steps * phase.global_batch_size * phase.seq_len
-                    tps = tokens / elapsed
-                    flops = objective.flops_per_token(phase)
-                    record.update(step=step, tokens_per_sec=tps,
-                                  mfu=flops * tps / (peak * jax.device_count()),
-                                  seq_len=phase.seq_len, global_batch_size=phase.global_batch_size)
-                    writer.write(record)
-                    writer.progress(record, seconds_per_step)
-                    last_train = record
-                buffer, interval_steps, timer = [], 0, time.perf_counter()
+                fresh = False
+                if step % cfg.log_every:
+                    interval_steps, interval_start = 0, time.perf_counter()
+            if step % cfg.log_every == 0 or step == end:
+                record = _summarise(buffer)
+                if not np.isfinite(record["loss"]):
+                    raise UserError(f"loss is {record['loss']} at step {step}; the last "
+                                    f"good checkpoint is kept in {ckpt.directory}")
+                elapsed = time.perf_counter() - interval_start
+                seconds_per_step = elapsed / max(interval_steps, 1)
+                tps = interval_steps * phase.global_batch_size * phase.seq_len / max(elapsed, 1e-9)
+                record.update(step=step, tokens_per_sec=tps,
+                              mfu=objective.flops_per_token(phase) * tps
+                              / (peak * jax.device_count()),
+                              seq_len=phase.seq_len, global_batch_size=phase.global_batch_size)
+                writer.write(record)
+                writer.progress(record, seconds_per_step)
+                last_train = record
+                buffer, interval_steps, interval_start = [], 0, time.perf_counter()
             if step % cfg.eval_every == 0 or step == cfg.total_steps:
                 result = _evaluate(phases, phase, state.params, objective, cfg.eval_steps)
                 if result is not None:
                     last_eval = dict(result, step=step, split="eval")
                     writer.write(last_eval)
                     writer.progress(last_eval, seconds_per_step)
-                timer = time.perf_counter() if timer is not None else None
-                buffer, interval_steps = [], 0
+                interval_steps, interval_start = 0, time.perf_counter()
             if step >= phase.end and step < cfg.total_steps:
                 # Switch before saving so the saved iterator is the next phase's.
                 phase = config_lib.phase_at(cfg, step)
-                iterator = phases.train_iterator(phase)
-                timer = None
-            if step % cfg.checkpoint_every == 0 or step == cfg.total_steps:
-                ckpt.save(step, state, iterator, cfg.to_json(sort_keys=True),
-                          force=step == cfg.total_steps)
+                iterator, fresh = phases.train_iterator(phase), True
+            if step % cfg.checkpoint_every == 0 or step == end:
+                ckpt.save(step, state, iterator, cfg.to_json(sort_keys=True), force=step == end)
     finally:
         ckpt.close()
         writer.close()
-    metrics_lib.log(f"done: {cfg.total_steps} steps; checkpoints in {ckpt.directory}")
+    metrics_lib.log(f"{'done' if step >= cfg.total_steps else 'stopped'}: {step}/"
+                    f"{cfg.total_steps} steps; checkpoints in {ckpt.directory}")
     return {"train": last_train, "eval": last_eval, "params": n_params,
             "peak_flops_source": peak_source}

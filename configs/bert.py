@@ -1,0 +1,62 @@
+"""BERT pretraining (MLM + NSP) at the sizes of the BERT paper and its miniatures.
+
+    python -m pretrainx.main --config=configs/bert.py:base --workdir=gs://BUCKET/bert_base \
+        --config.data.train_files='gs://BUCKET/wiki_books/*.txt' \
+        --config.data.tokenizer=gs://BUCKET/bert-base-uncased/vocab.txt
+
+The argument picks the size: tiny (L2/H128), mini (L4/H256), small (L4/H512),
+medium (L8/H512) from Turc et al. 2019, base (L12/H768, 110M) and large
+(L24/H1024, 340M) from Devlin et al. 2019. Everything else is the paper's recipe:
+1M steps, 90% at length 128 with batch 1024 then 10% at 512 with batch 256
+(131,072 tokens a batch either way), AdamW lr 1e-4 with 10k warmup steps and
+linear decay to 0, weight decay 0.01, clipping at 1.0, dropout 0.1, 15% masking
+with at most 20 (128) / 80 (512) predictions, 80/10/10, NSP with 50% random
+pairs, dupe_factor 10, short_seq_prob 0.1.
+"""
+
+from pretrainx.config import default_config
+
+SIZES = {  # layers, hidden, heads
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+
+def get_config(size: str = "base"):
+    if size not in SIZES:
+        raise ValueError(f"unknown BERT size {size!r}; choose from {', '.join(SIZES)}")
+    layers, hidden, heads = SIZES[size]
+    c = default_config()
+    c.total_steps = 1_000_000
+    c.global_batch_size = 1024
+    c.seq_len = 128
+    c.log_every = 100
+    c.eval_every = 10_000
+    c.checkpoint_every = 10_000
+
+    c.model.num_layers = layers
+    c.model.hidden_size = hidden
+    c.model.num_heads = heads
+    c.model.mlp_dim = 4 * hidden
+    c.model.vocab_size = 30522
+    c.model.dtype = "bfloat16"  # compute; parameters and optimizer state stay float32
+
+    c.optimizer.learning_rate = 1e-4
+    c.optimizer.warmup_steps = 10_000
+    c.optimizer.weight_decay = 0.01
+    c.optimizer.grad_clip = 1.0
+
+    c.data.tokenizer = ""  # e.g. gs://BUCKET/bert-base-uncased/vocab.txt
+    c.data.train_files = ""  # one sentence per line, blank line between documents
+    c.data.eval_files = ""
+    c.data.max_predictions_per_seq = 20
+
+    c.phase2.fraction = 0.1
+    c.phase2.seq_len = 512
+    c.phase2.global_batch_size = 256
+    c.phase2.max_predictions_per_seq = 80
+    return c

@@ -1,0 +1,76 @@
+"""Test setup: 8 simulated CPU devices, quiet logs, a persistent compile cache.
+
+XLA_FLAGS must be set before jax is imported anywhere, hence here.
+"""
+
+import os
+import pathlib
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=8").strip()
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+from absl import logging as absl_logging  # noqa: E402
+
+absl_logging.set_verbosity(absl_logging.WARNING)
+_CACHE = pathlib.Path(os.environ.get("PRETRAINX_TEST_CACHE",
+                                     pathlib.Path.home() / ".cache" / "pretrainx-tests"))
+jax.config.update("jax_compilation_cache_dir", str(_CACHE / "jax"))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    return SHARED_DATA
+
+
+def load_config(name: str, arg: str | None = None):
+    """A recipe from configs/ as the CLI would load it (without the CLI)."""
+    import importlib.util
+    path = REPO / "configs" / name
+    spec = importlib.util.spec_from_file_location(f"config_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config(arg) if arg is not None else module.get_config()
+
+
+def tiny_bert_config(**overrides):
+    """The quickstart recipe shrunk to seconds: 2 layers, width 64, length 64."""
+    c = load_config("quickstart.py")
+    c.total_steps = 6
+    c.global_batch_size = 8
+    c.seq_len = 64
+    c.log_every = 1
+    c.eval_every = 1000
+    c.eval_steps = 2
+    c.checkpoint_every = 3
+    c.model.num_layers = 2
+    c.model.hidden_size = 64
+    c.model.num_heads = 4
+    c.model.mlp_dim = 128
+    c.data.max_predictions_per_seq = 10
+    c.data.dupe_factor = 1
+    c.optimizer.warmup_steps = 2
+    for key, value in overrides.items():
+        target = c
+        *path, last = key.split(".")
+        for part in path:
+            target = target[part]
+        target[last] = value
+    return c
+
+
+def read_metrics(workdir, split="train"):
+    import json
+    with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    return [r for r in records if r.get("split", "train") == split]
