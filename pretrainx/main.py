@@ -17,6 +17,22 @@ _CONFIG = config_flags.DEFINE_config_file("config", None, "Recipe file (ml-colle
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Where checkpoints and metrics go (local or gs://).")
 _DESCRIBE = flags.DEFINE_bool("describe", False, "Print the run's shape as JSON and exit.")
+_COORDINATOR = flags.DEFINE_string("coordinator_address", None,
+                                   "host:port of process 0, for clusters without auto-detection.")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the job.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
+
+
+def _init_distributed() -> None:
+    """jax.distributed for multi-process jobs: explicit flags, or a multi-host TPU VM
+    slice (where JAX finds the coordinator itself). One process needs nothing."""
+    import jax
+    if _COORDINATOR.value or _NUM_PROCESSES.value:
+        if not (_COORDINATOR.value and _NUM_PROCESSES.value and _PROCESS_ID.value is not None):
+            raise UserError("--coordinator_address, --num_processes and --process_id go together")
+        jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+    elif "," in os.environ.get("TPU_WORKER_HOSTNAMES", ""):
+        jax.distributed.initialize()
 
 
 def run(argv) -> int:
@@ -25,6 +41,12 @@ def run(argv) -> int:
     cfg = _CONFIG.value
     if cfg is None:
         raise UserError("--config is required, e.g. --config=configs/quickstart.py")
+    try:
+        cfg.keys()
+    except OSError as e:  # config_flags defers a file that failed to load until first use
+        raise UserError(f"cannot load {flags.FLAGS['config'].config_filename}: "
+                        f"{_first_line(e)}") from None
+    _init_distributed()
     from pretrainx.train import loop
     if _DESCRIBE.value:
         print(json.dumps(loop.describe(cfg)))
@@ -35,23 +57,56 @@ def run(argv) -> int:
     return 0
 
 
+def _first_line(e) -> str:
+    """The line of an exception that says what went wrong (an OS error, if any)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    errno = next((ln for ln in lines if ln.startswith("[Errno")), None)
+    return errno or (lines[0] if lines else type(e).__name__)
+
+
+def _root_cause(e):
+    while e.__cause__ is not None or e.__context__ is not None:
+        e = e.__cause__ or e.__context__
+    return e
+
+
+def _fail(message: str):
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def _parse_flags(argv):
+    """absl's parser, with its failures (a missing config file, an unknown or
+    mistyped override) reduced to one line that names the flag."""
+    try:
+        return flags.FLAGS(argv)
+    except (AttributeError, KeyError) as e:  # unknown key in a --config.a.b=... override
+        key = str(e).strip("\"'")
+        culprit = next((a for a in argv[1:] if a.startswith("--config.") and key in a), key)
+        _fail(f"unknown config key in {culprit}")
+    except flags.Error as e:
+        cause = _root_cause(e)
+        flag = _first_line(e).split(": ")[0]
+        _fail(f"{flag}: {type(cause).__name__}: {_first_line(cause)}" if cause is not e
+              else _first_line(e))
+    except Exception as e:  # a config file that raises while loading
+        _fail(f"cannot load config: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+
+
 def main(argv):
     logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
     try:
         return run(argv)
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
-        sys.exit(2)
+        _fail(str(e))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr, flush=True)
         sys.exit(130)
 
 
 def cli():
-    # Config files that fail to load (missing file, bad syntax, unknown override key)
-    # are reported by absl in one line; keep JAX's own logging quiet.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    app.run(main)
+    app.run(main, flags_parser=_parse_flags)
 
 
 if __name__ == "__main__":

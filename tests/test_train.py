@@ -71,3 +71,25 @@ def test_metrics_records_carry_the_contract(tmp_path):
     evals = read_metrics(tmp_path, "eval")
     assert evals and evals[-1]["split"] == "eval" and "mlm_accuracy" in evals[-1]
     assert (tmp_path / "checkpoints" / "2").is_dir()
+
+
+def test_two_phase_recipe_switches_and_resumes_at_the_boundary(tmp_path):
+    """90/10 becomes 50/50 here: steps 1-2 at length 64, steps 3-4 at 128 with a
+    smaller batch, in one run; a run stopped at the switch resumes into phase 2."""
+    cfg = tiny_bert_config(total_steps=4, checkpoint_every=2, global_batch_size=16, **{
+        "phase2.fraction": 0.5, "phase2.seq_len": 128, "phase2.global_batch_size": 8,
+        "phase2.max_predictions_per_seq": 20})
+    loop.train(cfg, str(tmp_path / "straight"))
+    records = read_metrics(tmp_path / "straight")
+    assert [(r["seq_len"], r["global_batch_size"]) for r in records] == [(64, 16)] * 2 + [(128, 8)] * 2
+    loop.train(cfg, str(tmp_path / "resumed"), stop_at=2)
+    loop.train(cfg, str(tmp_path / "resumed"))
+    assert _losses(tmp_path / "straight") == _losses(tmp_path / "resumed")
+
+
+def test_bfloat16_compute_trains(tmp_path):
+    cfg = tiny_bert_config(total_steps=4, **{"model.dtype": "bfloat16",
+                                            "optimizer.learning_rate": 2e-3})
+    loop.train(cfg, str(tmp_path))
+    losses = _losses(tmp_path)
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]

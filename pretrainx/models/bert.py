@@ -32,11 +32,11 @@ class BertLayer(nn.Module):
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
             name="attention")(x, x, attn_bias, deterministic)
-        attn = nn.Dropout(cfg.dropout_rate)(attn, deterministic=deterministic)
+        attn = layers.Dropout(cfg.dropout_rate)(attn, deterministic=deterministic)
         x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="attention_norm")(x + attn)
         x = layers.constrain(x, ("batch", "length", "embed"))
         h = layers.Mlp(cfg.mlp_dim, cfg.hidden_act, self.dtype, init, name="mlp")(x)
-        h = nn.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
+        h = layers.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
         x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="mlp_norm")(x + h)
         return layers.constrain(x, ("batch", "length", "embed"))
 
@@ -56,7 +56,7 @@ class BertEncoder(nn.Module):
         self.type_embed = layers.Embed(cfg.type_vocab_size, cfg.hidden_size,
                                        ("type_vocab", "embed"), self.dtype, init)
         self.embed_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
-        self.embed_dropout = nn.Dropout(cfg.dropout_rate)
+        self.embed_dropout = layers.Dropout(cfg.dropout_rate)
         layer = BertLayer
         if cfg.remat != "none":
             layer = nn.remat(BertLayer, policy=REMAT_POLICIES[cfg.remat], static_argnums=(3,))

@@ -35,6 +35,47 @@ def activation(name: str) -> Callable:
     }[name]
 
 
+def _mix32(h):
+    """lowbias32 (C. Wellons): a well-avalanched 32-bit integer hash."""
+    h = h ^ (h >> 16)
+    h = h * jnp.uint32(0x7FEB352D)
+    h = h ^ (h >> 15)
+    h = h * jnp.uint32(0x846CA68B)
+    return h ^ (h >> 16)
+
+
+def _global_index(shape):
+    """Row-major position of every element, from iotas: partitions with the array,
+    so a mask depends on where an element is, not on which device holds it."""
+    index = jnp.zeros(shape, jnp.uint32)
+    stride = 1
+    for dim in reversed(range(len(shape))):
+        index = index + jax.lax.broadcasted_iota(jnp.uint32, shape, dim) * jnp.uint32(stride)
+        stride = (stride * shape[dim]) & 0xFFFFFFFF
+    return index
+
+
+class Dropout(nn.Module):
+    """Inverted dropout whose keep mask hashes each element's index with a per-call
+    random seed.
+
+    Threefry costs about 10 ns per draw on a CPU, a fifth of a small BERT's step;
+    two rounds of an integer hash cost a few ops. The rate is exact to 2^-32 and the
+    mask is the same however the array is sharded.
+    """
+    rate: float
+
+    @nn.compact
+    def __call__(self, x, deterministic: bool):
+        if deterministic or self.rate == 0.0:
+            return x
+        seeds = jax.random.bits(self.make_rng("dropout"), (2,), jnp.uint32)
+        bits = _mix32(_mix32(_global_index(x.shape) + seeds[0]) ^ seeds[1])
+        threshold = jnp.uint32(min(int(round(self.rate * 2.0 ** 32)), 2 ** 32 - 1))
+        keep = bits >= threshold
+        return jnp.where(keep, x / jnp.asarray(1.0 - self.rate, x.dtype), jnp.zeros_like(x))
+
+
 def constrain(x, axes):
     return nn.with_logical_constraint(x, axes)
 
@@ -150,7 +191,7 @@ class MultiHeadAttention(nn.Module):
         scores = jnp.einsum("bqhd,bkhd->bhqk", q, k)
         probs = jax.nn.softmax(scores.astype(jnp.float32) + bias.astype(jnp.float32), axis=-1)
         probs = probs.astype(self.dtype)
-        probs = nn.Dropout(self.dropout_rate)(probs, deterministic=deterministic)
+        probs = Dropout(self.dropout_rate)(probs, deterministic=deterministic)
         out = jnp.einsum("bhqk,bkhd->bqhd", probs, v)
         out = constrain(out, ("batch", "length", "heads", "kv"))
         return Dense(features=x_q.shape[-1], kernel_axes=("heads", "kv", "embed"), in_dims=2,

@@ -61,6 +61,13 @@ def _model_fields_differ(saved: dict, cfg) -> list:
             for k in keys if k in saved_model and saved_model[k] != cfg.model[k]]
 
 
+def _check_enough(examples, phase, files):
+    if len(examples) < phase.global_batch_size:
+        raise UserError(f"{files} yields only {len(examples)} examples at seq_len "
+                        f"{phase.seq_len}, fewer than one global batch of "
+                        f"{phase.global_batch_size}: too little text")
+
+
 class _Phases:
     """Per-phase datasets and compiled steps, built on first use."""
 
@@ -80,6 +87,7 @@ class _Phases:
     def train_iterator(self, phase):
         if phase.index not in self._train_ds:
             examples = self.objective.examples(self.cfg.data.train_files, phase, train=True)
+            _check_enough(examples, phase, self.cfg.data.train_files)
             self._train_ds[phase.index] = pipeline.make_dataset(
                 examples, self.objective.transform(phase, train=True), phase.global_batch_size,
                 seed=self.cfg.seed * 1000 + phase.index)
@@ -90,6 +98,7 @@ class _Phases:
             return None
         if phase.index not in self._eval_ds:
             examples = self.objective.examples(self.cfg.data.eval_files, phase, train=False)
+            _check_enough(examples, phase, self.cfg.data.eval_files)
             self._eval_ds[phase.index] = pipeline.make_dataset(
                 examples, self.objective.transform(phase, train=False), phase.global_batch_size,
                 seed=12345 + phase.index, shuffle=False)
@@ -175,6 +184,8 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
                         f"global batch {p.global_batch_size} "
                         f"({p.global_batch_size // jax.device_count()} per device)")
 
+    # Measured before the input pipeline's threads start, so they do not skew it.
+    peak, peak_source = metrics_lib.peak_flops_per_device()
     phases = _Phases(cfg, objective, mesh, rules, model, tx, shardings)
     ckpt = checkpoint_lib.Checkpointer(workdir, cfg.keep_checkpoints, cfg.checkpoint_every)
     restored = ckpt.restore(nn.unbox(abstract), shardings,
@@ -192,7 +203,6 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
         iterator = phases.train_iterator(config_lib.phase_at(cfg, 0))
 
     writer = metrics_lib.MetricsWriter(workdir, cfg.total_steps)
-    peak, peak_source = metrics_lib.peak_flops_per_device()
     base_key = jax.random.key(cfg.seed + 1)
     phase = config_lib.phase_at(cfg, start)
     last_train, last_eval = None, None
