@@ -8,8 +8,11 @@ never seen in training, for evaluation. Vocabulary: a 4,096-piece lower-cased
 SentencePiece model trained on the training books
 (`python -m pretrainx.tokenizer train --input=... --vocab_size=4096`).
 
-Expected on 2 CPU cores: eval MLM accuracy >= 0.25 on the held-out book in under
-10 minutes (see README for the measured curve).
+Measured on 2 CPU cores (README): about 9 minutes end to end; MLM loss falls from
+8.3 (log 4096) to about 5.9 and eval MLM accuracy on the held-out book reaches about
+0.13. The issue's target of 0.25 is not reached yet: at this budget a post-LN BERT
+is still on the plateau before its attention learns positions (a count model that
+sees both neighbours of every masked piece gets 0.23 on this book).
 """
 
 import os
@@ -23,13 +26,13 @@ ASSETS = os.path.join(os.path.dirname(pretrainx.__file__), "assets")
 def get_config():
     c = default_config()
     c.seed = 0
-    c.total_steps = 1200
+    c.total_steps = 500
     c.global_batch_size = 32
     c.seq_len = 128
     c.log_every = 50
-    c.eval_every = 300
+    c.eval_every = 250
     c.eval_steps = 10
-    c.checkpoint_every = 300
+    c.checkpoint_every = 250
     c.keep_checkpoints = 2
 
     c.model.num_layers = 4
@@ -40,7 +43,7 @@ def get_config():
     c.model.dtype = "float32"
 
     c.optimizer.learning_rate = 1e-3
-    c.optimizer.warmup_steps = 100
+    c.optimizer.warmup_steps = 50
     c.optimizer.weight_decay = 0.01
     c.optimizer.grad_clip = 1.0
 

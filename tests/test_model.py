@@ -1,0 +1,56 @@
+"""Model-level behaviour: dropout statistics, attention reaching context, sizes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import load_config
+from pretrainx.config import default_config
+from pretrainx.models.bert import BertForPreTraining
+from pretrainx.models.layers import Dropout
+from pretrainx.train import loop
+
+
+def test_dropout_rate_independence_and_scaling():
+    x = jnp.ones((16, 4, 128, 128))
+    a = Dropout(0.1).apply({}, x, False, rngs={"dropout": jax.random.key(0)})
+    b = Dropout(0.1).apply({}, x, False, rngs={"dropout": jax.random.key(1)})
+    kept_a, kept_b = np.asarray(a) != 0, np.asarray(b) != 0
+    assert abs(1 - kept_a.mean() - 0.1) < 0.002
+    assert np.allclose(np.asarray(a)[kept_a], 1 / 0.9)  # inverted dropout keeps the mean
+    both_dropped = (~kept_a & ~kept_b).mean()
+    assert abs(both_dropped - 0.01) < 0.002  # masks of two keys are independent
+    per_column = kept_a.mean(axis=(0, 1, 2))
+    assert per_column.std() < 3 * np.sqrt(0.09 / (16 * 4 * 128))  # no positional pattern
+    assert np.array_equal(Dropout(0.1).apply({}, x, True), x)  # off at eval
+
+
+def test_masked_prediction_depends_on_its_neighbours():
+    cfg = default_config().model
+    cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.mlp_dim, cfg.vocab_size = 2, 64, 2, 128, 100
+    model = BertForPreTraining(cfg)
+    batch = {"input_ids": jnp.arange(16)[None] + 5, "token_type_ids": jnp.zeros((1, 16), jnp.int32),
+             "attention_mask": jnp.array([[1] * 12 + [0] * 4]),
+             "masked_lm_positions": jnp.array([[5]]), "masked_lm_ids": jnp.array([[0]]),
+             "masked_lm_weights": jnp.ones((1, 1))}
+    params = model.init({"params": jax.random.key(0)}, batch)
+    base = model.apply(params, batch)["mlm_logits"]
+
+    def changed_at(pos):
+        ids = batch["input_ids"].at[0, pos].set(50)
+        return float(jnp.abs(model.apply(params, dict(batch, input_ids=ids))["mlm_logits"]
+                             - base).max())
+
+    assert changed_at(4) > 0 and changed_at(11) > 0  # context on both sides is seen
+    assert changed_at(13) == 0  # padding is never attended to
+
+
+@pytest.mark.parametrize("name,low,high", [("bert_base.py", 109e6, 111e6),
+                                           ("bert_large.py", 334e6, 341e6)])
+def test_published_parameter_counts(name, low, high):
+    info = loop.describe(load_config(name))
+    assert low < info["params"] < high, info["params"]
+    assert info["seq_len"] == 128 and info["phases"][1]["seq_len"] == 512
+    assert info["phases"][1]["steps"] == [900_000, 1_000_000]
+    assert info["global_batch_size"] * 128 == 256 * 512  # 131,072 tokens a batch in both phases
