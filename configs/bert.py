@@ -1,8 +1,11 @@
 """BERT pretraining (MLM + NSP) at the sizes of the BERT paper and its miniatures.
 
     python -m pretrainx.main --config=configs/bert.py:base --workdir=gs://BUCKET/bert_base \
-        --config.data.train_files='gs://BUCKET/wiki_books/*.txt' \
-        --config.data.tokenizer=gs://BUCKET/bert-base-uncased/vocab.txt
+        --config.data.train_files='/data/wiki_books/*.txt' \
+        --config.data.tokenizer=/data/bert-base-uncased/vocab.txt
+
+The workdir may be gs:// (checkpoints, metrics and config go there); corpus and
+vocabulary are read from local paths (a gcsfuse mount serves a bucket).
 
 The argument picks the size: tiny (L2/H128), mini (L4/H256), small (L4/H512),
 medium (L8/H512) from Turc et al. 2019, base (L12/H768, 110M) and large
@@ -50,7 +53,7 @@ def get_config(size: str = "base"):
     c.optimizer.weight_decay = 0.01
     c.optimizer.grad_clip = 1.0
 
-    c.data.tokenizer = ""  # e.g. gs://BUCKET/bert-base-uncased/vocab.txt
+    c.data.tokenizer = ""  # e.g. /data/bert-base-uncased/vocab.txt
     c.data.train_files = ""  # one sentence per line, blank line between documents
     c.data.eval_files = ""
     c.data.max_predictions_per_seq = 20

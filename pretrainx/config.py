@@ -216,3 +216,15 @@ def phase_at(cfg, step: int) -> Phase:
         if step < phase.end:
             return phase
     return phases(cfg)[-1]
+
+
+def sibling_config(this_file: str, name: str, arg=None):
+    """get_config(arg) of another recipe file in the same folder, so that one recipe
+    (configs/bert.py) serves several named configs (bert_base.py, bert_large.py)."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(os.path.abspath(this_file)), name)
+    spec = importlib.util.spec_from_file_location(f"pretrainx_recipe_{name[:-3]}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.get_config() if arg is None else module.get_config(arg)

@@ -22,7 +22,8 @@ def _abstract(state, shardings):
 
 class Checkpointer:
     def __init__(self, workdir: str, keep: int, save_every: int):
-        self.directory = os.path.join(os.path.abspath(workdir), "checkpoints")
+        root = workdir if "://" in workdir else os.path.abspath(workdir)
+        self.directory = f"{root.rstrip('/')}/checkpoints"
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, save_interval_steps=1,
                                                create=True, enable_async_checkpointing=True)
         try:

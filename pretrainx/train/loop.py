@@ -1,7 +1,6 @@
 """The training loop: phases, steps, eval, logging, checkpoints, resume."""
 
 import json
-import os
 import time
 
 import jax
@@ -162,10 +161,9 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
     rules = sharding.rules_of(cfg)
     _check_batches(cfg, mesh, rules)
     try:
-        os.makedirs(workdir, exist_ok=True)
-        config_json = cfg.to_json(sort_keys=True)
-        with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
-            f.write(config_json)
+        from etils import epath  # local paths and gs:// alike
+        epath.Path(workdir).mkdir(parents=True, exist_ok=True)
+        (epath.Path(workdir) / "config.json").write_text(cfg.to_json(sort_keys=True))
     except OSError as e:
         raise UserError(f"workdir {workdir} is not writable: {e.strerror or e}") from None
 

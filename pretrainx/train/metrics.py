@@ -76,8 +76,10 @@ class MetricsWriter:
         self._tb = None
         if not self.enabled:
             return
-        os.makedirs(workdir, exist_ok=True)
-        self._file = open(os.path.join(workdir, "metrics.jsonl"), "a", encoding="utf-8")
+        from etils import epath  # local paths and gs:// alike
+        root = epath.Path(workdir)
+        root.mkdir(parents=True, exist_ok=True)
+        self._file = (root / "metrics.jsonl").open("a")
         try:
             from tensorboardX import SummaryWriter
             self._tb = SummaryWriter(os.path.join(workdir, "tensorboard"))
