@@ -12,7 +12,6 @@ from typing import Callable, Sequence
 
 import grain
 import jax
-import numpy as np
 
 
 class _ProcessRows(grain.MapDataset):
@@ -59,7 +58,3 @@ def make_iterator(ds: grain.MapDataset, prefetch_threads: int = 2):
     """A checkpointable iterator (get_state / set_state) with a small thread prefetch."""
     options = grain.ReadOptions(num_threads=prefetch_threads, prefetch_buffer_size=64)
     return iter(ds.to_iter_dataset(options))
-
-
-def stack_examples(examples: Sequence[dict]) -> dict:
-    return {k: np.stack([e[k] for e in examples]) for k in examples[0]}

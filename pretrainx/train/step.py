@@ -89,10 +89,6 @@ class Compiled:
         with sharding.activate(self._mesh, self._rules):
             return self._fn(*args)
 
-    def lower(self, *args):
-        with sharding.activate(self._mesh, self._rules):
-            return self._fn.lower(*args)
-
 
 def compile_train_step(step_fn, mesh, rules, state_shardings, batch_shardings):
     repl = sharding.replicated(mesh)
