@@ -8,7 +8,7 @@ never seen in training, for evaluation. Vocabulary: a 4,096-piece lower-cased
 SentencePiece model trained on the training books
 (`python -m pretrainx.tokenizer train --input=... --vocab_size=4096`).
 
-Measured on 2 CPU cores (README): about 9 minutes end to end; MLM loss falls from
+Measured on 2 CPU cores (README): about 6 minutes end to end; MLM loss falls from
 8.3 (log 4096) to about 5.9 and eval MLM accuracy on the held-out book reaches about
 0.13. The issue's target of 0.25 is not reached yet: at this budget a post-LN BERT
 is still on the plateau before its attention learns positions (a count model that
