@@ -6,6 +6,7 @@ by the example's global position, so every epoch sees fresh masks and a resumed
 run sees the same ones.
 """
 
+import jax.numpy as jnp
 import numpy as np
 
 from pretrainx.data import sources
@@ -98,7 +99,6 @@ class MlmNsp:
 
     def normalizers(self, batch) -> dict:
         """Global-batch denominators: real masked positions and examples."""
-        import jax.numpy as jnp
         return {"mlm": jnp.maximum(jnp.sum(batch["masked_lm_weights"]), 1.0),
                 "nsp": jnp.asarray(batch["next_sentence_label"].shape[0], jnp.float32)}
 

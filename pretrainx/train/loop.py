@@ -173,7 +173,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
     init_batch = objective.example_batch(1, all_phases[0])
     abstract = state_lib.abstract_state(model, tx, init_batch)
     n_params = state_lib.count_params(abstract)
-    shardings = state_lib.state_shardings(model, tx, init_batch, mesh, rules)
+    shardings = state_lib.state_shardings(abstract, mesh, rules)
     metrics_lib.log(f"pretrainx: {cfg.model.family} with {n_params:,} parameters "
                     f"({n_params / 1e6:.1f}M) on mesh {dict(mesh.shape)} of {jax.device_count()} "
                     f"{jax.devices()[0].platform} devices")
@@ -197,7 +197,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
         metrics_lib.log(f"resumed from {ckpt.directory}/{start}")
     else:
         start = 0
-        state, _ = state_lib.create_state(model, tx, init_batch, cfg.seed, mesh, rules)
+        state, _ = state_lib.create_state(model, tx, init_batch, cfg.seed, mesh, rules, shardings)
         iterator = phases.train_iterator(config_lib.phase_at(cfg, 0))
 
     writer = metrics_lib.MetricsWriter(workdir, cfg.total_steps)

@@ -30,9 +30,9 @@ def abstract_state(model, tx, example_batch):
     return jax.eval_shape(_init_fn(model, tx, example_batch), jax.random.key(0))
 
 
-def state_shardings(model, tx, example_batch, mesh, rules):
-    boxed = abstract_state(model, tx, example_batch)
-    return sharding.logical_to_sharding(nn.get_partition_spec(boxed), mesh, rules)
+def state_shardings(abstract, mesh, rules):
+    """NamedShardings of the state from the logical axes of `abstract_state`."""
+    return sharding.logical_to_sharding(nn.get_partition_spec(abstract), mesh, rules)
 
 
 def count_params(abstract) -> int:
@@ -40,10 +40,11 @@ def count_params(abstract) -> int:
     return int(sum(x.size for x in jax.tree_util.tree_leaves(params)))
 
 
-def create_state(model, tx, example_batch, seed: int, mesh, rules):
+def create_state(model, tx, example_batch, seed: int, mesh, rules, shardings=None):
     """Initialise parameters and optimizer state where they live: each device
     builds only its own shard (jitted init with out_shardings)."""
-    shardings = state_shardings(model, tx, example_batch, mesh, rules)
+    if shardings is None:
+        shardings = state_shardings(abstract_state(model, tx, example_batch), mesh, rules)
     init = _init_fn(model, tx, example_batch)
     with sharding.activate(mesh, rules):
         state = jax.jit(lambda key: nn.unbox(init(key)), out_shardings=shardings)(

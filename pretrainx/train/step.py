@@ -5,8 +5,6 @@ it is split into micro-batches, so the gradient is the same whatever the number 
 micro-batches or devices (only the dropout draws differ with micro-batching).
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import optax
@@ -59,7 +57,7 @@ def make_train_step(model, tx, objective, schedule, micro_batches: int):
             (grads, loss, sums), _ = jax.lax.scan(
                 accumulate, (zeros_g, jnp.zeros((), jnp.float32), zeros_s),
                 (jnp.arange(micro_batches), micro))
-        grad_norm = optax.global_norm(grads)
+        grad_norm = optax.tree.norm(grads)
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         metrics = dict(objective.metrics(sums, norms), loss=loss, grad_norm=grad_norm,
@@ -73,8 +71,7 @@ def make_eval_step(model, objective):
     """(params, batch) -> sums of the objective's terms, dropout off."""
     def step(params, batch):
         outputs = model.apply({"params": params}, batch, deterministic=True)
-        sums = objective.loss_sums(outputs, batch)
-        return dict(sums, **{f"norm_{k}": v for k, v in objective.normalizers(batch).items()})
+        return objective.loss_sums(outputs, batch)
     return step
 
 
