@@ -24,11 +24,23 @@ DEFAULT_SHARDING_RULES = (
     ("type_vocab", None),
     ("classes", None),
     ("pred", None),
+    ("relpos_buckets", None),
 )
 
+OBJECTIVES = ("bert", "t5")
 
-def default_config() -> ml_collections.ConfigDict:
-    """BERT-Base pretraining as the paper and google-research/bert run it."""
+
+def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
+    """The keys of `objective`'s configs with their defaults.
+
+    bert: BERT-Base pretraining as the paper and google-research/bert run it.
+    t5: T5 1.0 Base span-corruption pretraining (see `t5_config`).
+    """
+    if objective == "t5":
+        return t5_config()
+    if objective != "bert":
+        raise UserError(f"config key 'objective' is {objective!r}; expected one of "
+                        f"{', '.join(OBJECTIVES)}")
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.objective = "bert"  # masked LM + next sentence prediction
@@ -96,9 +108,80 @@ def default_config() -> ml_collections.ConfigDict:
     return c
 
 
+def t5_config() -> ml_collections.ConfigDict:
+    """T5 1.0 Base, span corruption, packed 128 x 512 inputs, 2^19 steps (the T5 paper).
+
+    The optimizer defaults to AdamW with linear warmup and decay; T5's own is
+    `optimizer.name=adafactor`, `optimizer.schedule=rsqrt`, `learning_rate=0.01`,
+    `warmup_steps=10000` (configs/t5.py:base,adafactor).
+    """
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.objective = "t5"  # span corruption
+    c.total_steps = 2 ** 19
+    c.global_batch_size = 128
+    c.seq_len = 512  # encoder inputs; targets length follows from the noise arithmetic
+    c.micro_batches = 1
+    c.log_every = 100
+    c.eval_every = 10_000
+    c.eval_steps = 20
+    c.checkpoint_every = 10_000
+    c.keep_checkpoints = 3
+    c.z_loss = 0.0  # T5X's auxiliary log(Z)^2 term; 1e-4 when on
+
+    c.mesh = ml_collections.ConfigDict()
+    c.mesh.data = -1
+    c.mesh.fsdp = 1
+    c.mesh.tensor = 1
+    c.sharding_rules = DEFAULT_SHARDING_RULES
+
+    c.model = ml_collections.ConfigDict()
+    c.model.family = "t5"
+    c.model.num_layers = 12  # encoder layers
+    c.model.num_decoder_layers = 12
+    c.model.hidden_size = 768  # d_model
+    c.model.num_heads = 12
+    c.model.head_dim = 64  # d_kv
+    c.model.mlp_dim = 3072  # d_ff
+    c.model.vocab_size = 32128  # 32000 pieces + 100 sentinels, padded to a multiple of 128
+    c.model.feed_forward = "relu"  # relu (T5 1.0) | gated-gelu (T5 1.1)
+    c.model.tie_output = True  # T5 1.0 ties; 1.1 has a separate output layer
+    c.model.dropout_rate = 0.1
+    c.model.layer_norm_eps = 1e-6
+    c.model.relative_attention_num_buckets = 32
+    c.model.relative_attention_max_distance = 128
+    c.model.dtype = "float32"
+    c.model.remat = "none"
+
+    c.optimizer = ml_collections.ConfigDict()
+    c.optimizer.name = "adamw"  # adamw | adafactor
+    c.optimizer.learning_rate = 1e-3
+    c.optimizer.warmup_steps = 10_000
+    c.optimizer.schedule = "warmup_linear"
+    c.optimizer.b1 = 0.9
+    c.optimizer.b2 = 0.999
+    c.optimizer.eps = 1e-6
+    c.optimizer.weight_decay = 0.01
+    c.optimizer.grad_clip = 1.0
+
+    c.data = ml_collections.ConfigDict()
+    c.data.train_files = ""
+    c.data.eval_files = ""
+    c.data.format = "auto"
+    c.data.tokenizer = ""  # a SentencePiece model (T5's spiece.model or one we trained)
+    c.data.lower_case = False
+    c.data.noise_density = 0.15
+    c.data.mean_noise_span_length = 3.0
+    c.data.num_sentinels = 100
+    c.data.docs_per_concat = 128  # t5 reduce_concat_tokens: documents joined before splitting
+    c.data.max_doc_tokens = 65536  # t5 select_random_chunk
+    return c
+
+
 _DTYPES = ("float32", "bfloat16", "float16")
 _REMAT = ("none", "full", "dots")
-_SCHEDULES = ("bert_linear", "warmup_linear", "constant")
+_SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt")
+_OPTIMIZERS = ("adamw", "adafactor")
 
 
 def _flatten(cfg, prefix=""):
@@ -113,7 +196,11 @@ def _flatten(cfg, prefix=""):
 
 
 def _check_keys(cfg) -> None:
-    known = _flatten(default_config())
+    objective = cfg.get("objective", "bert")
+    if objective not in OBJECTIVES:
+        raise UserError(f"config key 'objective' is {objective!r}; expected one of "
+                        f"{', '.join(OBJECTIVES)}")
+    known = _flatten(default_config(objective))
     known_groups = {k.rsplit(".", 1)[0] for k in known if "." in k}
     for name in _flatten(cfg):
         if name not in known and name not in known_groups:
@@ -139,28 +226,21 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     _positive(cfg, "total_steps", "global_batch_size", "seq_len", "micro_batches", "log_every",
               "eval_every", "eval_steps", "checkpoint_every", "keep_checkpoints",
               "model.num_layers", "model.hidden_size", "model.num_heads", "model.mlp_dim",
-              "model.vocab_size", "model.max_position_embeddings",
-              "data.max_predictions_per_seq", "data.dupe_factor")
+              "model.vocab_size")
     m = cfg.model
+    _choice(cfg.optimizer.name, "optimizer.name", _OPTIMIZERS)
+    if cfg.objective == "t5":
+        return _validate_t5(cfg)
+    _positive(cfg, "model.max_position_embeddings", "data.max_predictions_per_seq",
+              "data.dupe_factor")
     if m.hidden_size % m.num_heads:
         raise UserError(f"model.hidden_size={m.hidden_size} is not divisible by "
                         f"model.num_heads={m.num_heads}")
-    _choice(m.dtype, "model.dtype", _DTYPES)
-    _choice(m.remat, "model.remat", _REMAT)
-    _choice(cfg.optimizer.schedule, "optimizer.schedule", _SCHEDULES)
-    _choice(cfg.data.format, "data.format", ("auto", "sentences", "text"))
-    for name in ("mesh.data", "mesh.fsdp", "mesh.tensor"):
-        value = _flatten(cfg)[name]
-        if not isinstance(value, int) or (value < 1 and value != -1):
-            raise UserError(f"config key '{name}' must be a positive integer or -1, got {value!r}")
+    _validate_common(cfg)
     if not 0.0 <= cfg.phase2.fraction < 1.0:
         raise UserError(f"phase2.fraction={cfg.phase2.fraction} must be in [0, 1)")
     if not 0.0 < cfg.data.mask_prob < 1.0:
         raise UserError(f"data.mask_prob={cfg.data.mask_prob} must be in (0, 1)")
-    if cfg.optimizer.learning_rate <= 0:
-        raise UserError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be positive")
-    if cfg.optimizer.warmup_steps < 0:
-        raise UserError(f"optimizer.warmup_steps={cfg.optimizer.warmup_steps} must be >= 0")
     for phase in phases(cfg):
         if phase.seq_len > m.max_position_embeddings:
             raise UserError(
@@ -173,8 +253,41 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
         if phase.max_predictions > phase.seq_len:
             raise UserError(f"max_predictions_per_seq={phase.max_predictions} exceeds "
                             f"{phase.prefix}seq_len={phase.seq_len}")
-    if cfg.optimizer.name != "adamw":
-        raise UserError(f"config key 'optimizer.name' is {cfg.optimizer.name!r}; expected adamw")
+    return cfg
+
+
+def _validate_common(cfg):
+    m = cfg.model
+    _choice(m.dtype, "model.dtype", _DTYPES)
+    _choice(m.remat, "model.remat", _REMAT)
+    _choice(cfg.optimizer.schedule, "optimizer.schedule", _SCHEDULES)
+    _choice(cfg.data.format, "data.format", ("auto", "sentences", "text"))
+    for name in ("mesh.data", "mesh.fsdp", "mesh.tensor"):
+        value = _flatten(cfg)[name]
+        if not isinstance(value, int) or (value < 1 and value != -1):
+            raise UserError(f"config key '{name}' must be a positive integer or -1, got {value!r}")
+    if cfg.optimizer.learning_rate <= 0:
+        raise UserError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be positive")
+    if cfg.optimizer.warmup_steps < 0:
+        raise UserError(f"optimizer.warmup_steps={cfg.optimizer.warmup_steps} must be >= 0")
+    if cfg.global_batch_size % cfg.micro_batches:
+        raise UserError(f"global_batch_size={cfg.global_batch_size} is not divisible by "
+                        f"micro_batches={cfg.micro_batches}")
+
+
+def _validate_t5(cfg):
+    _positive(cfg, "model.num_decoder_layers", "model.head_dim", "data.num_sentinels",
+              "data.docs_per_concat", "data.max_doc_tokens",
+              "model.relative_attention_num_buckets", "model.relative_attention_max_distance")
+    _validate_common(cfg)
+    _choice(cfg.model.feed_forward, "model.feed_forward", ("relu", "gated-gelu"))
+    if not 0.0 < cfg.data.noise_density < 1.0:
+        raise UserError(f"data.noise_density={cfg.data.noise_density} must be in (0, 1)")
+    if cfg.data.mean_noise_span_length < 1.0:
+        raise UserError(f"data.mean_noise_span_length={cfg.data.mean_noise_span_length} "
+                        "must be >= 1")
+    if cfg.z_loss < 0:
+        raise UserError(f"z_loss={cfg.z_loss} must be >= 0")
     return cfg
 
 
@@ -203,7 +316,7 @@ def phases(cfg) -> list:
     total = cfg.total_steps
     n2 = int(round(total * cfg.phase2.fraction)) if "phase2" in cfg else 0
     first = Phase(1, 0, total - n2, cfg.seq_len, cfg.global_batch_size,
-                  cfg.data.max_predictions_per_seq, "")
+                  cfg.data.get("max_predictions_per_seq", 0), "")
     if n2 == 0:
         return [first]
     second = Phase(2, total - n2, total, cfg.phase2.seq_len, cfg.phase2.global_batch_size,

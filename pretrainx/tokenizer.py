@@ -2,6 +2,7 @@
 
   python -m pretrainx.tokenizer train --input=GLOB[,GLOB] --vocab_size=N \
       --model_type=unigram|bpe --output=DIR_OR_PREFIX [--lower_case=true]
+      [--style=bert|t5]
   python -m pretrainx.tokenizer encode --tokenizer=PATH < text > ids
   python -m pretrainx.tokenizer decode --tokenizer=PATH < ids > text
 """
@@ -28,6 +29,10 @@ def _define_flags() -> None:
     flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe"], "SentencePiece model type (train).")
     flags.DEFINE_string("output", None, "Directory (gets spiece.model) or file prefix (train).")
     flags.DEFINE_bool("lower_case", True, "Lower-case text (train; WordPiece encode/decode).")
+    flags.DEFINE_enum("style", "bert", ["bert", "t5"],
+                      "Special pieces (train): bert = [PAD] [UNK] [CLS] [SEP] [MASK]; "
+                      "t5 = <pad> </s> <unk> as T5's spiece.model (sentinels are added "
+                      "above the vocabulary by the T5 objective).")
     flags.DEFINE_string("tokenizer", None, "vocab.txt, .model, or a directory holding one (encode/decode).")
 
 
@@ -67,6 +72,7 @@ def _train() -> None:
         vocab_size=_require("vocab_size"),
         model_type=FLAGS.model_type,
         lower_case=FLAGS.lower_case,
+        style=FLAGS.style,
     )
     print(path)
 

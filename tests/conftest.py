@@ -74,3 +74,33 @@ def read_metrics(workdir, split="train"):
     with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
     return [r for r in records if r.get("split", "train") == split]
+
+
+def _override(c, overrides):
+    for key, value in overrides.items():
+        target = c
+        *path, last = key.split(".")
+        for part in path:
+            target = target[part]
+        target[last] = value
+    return c
+
+
+def tiny_t5_config(**overrides):
+    """The T5 quickstart shrunk to seconds: 2+2 layers, width 64, inputs 128 / targets 29."""
+    c = load_config("t5_quickstart.py")
+    c.total_steps = 6
+    c.global_batch_size = 8
+    c.seq_len = 128
+    c.log_every = 1
+    c.eval_every = 1000
+    c.eval_steps = 2
+    c.checkpoint_every = 3
+    c.model.num_layers = 2
+    c.model.num_decoder_layers = 2
+    c.model.hidden_size = 64
+    c.model.num_heads = 4
+    c.model.head_dim = 16
+    c.model.mlp_dim = 128
+    c.optimizer.warmup_steps = 2
+    return _override(c, overrides)

@@ -355,8 +355,12 @@ def train_sentencepiece(
     special_tokens=("[CLS]", "[SEP]", "[MASK]"),
     max_sentences: int = 2_000_000,
     seed: int = 0,
+    style: str = "bert",
 ) -> str:
-    """Trains a model with pad=0, unk=1, then `special_tokens`; returns the .model path.
+    """Trains a model and returns the .model path.
+
+    style "bert": pad=0, unk=1, then `special_tokens`. style "t5": T5's layout,
+    <pad>=0, </s>=1, <unk>=2 and nothing else (the T5 objective adds sentinels).
 
     Deterministic: one thread and a fixed seed give byte-identical models. Note
     the seed is sentencepiece's process-wide random generator.
@@ -365,7 +369,16 @@ def train_sentencepiece(
 
     if model_type not in ("unigram", "bpe", "char", "word"):
         raise UserError(f"model_type must be unigram, bpe, char or word, not {model_type!r}")
-    if not isinstance(vocab_size, int) or vocab_size <= 2 + len(special_tokens):
+    if style not in ("bert", "t5"):
+        raise UserError(f"style must be bert or t5, not {style!r}")
+    if style == "t5":
+        special_tokens = ()
+        ids = dict(pad_id=0, eos_id=1, unk_id=2, bos_id=-1, pad_piece="<pad>",
+                   eos_piece="</s>", unk_piece="<unk>")
+    else:
+        ids = dict(pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]",
+                   unk_piece="[UNK]")
+    if not isinstance(vocab_size, int) or vocab_size <= 3 + len(special_tokens):
         raise UserError(f"vocab_size {vocab_size!r} is too small")
     if not input_files:
         raise UserError("no training input files given")
@@ -386,8 +399,7 @@ def train_sentencepiece(
             vocab_size=vocab_size,
             model_type=model_type,
             normalization_rule_name="nmt_nfkc_cf" if lower_case else "nmt_nfkc",
-            pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-            pad_piece="[PAD]", unk_piece="[UNK]",
+            **ids,
             user_defined_symbols=list(special_tokens),
             input_sentence_size=max_sentences,
             shuffle_input_sentence=True,

@@ -7,4 +7,7 @@ def build(cfg, tokenizer):
     if cfg.objective == "bert":
         from pretrainx.objectives.mlm_nsp import MlmNsp
         return MlmNsp(cfg, tokenizer)
-    raise UserError(f"config key 'objective' is {cfg.objective!r}; known: bert")
+    if cfg.objective == "t5":
+        from pretrainx.objectives.span_corruption import SpanCorruption
+        return SpanCorruption(cfg, tokenizer)
+    raise UserError(f"config key 'objective' is {cfg.objective!r}; known: bert, t5")

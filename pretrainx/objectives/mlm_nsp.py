@@ -29,6 +29,9 @@ class MlmNsp:
         if tokenizer is not None and tokenizer.mask_id < 0:
             raise UserError(f"tokenizer {tokenizer.path} has no [MASK] token")
 
+    def describe(self, phase) -> dict:
+        return {"max_predictions_per_seq": phase.max_predictions}
+
     # ---- data -------------------------------------------------------------
     def _documents(self, files):
         if files not in self._docs:
@@ -125,6 +128,50 @@ class MlmNsp:
         }
         out["loss"] = out["mlm_loss"] + out["nsp_loss"]
         return out
+
+    # ---- statistics (python -m pretrainx.data --stats) ----------------------
+    token_features = ("input_ids",)
+
+    def batch_stats(self, batch) -> dict:
+        ids, positions = batch["input_ids"], batch["masked_lm_positions"]
+        chosen = batch["masked_lm_weights"] > 0
+        at = np.take_along_axis(ids, positions, axis=1)
+        is_mask = chosen & (at == self.tokenizer.mask_id)
+        kept = chosen & (at == batch["masked_lm_ids"])
+        real = batch["attention_mask"] > 0
+        # Candidates: real, non-special tokens of the sequence before masking.
+        original = ids.copy()
+        np.put_along_axis(original, positions, np.where(chosen, batch["masked_lm_ids"], at), 1)
+        candidates = real & ~np.isin(original, self.tokenizer.special_ids())
+        n_candidates = int(candidates.sum())
+        return {"real_tokens": int(real.sum()), "all_tokens": ids.size, "rows": ids.shape[0],
+                "examples": ids.shape[0], "candidates": n_candidates,
+                "masked": int(chosen.sum()), "mask_token": int(is_mask.sum()),
+                "kept": int(kept.sum()), "random": int((chosen & ~is_mask & ~kept).sum()),
+                "is_next": int((batch["next_sentence_label"] == 0).sum())}
+
+    def summarize_stats(self, totals, phase) -> dict:
+        masked = max(totals["masked"], 1)
+        return {"masked_fraction": totals["masked"] / max(totals["candidates"], 1),
+                "mask_token_fraction": totals["mask_token"] / masked,
+                "random_token_fraction": totals["random"] / masked,
+                "kept_fraction": totals["kept"] / masked,
+                "nsp_positive_fraction": totals["is_next"] / max(totals["examples"], 1),
+                "max_predictions_per_seq": phase.max_predictions}
+
+    def show(self, batch, count: int) -> list:
+        texts = []
+        tok = self.tokenizer
+        for row in range(min(count, batch["input_ids"].shape[0])):
+            n = int(batch["attention_mask"][row].sum())
+            ids = batch["input_ids"][row][:n]
+            chosen = batch["masked_lm_weights"][row] > 0
+            originals = [tok.id_to_piece(int(i)) for i in batch["masked_lm_ids"][row][chosen]]
+            label = "IsNext" if batch["next_sentence_label"][row] == 0 else "NotNext"
+            texts.append(f"--- row {row} ({label})\n"
+                         + " ".join(tok.id_to_piece(int(i)) for i in ids)
+                         + f"\nmasked originals: {' '.join(originals)}")
+        return texts
 
     def flops_per_token(self, phase) -> float:
         return bert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)

@@ -37,6 +37,7 @@ def describe(cfg) -> dict:
                     "global_batch_size": p.global_batch_size} for p in config_lib.phases(cfg)],
         "flops_per_token": objective.flops_per_token(phase),
         "flops_per_token_formula": objective.flops_formula,
+        **objective.describe(phase),
     }
 
 
@@ -67,6 +68,14 @@ def _check_enough(examples, phase, files):
                         f"{phase.global_batch_size}: too little text")
 
 
+def train_dataset(cfg, objective, phase):
+    """The grain dataset of a phase's training batches, as the run sees them."""
+    examples = objective.examples(cfg.data.train_files, phase, train=True)
+    _check_enough(examples, phase, cfg.data.train_files)
+    return pipeline.make_dataset(examples, objective.transform(phase, train=True),
+                                 phase.global_batch_size, seed=cfg.seed * 1000 + phase.index)
+
+
 class _Phases:
     """Per-phase datasets and compiled steps, built on first use."""
 
@@ -85,11 +94,7 @@ class _Phases:
 
     def train_iterator(self, phase):
         if phase.index not in self._train_ds:
-            examples = self.objective.examples(self.cfg.data.train_files, phase, train=True)
-            _check_enough(examples, phase, self.cfg.data.train_files)
-            self._train_ds[phase.index] = pipeline.make_dataset(
-                examples, self.objective.transform(phase, train=True), phase.global_batch_size,
-                seed=self.cfg.seed * 1000 + phase.index)
+            self._train_ds[phase.index] = train_dataset(self.cfg, self.objective, phase)
         return pipeline.make_iterator(self._train_ds[phase.index])
 
     def eval_iterator(self, phase):
@@ -180,7 +185,8 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
     for p in all_phases:
         metrics_lib.log(f"  phase {p.index}: steps [{p.start}, {p.end}) seq_len {p.seq_len} "
                         f"global batch {p.global_batch_size} "
-                        f"({p.global_batch_size // jax.device_count()} per device)")
+                        f"({p.global_batch_size // jax.device_count()} per device)"
+                        + "".join(f"; {k} {v}" for k, v in objective.describe(p).items()))
 
     # Measured before the input pipeline's threads start, so they do not skew it.
     peak, peak_source = metrics_lib.peak_flops_per_device()

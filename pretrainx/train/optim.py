@@ -12,6 +12,8 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
     decay from the peak to 0 at `total_steps` counted from step 0, overridden by a
     linear warmup while step < warmup_steps (so the decay is already at
     1 - warmup/total when warmup ends). warmup_linear decays from the end of warmup.
+    rsqrt is T5's: learning_rate * sqrt(warmup) / sqrt(max(step, warmup)), which with
+    learning_rate 0.01 and warmup 10^4 is the paper's 1/sqrt(max(step, 10^4)).
     """
     peak = opt_cfg.learning_rate
     warmup = max(int(opt_cfg.warmup_steps), 0)
@@ -22,6 +24,8 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
         warm = peak * step / max(warmup, 1)
         if kind == "constant":
             after = jnp.asarray(peak, jnp.float32)
+        elif kind == "rsqrt":
+            return peak * jnp.sqrt(max(warmup, 1) / jnp.maximum(step, max(warmup, 1)))
         elif kind == "bert_linear":
             after = peak * jnp.maximum(0.0, 1.0 - step / total_steps)
         else:  # warmup_linear
@@ -41,10 +45,18 @@ def decay_mask(params):
 
 
 def make_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation:
+    """AdamW (decoupled decay, masked) or T5's Adafactor (factored second moments,
+    no momentum, decay 0.8, updates clipped at RMS 1 and scaled by parameter RMS)."""
     schedule = learning_rate_schedule(opt_cfg, total_steps)
     parts = []
     if opt_cfg.grad_clip and opt_cfg.grad_clip > 0:
         parts.append(optax.clip_by_global_norm(opt_cfg.grad_clip))
-    parts.append(optax.adamw(schedule, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps,
-                             weight_decay=opt_cfg.weight_decay, mask=decay_mask))
+    if opt_cfg.name == "adafactor":
+        parts.append(optax.adafactor(schedule, decay_rate=0.8, clipping_threshold=1.0,
+                                     multiply_by_parameter_scale=True, momentum=None,
+                                     weight_decay_rate=opt_cfg.weight_decay or None,
+                                     weight_decay_mask=decay_mask))
+    else:
+        parts.append(optax.adamw(schedule, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps,
+                                 weight_decay=opt_cfg.weight_decay, mask=decay_mask))
     return optax.chain(*parts)

@@ -17,11 +17,34 @@ class TrainState:
     opt_state: Any
 
 
+def _is_box(x):
+    return isinstance(x, nn.LogicallyPartitioned)
+
+
+def _name_like_params(opt_state, params):
+    """Give every optimizer-state array shaped like its parameter that parameter's
+    logical axes (Adam's moments, Adafactor's unfactored second moments); anything
+    else (counts, Adafactor's row/column statistics) stays unnamed, i.e. replicated."""
+    boxes, treedef = jax.tree_util.tree_flatten(params, is_leaf=_is_box)
+
+    def name(subtree):
+        if jax.tree_util.tree_structure(subtree) != treedef:
+            return subtree
+        leaves = treedef.flatten_up_to(subtree)
+        named = [box.replace_boxed(v) if v.shape == box.value.shape else v
+                 for v, box in zip(leaves, boxes)]
+        return treedef.unflatten(named)
+
+    return jax.tree_util.tree_map(
+        name, opt_state, is_leaf=lambda x: jax.tree_util.tree_structure(x) == treedef)
+
+
 def _init_fn(model, tx, example_batch):
     def init(key):
         variables = model.init({"params": key, "dropout": key}, example_batch, deterministic=True)
         params = variables["params"]
-        return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params))
+        opt_state = _name_like_params(tx.init(nn.unbox(params)), params)
+        return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=opt_state)
     return init
 
 

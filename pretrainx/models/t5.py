@@ -1,0 +1,237 @@
+"""T5 encoder-decoder as the T5 paper, Mesh TensorFlow and T5X define it.
+
+Pre-norm blocks with RMS LayerNorm, no biases, relative position buckets (one
+table per stack, computed once and shared by its layers), cross-attention in the
+decoder. Two published variants:
+
+* T5 1.0: ReLU feed-forward, output layer tied to the token embeddings and scaled
+  by d_model^-0.5.
+* T5 1.1: gated-GELU feed-forward, separate output layer, no pretraining dropout.
+
+Packed rows carry `*_segment_ids` (0 = padding): attention never crosses a
+segment, and because segments are contiguous the relative distance between two
+tokens of a segment is the same as if the segment stood alone.
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from flax import linen as nn
+
+from pretrainx.models import layers
+
+
+def normal(stddev: float):
+    return nn.initializers.normal(stddev)
+
+
+def relative_position_bucket(relative_position, bidirectional: bool, num_buckets: int,
+                             max_distance: int):
+    """T5's bucketing of key_position - query_position: exact for small distances,
+    logarithmic up to `max_distance`, one bucket beyond. Works on numpy or jax."""
+    xp = jnp if isinstance(relative_position, jax.Array) else np
+    n = -relative_position
+    bucket = 0
+    if bidirectional:
+        num_buckets //= 2
+        bucket = (n < 0).astype(np.int32) * num_buckets
+        n = xp.abs(n)
+    else:
+        n = xp.maximum(n, 0)
+    max_exact = num_buckets // 2
+    scaled = xp.log(n.astype(np.float32) / max_exact + np.finfo(np.float32).eps)
+    large = max_exact + (scaled / math.log(max_distance / max_exact)
+                         * (num_buckets - max_exact)).astype(np.int32)
+    large = xp.minimum(large, num_buckets - 1)
+    return bucket + xp.where(n < max_exact, n, large)
+
+
+class RelativePositionBias(nn.Module):
+    """[1, heads, q_len, k_len] additive attention bias from bucketed distances."""
+    num_buckets: int
+    max_distance: int
+    num_heads: int
+    bidirectional: bool
+    dtype: jnp.dtype = jnp.float32
+
+    @nn.compact
+    def __call__(self, q_len: int, k_len: int):
+        table = self.param("rel_embedding", nn.with_logical_partitioning(
+            nn.initializers.variance_scaling(1.0, "fan_avg", "uniform"),
+            ("relpos_buckets", "heads")), (self.num_buckets, self.num_heads), jnp.float32)
+        relative = np.arange(k_len)[None, :] - np.arange(q_len)[:, None]
+        buckets = relative_position_bucket(relative, self.bidirectional, self.num_buckets,
+                                           self.max_distance)
+        # A one-hot matmul rather than a gather: it shards over heads like any weight.
+        one_hot = jax.nn.one_hot(buckets, self.num_buckets, dtype=self.dtype)
+        bias = jnp.einsum("qkb,bh->hqk", one_hot, table.astype(self.dtype))
+        return bias[None]
+
+
+class FeedForward(nn.Module):
+    cfg: ml_collections.ConfigDict
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x, deterministic):
+        cfg = self.cfg
+        d_model = x.shape[-1]
+        wi_init, wo_init = normal(d_model ** -0.5), normal(cfg.mlp_dim ** -0.5)
+        dense = lambda name, init, feats, axes: layers.Dense(  # noqa: E731
+            feats, axes, use_bias=False, dtype=self.dtype, kernel_init=init, name=name)
+        if cfg.feed_forward == "gated-gelu":
+            gate = layers.activation("gelu_tanh")(dense("wi_0", wi_init, cfg.mlp_dim,
+                                                        ("embed", "mlp"))(x))
+            h = gate * dense("wi_1", wi_init, cfg.mlp_dim, ("embed", "mlp"))(x)
+        else:
+            h = jax.nn.relu(dense("wi", wi_init, cfg.mlp_dim, ("embed", "mlp"))(x))
+        h = layers.constrain(h, ("batch", "length", "mlp"))
+        h = layers.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
+        return dense("wo", wo_init, d_model, ("mlp", "embed"))(h)
+
+
+def _attention(cfg, dtype, name):
+    d_model, head_dim = cfg.hidden_size, cfg.head_dim
+    inner = cfg.num_heads * head_dim
+    return layers.MultiHeadAttention(
+        num_heads=cfg.num_heads, head_dim=head_dim, dropout_rate=cfg.dropout_rate,
+        use_bias=False, dtype=dtype, scale_queries=False,
+        kernel_init=normal(d_model ** -0.5), query_init=normal((d_model * head_dim) ** -0.5),
+        out_init=normal(inner ** -0.5), name=name)
+
+
+class EncoderLayer(nn.Module):
+    cfg: ml_collections.ConfigDict
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x, bias, deterministic):
+        cfg = self.cfg
+        norm = lambda name: layers.RMSNorm(cfg.layer_norm_eps, self.dtype, name=name)  # noqa: E731
+        drop = lambda y: layers.Dropout(cfg.dropout_rate)(y, deterministic=deterministic)  # noqa
+        y = norm("attention_norm")(x)
+        x = x + drop(_attention(cfg, self.dtype, "attention")(y, y, bias, deterministic))
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        y = norm("mlp_norm")(x)
+        x = x + drop(FeedForward(cfg, self.dtype, name="mlp")(y, deterministic))
+        return layers.constrain(x, ("batch", "length", "embed"))
+
+
+class DecoderLayer(nn.Module):
+    cfg: ml_collections.ConfigDict
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x, encoded, self_bias, cross_bias, deterministic):
+        cfg = self.cfg
+        norm = lambda name: layers.RMSNorm(cfg.layer_norm_eps, self.dtype, name=name)  # noqa: E731
+        drop = lambda y: layers.Dropout(cfg.dropout_rate)(y, deterministic=deterministic)  # noqa
+        y = norm("self_attention_norm")(x)
+        x = x + drop(_attention(cfg, self.dtype, "self_attention")(y, y, self_bias, deterministic))
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        y = norm("cross_attention_norm")(x)
+        x = x + drop(_attention(cfg, self.dtype, "cross_attention")(y, encoded, cross_bias,
+                                                                    deterministic))
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        y = norm("mlp_norm")(x)
+        x = x + drop(FeedForward(cfg, self.dtype, name="mlp")(y, deterministic))
+        return layers.constrain(x, ("batch", "length", "embed"))
+
+
+def _layer_class(cls, cfg, static_argnums):
+    if cfg.remat == "none":
+        return cls
+    from pretrainx.models.bert import REMAT_POLICIES
+    return nn.remat(cls, policy=REMAT_POLICIES[cfg.remat], static_argnums=static_argnums)
+
+
+class T5(nn.Module):
+    """(batch of packed inputs/targets) -> decoder logits [batch, targets_length, vocab]."""
+    cfg: ml_collections.ConfigDict
+
+    def setup(self):
+        cfg = self.cfg
+        self.dtype = jnp.dtype(cfg.dtype)
+        self.token_embed = layers.Embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
+                                        self.dtype, normal(1.0))
+        bias = lambda bidirectional, name: RelativePositionBias(  # noqa: E731
+            cfg.relative_attention_num_buckets, cfg.relative_attention_max_distance,
+            cfg.num_heads, bidirectional, self.dtype, name=name)
+        self.encoder_relpos = bias(True, "encoder_relpos")
+        self.decoder_relpos = bias(False, "decoder_relpos")
+        enc_layer = _layer_class(EncoderLayer, cfg, (3,))
+        dec_layer = _layer_class(DecoderLayer, cfg, (5,))
+        self.encoder_layers = [enc_layer(cfg, self.dtype, name=f"encoder_{i}")
+                               for i in range(cfg.num_layers)]
+        self.decoder_layers = [dec_layer(cfg, self.dtype, name=f"decoder_{i}")
+                               for i in range(cfg.num_decoder_layers)]
+        self.encoder_norm = layers.RMSNorm(cfg.layer_norm_eps, self.dtype)
+        self.decoder_norm = layers.RMSNorm(cfg.layer_norm_eps, self.dtype)
+        self.dropout = layers.Dropout(cfg.dropout_rate)
+        if not cfg.tie_output:
+            self.output = layers.Dense(cfg.vocab_size, ("embed", "vocab"), use_bias=False,
+                                       dtype=self.dtype,
+                                       kernel_init=normal(cfg.hidden_size ** -0.5))
+
+    def encode(self, tokens, segment_ids, deterministic):
+        x = self.dropout(self.token_embed(tokens), deterministic)
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        length = tokens.shape[1]
+        bias = (self.encoder_relpos(length, length)
+                + layers.mask_to_bias(layers.segment_mask(segment_ids, segment_ids), self.dtype))
+        for layer in self.encoder_layers:
+            x = layer(x, bias, deterministic)
+        return self.dropout(self.encoder_norm(x), deterministic)
+
+    def decode(self, encoded, encoder_segment_ids, decoder_input_tokens, decoder_segment_ids,
+               deterministic):
+        x = self.dropout(self.token_embed(decoder_input_tokens), deterministic)
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        length = decoder_input_tokens.shape[1]
+        self_bias = (self.decoder_relpos(length, length) + layers.mask_to_bias(
+            layers.segment_mask(decoder_segment_ids, decoder_segment_ids, causal=True),
+            self.dtype))
+        cross_bias = layers.mask_to_bias(
+            layers.segment_mask(decoder_segment_ids, encoder_segment_ids), self.dtype)
+        for layer in self.decoder_layers:
+            x = layer(x, encoded, self_bias, cross_bias, deterministic)
+        x = self.dropout(self.decoder_norm(x), deterministic)
+        if self.cfg.tie_output:
+            # Mesh TF rescales the tied projection so logits keep unit scale.
+            logits = self.token_embed.attend(x * jnp.asarray(self.cfg.hidden_size ** -0.5,
+                                                             self.dtype))
+        else:
+            logits = self.output(x)
+        return layers.constrain(logits, ("batch", "length", "vocab"))
+
+    def __call__(self, batch, deterministic: bool = True):
+        encoded = self.encode(batch["encoder_input_tokens"], batch["encoder_segment_ids"],
+                              deterministic)
+        logits = self.decode(encoded, batch["encoder_segment_ids"],
+                             batch["decoder_input_tokens"], batch["decoder_segment_ids"],
+                             deterministic)
+        return {"logits": logits.astype(jnp.float32)}
+
+
+def flops_per_example(cfg: ml_collections.ConfigDict, inputs_length: int,
+                      targets_length: int) -> float:
+    """Training FLOPs of one packed row (forward x 3), 2 FLOPs a multiply-add.
+
+    Encoder token: 4 projections d x inner, the feed-forward (2 or 3 matrices
+    d x mlp), scores + weighted sum over the inputs. Decoder token: self-attention
+    as above over the targets, cross-attention's q/o on the decoder token and its
+    k/v once per encoder token, scores over the inputs, the feed-forward, and the
+    d x vocab output layer.
+    """
+    d, mlp, v = cfg.hidden_size, cfg.mlp_dim, cfg.vocab_size
+    inner = cfg.num_heads * cfg.head_dim
+    ff = (3 if cfg.feed_forward == "gated-gelu" else 2) * d * mlp
+    enc = cfg.num_layers * inputs_length * (4 * d * inner + ff + 2 * inputs_length * inner)
+    dec_self = 4 * d * inner + 2 * targets_length * inner
+    dec_cross = 2 * d * inner + 2 * inputs_length * inner
+    dec = cfg.num_decoder_layers * (targets_length * (dec_self + dec_cross + ff)
+                                    + inputs_length * 2 * d * inner)
+    return 3.0 * 2.0 * (enc + dec + targets_length * d * v)
