@@ -86,6 +86,11 @@ class Compiled:
         with sharding.activate(self._mesh, self._rules):
             return self._fn(*args)
 
+    def lower(self, *args):
+        """Ahead-of-time lowering from shapes (jax.ShapeDtypeStruct), for the planner."""
+        with sharding.activate(self._mesh, self._rules):
+            return self._fn.lower(*args)
+
 
 def compile_train_step(step_fn, mesh, rules, state_shardings, batch_shardings):
     repl = sharding.replicated(mesh)

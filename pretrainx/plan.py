@@ -1,0 +1,238 @@
+"""python -m pretrainx.plan --config=configs/NAME.py --topology=v3:4x4 [--phase=N] [--search]
+
+Compiles the real train step of a config (the training code path: same model,
+shardings, batch and optimizer) for a TPU topology without a TPU (libtpu's
+deviceless ahead-of-time compilation) and prints one JSON object: whether it fits
+in HBM, the compiler's memory and FLOP figures, and a step time, MFU and run
+length estimated from the compiler's cost model. Estimates, not measurements.
+
+Without --phase every phase of the recipe is planned; the top-level figures are
+those of the first phase and `est_days` covers the whole recipe.
+"""
+
+import json
+import math
+import os
+import re
+import sys
+
+# The plan runs nothing: jax stays on the CPU and libtpu serves only as a compiler.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+from absl import app, flags, logging  # noqa: E402
+
+from pretrainx.errors import UserError  # noqa: E402
+from pretrainx.main import _CONFIG, _fail, _first_line, _parse_flags  # noqa: E402
+
+_TOPOLOGY = flags.DEFINE_string("topology", None, "TPU topology, e.g. v3:4x4, v5e:4x4, v4:2x2x2.")
+_PHASE = flags.DEFINE_integer("phase", None, "Plan only this phase (1, or 2 for BERT's 512).")
+_SEARCH = flags.DEFINE_bool("search", False, "Try remat policies x micro-batch counts; report "
+                            "the fastest that fits.")
+
+GIB = 1024 ** 3
+# Per chip: dense bf16 FLOP/s, HBM bytes, HBM bytes/s (published figures).
+CHIPS = {
+    "v2": (45e12, 16 * GIB, 700e9),
+    "v3": (123e12, 32 * GIB, 900e9),
+    "v4": (275e12, 32 * GIB, 1228e9),
+    "v5e": (197e12, 16 * GIB, 819e9),
+    "v5p": (459e12, 95 * GIB, 2765e9),
+    "v6e": (918e12, 32 * GIB, 1640e9),
+}
+_OOM = re.compile(r"RESOURCE_EXHAUSTED|HbmOom|exceeds available HBM|Ran out of memory",
+                  re.IGNORECASE)
+
+
+def topology_devices(name: str):
+    """(devices, chip generation, devices per chip) of a TPU topology, deviceless."""
+    generation = name.split(":")[0].lower()
+    if generation not in CHIPS or ":" not in name:
+        raise UserError(f"--topology={name!r}: expected GEN:AxB[xC] with GEN one of "
+                        f"{', '.join(CHIPS)}, e.g. v3:4x4 or v4:2x2x2")
+    try:
+        from jax.experimental import topologies
+        topo = topologies.get_topology_desc(platform="tpu", topology_name=name)
+    except Exception as e:  # no libtpu, or a name it does not know
+        raise UserError(f"--topology={name}: cannot build it ({_first_line(e)}); "
+                        "is libtpu installed (pip install 'pretrainx[tpu]')?") from None
+    devices = list(topo.devices)
+    chips = {tuple(getattr(d, "coords", (i,))) for i, d in enumerate(devices)}
+    return devices, generation, max(len(devices) // max(len(chips), 1), 1)
+
+
+def _oom_bytes(message: str):
+    """The compiler's figure from an out-of-memory message, when it gives one."""
+    m = re.search(r"([\d.]+)([KMG])i?B?\s*(?:of|exceeds)", message)
+    if not m:
+        return None
+    return int(float(m.group(1)) * {"K": 1024, "M": 1024 ** 2, "G": GIB}[m.group(2)])
+
+
+def _estimate(cost, generation, devices_per_chip, model_flops_device):
+    """Step seconds from the cost model, or a roofline when it answers nonsense."""
+    peak, _, bandwidth = CHIPS[generation]
+    peak_dev, bw_dev = peak / devices_per_chip, bandwidth / devices_per_chip
+    flops = float(cost.get("flops", 0.0))
+    bytes_accessed = float(cost.get("bytes accessed", 0.0))
+    roofline = max(flops / peak_dev, bytes_accessed / bw_dev, model_flops_device / peak_dev)
+    optimal = cost.get("optimal_seconds")
+    # A lower bound that beats the roofline (or is negative, as v5e's is) is not a model.
+    if optimal is not None and math.isfinite(optimal) and optimal >= 0.5 * roofline > 0:
+        return float(optimal), "cost_model.optimal_seconds"
+    return roofline, "roofline: max(flops / peak, bytes accessed / HBM bandwidth)"
+
+
+def plan_phase(cfg, phase, devices, generation, devices_per_chip) -> dict:
+    import jax
+    from flax import linen as nn
+
+    from pretrainx import objectives, sharding
+    from pretrainx.train import optim, state as state_lib, step as step_lib
+
+    objective = objectives.build(cfg, tokenizer=None)
+    model = objective.model
+    mesh = sharding.make_mesh(cfg.mesh, devices)
+    rules = sharding.rules_of(cfg)
+    dp = sharding.data_parallel_size(mesh, rules)
+    if phase.global_batch_size % (dp * cfg.micro_batches):
+        raise UserError(f"{phase.prefix}global_batch_size={phase.global_batch_size} does not "
+                        f"divide over {cfg.micro_batches} micro-batches x {dp} data-parallel "
+                        "devices")
+    tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps)
+    abstract = state_lib.abstract_state(model, tx, objective.example_batch(1, phase))
+    shardings = state_lib.state_shardings(abstract, mesh, rules)
+    state = jax.tree_util.tree_map(
+        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), nn.unbox(abstract),
+        shardings)
+    batch_sharding = sharding.batch_sharding(mesh, rules)
+    batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=batch_sharding)
+             for k, v in objective.example_batch(phase.global_batch_size, phase).items()}
+    key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=sharding.replicated(mesh))
+    schedule = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
+    step = step_lib.compile_train_step(
+        step_lib.make_train_step(model, tx, objective, schedule, cfg.micro_batches), mesh, rules,
+        shardings, {k: batch_sharding for k in batch})
+
+    chip_peak, chip_hbm, _ = CHIPS[generation]
+    hbm = chip_hbm // devices_per_chip
+    n = len(devices)
+    model_flops = objective.flops_per_token(phase) * phase.global_batch_size * phase.seq_len
+    out = {"phase": phase.index, "global_batch": phase.global_batch_size,
+           "per_device_batch": phase.global_batch_size / n, "seq_len": phase.seq_len,
+           "steps": phase.end - phase.start, "remat": cfg.model.remat,
+           "micro_batches": cfg.micro_batches, "hbm_bytes_per_device": hbm,
+           "model_flops_per_step": model_flops}
+    try:
+        compiled = step.lower(state, batch, key).compile()
+    except Exception as e:  # XlaRuntimeError and friends
+        message = str(e)
+        if not _OOM.search(message):
+            raise
+        out.update(fits=False, per_device_bytes=_oom_bytes(message),
+                   compiler_message=_first_line(e)[:300])
+        return out
+    memory = compiled.memory_analysis()
+    per_device = int(memory.argument_size_in_bytes + memory.temp_size_in_bytes
+                     + memory.output_size_in_bytes - memory.alias_size_in_bytes)
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else (cost or {})
+    seconds, source = _estimate(cost, generation, devices_per_chip, model_flops / n)
+    out.update(
+        fits=per_device <= hbm, per_device_bytes=per_device,
+        per_device_gib=round(per_device / GIB, 2),
+        flops_per_step=float(cost.get("flops", float("nan"))) * n,
+        est_step_seconds=seconds, estimate=source,
+        est_mfu=model_flops / (seconds * chip_peak * n / devices_per_chip),
+        est_days=seconds * (phase.end - phase.start) / 86400)
+    return out
+
+
+def plan(cfg, topology: str, phase_index=None, search=False) -> dict:
+    from pretrainx import config as config_lib, objectives, sharding
+    from pretrainx.train import state as state_lib, optim
+
+    config_lib.validate(cfg)
+    devices, generation, per_chip = topology_devices(topology)
+    phases = config_lib.phases(cfg)
+    if phase_index is not None:
+        chosen = [p for p in phases if p.index == phase_index]
+        if not chosen:
+            raise UserError(f"--phase={phase_index}: the config has phases "
+                            f"{[p.index for p in phases]}")
+        phases = chosen
+    objective = objectives.build(cfg, tokenizer=None)
+    abstract = state_lib.abstract_state(objective.model, optim.make_optimizer(
+        cfg.optimizer, cfg.total_steps), objective.example_batch(1, phases[0]))
+    results = []
+    for phase in phases:
+        if search:
+            results.append(_search(cfg, phase, devices, generation, per_chip))
+        else:
+            results.append(plan_phase(cfg, phase, devices, generation, per_chip))
+    mesh = sharding.make_mesh(cfg.mesh, devices)
+    first = results[0]
+    return {
+        "topology": topology, "devices": len(devices), "chips": len(devices) // per_chip,
+        "mesh": dict(mesh.shape), "params": state_lib.count_params(abstract),
+        **{k: first.get(k) for k in ("global_batch", "per_device_batch", "seq_len",
+                                     "per_device_bytes", "hbm_bytes_per_device",
+                                     "flops_per_step", "est_step_seconds", "est_mfu",
+                                     "estimate", "remat", "micro_batches")},
+        "fits": all(r["fits"] for r in results),
+        "est_days": (sum(r["est_days"] for r in results)
+                     if all("est_days" in r for r in results) else None),
+        "phases": results,
+        "note": "step time, MFU and days are estimates from the compiler's cost model",
+    }
+
+
+def _search(cfg, phase, devices, generation, per_chip) -> dict:
+    """Fastest (remat, micro_batches) that fits; all tried configurations are listed."""
+    tried = []
+    for remat in ("none", "dots", "full"):
+        for micro in (1, 2, 4, 8):
+            if phase.global_batch_size % micro:
+                continue
+            trial = cfg.copy_and_resolve_references()
+            trial.model.remat, trial.micro_batches = remat, micro
+            try:
+                tried.append(plan_phase(trial, phase, devices, generation, per_chip))
+            except UserError:
+                continue
+    fitting = [t for t in tried if t["fits"]]
+    best = min(fitting, key=lambda t: t["est_step_seconds"]) if fitting else \
+        min(tried, key=lambda t: t.get("per_device_bytes") or math.inf)
+    best = dict(best)
+    best["search"] = [{k: t.get(k) for k in ("remat", "micro_batches", "fits",
+                                            "per_device_bytes", "est_step_seconds")}
+                      for t in tried]
+    return best
+
+
+def run(argv) -> int:
+    if len(argv) > 1:
+        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+    cfg = _CONFIG.value
+    if cfg is None:
+        raise UserError("--config is required, e.g. --config=configs/bert_base.py")
+    if not _TOPOLOGY.value:
+        raise UserError("--topology is required, e.g. --topology=v3:4x4")
+    try:
+        cfg.keys()
+    except OSError as e:
+        raise UserError(f"cannot load {flags.FLAGS['config'].config_filename}: "
+                        f"{_first_line(e)}") from None
+    print(json.dumps(plan(cfg, _TOPOLOGY.value, _PHASE.value, _SEARCH.value)))
+    return 0
+
+
+def main(argv):
+    logging.set_verbosity(logging.WARNING)
+    try:
+        return run(argv)
+    except UserError as e:
+        _fail(str(e))
+
+
+if __name__ == "__main__":
+    sys.exit(app.run(main, flags_parser=_parse_flags))
