@@ -18,6 +18,8 @@ import sys
 
 # The plan runs nothing: jax stays on the CPU and libtpu serves only as a compiler.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# libtpu takes a machine-wide lock; a compiler-only use must not fight other processes.
+os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 
 from absl import app, flags, logging  # noqa: E402
 

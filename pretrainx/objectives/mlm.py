@@ -22,11 +22,21 @@ MASK_FRACTION = 0.8
 KEEP_FRACTION = 0.1  # the remaining 0.1 becomes a random token
 
 
-def num_to_predict(num_candidates, max_predictions, mask_prob):
-    """How many tokens to mask: round(n * p), at least 1, at most the cap."""
+def num_to_predict(num_candidates, max_predictions, mask_prob, rng=None):
+    """How many tokens to mask: n * p rounded, at least 1, at most the cap.
+
+    With `rng` the rounding is stochastic (floor, plus one with probability of the
+    fraction), so the expected rate is exactly p at any length: google-research's
+    round() gives 4 of 29 tokens (13.8%) at length 32, where the paper says 15%.
+    """
     if num_candidates == 0:
         return 0
-    return min(max_predictions, max(1, int(round(num_candidates * mask_prob))))
+    expected = num_candidates * mask_prob
+    if rng is None:
+        count = int(round(expected))
+    else:
+        count = int(np.floor(expected)) + int(rng.random() < expected - np.floor(expected))
+    return min(max_predictions, max(1, count))
 
 
 def word_ids(candidates, word_starts):
@@ -95,7 +105,7 @@ def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predict
     # A handful of special ids: a broadcast compare beats np.isin's setup cost.
     is_special = (input_ids[:, None] == special_ids[None, :]).any(axis=1)
     candidates = np.flatnonzero(~is_special)
-    budget = num_to_predict(candidates.size, max_predictions, mask_prob)
+    budget = num_to_predict(candidates.size, max_predictions, mask_prob, rng)
     if word_starts is None:
         chosen = rng.permutation(candidates.size)[:budget]
     else:
