@@ -30,23 +30,15 @@ DEFAULT_SHARDING_RULES = (
 OBJECTIVES = ("bert", "t5")
 
 
-def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
-    """The keys of `objective`'s configs with their defaults.
-
-    bert: BERT-Base pretraining as the paper and google-research/bert run it.
-    t5: T5 1.0 Base span-corruption pretraining (see `t5_config`).
-    """
-    if objective == "t5":
-        return t5_config()
-    if objective != "bert":
-        raise UserError(f"config key 'objective' is {objective!r}; expected one of "
-                        f"{', '.join(OBJECTIVES)}")
+def _shared_sections(objective: str, total_steps: int, batch: int, seq_len: int,
+                     learning_rate: float, schedule: str) -> ml_collections.ConfigDict:
+    """Keys every objective has: run length and logging, mesh, optimizer, data files."""
     c = ml_collections.ConfigDict()
     c.seed = 0
-    c.objective = "bert"  # masked LM + next sentence prediction
-    c.total_steps = 1_000_000
-    c.global_batch_size = 1024
-    c.seq_len = 128
+    c.objective = objective
+    c.total_steps = total_steps
+    c.global_batch_size = batch
+    c.seq_len = seq_len
     c.micro_batches = 1  # gradient accumulation: global batch split in this many
     c.log_every = 100
     c.eval_every = 10_000
@@ -60,6 +52,38 @@ def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
     c.mesh.tensor = 1
     c.sharding_rules = DEFAULT_SHARDING_RULES
 
+    c.optimizer = ml_collections.ConfigDict()
+    c.optimizer.name = "adamw"  # adamw | adafactor
+    c.optimizer.learning_rate = learning_rate
+    c.optimizer.warmup_steps = 10_000
+    c.optimizer.schedule = schedule  # bert_linear | warmup_linear | constant | rsqrt
+    c.optimizer.b1 = 0.9
+    c.optimizer.b2 = 0.999
+    c.optimizer.eps = 1e-6
+    c.optimizer.weight_decay = 0.01
+    c.optimizer.grad_clip = 1.0
+
+    c.data = ml_collections.ConfigDict()
+    c.data.train_files = ""
+    c.data.eval_files = ""
+    c.data.format = "auto"  # auto | sentences | text
+    c.data.tokenizer = ""
+    return c
+
+
+def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
+    """The keys of `objective`'s configs with their defaults.
+
+    bert: BERT-Base pretraining as the paper and google-research/bert run it.
+    t5: T5 1.0 Base span-corruption pretraining (see `t5_config`).
+    """
+    if objective == "t5":
+        return t5_config()
+    if objective != "bert":
+        raise UserError(f"config key 'objective' is {objective!r}; expected one of "
+                        f"{', '.join(OBJECTIVES)}")
+    c = _shared_sections("bert", total_steps=1_000_000, batch=1024, seq_len=128,
+                         learning_rate=1e-4, schedule="bert_linear")
     c.model = ml_collections.ConfigDict()
     c.model.family = "bert"
     c.model.num_layers = 12
@@ -77,22 +101,6 @@ def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
     c.model.dtype = "float32"  # compute dtype; parameters stay float32
     c.model.remat = "none"  # none | full | dots
 
-    c.optimizer = ml_collections.ConfigDict()
-    c.optimizer.name = "adamw"
-    c.optimizer.learning_rate = 1e-4
-    c.optimizer.warmup_steps = 10_000
-    c.optimizer.schedule = "bert_linear"  # bert_linear | warmup_linear | constant
-    c.optimizer.b1 = 0.9
-    c.optimizer.b2 = 0.999
-    c.optimizer.eps = 1e-6
-    c.optimizer.weight_decay = 0.01
-    c.optimizer.grad_clip = 1.0
-
-    c.data = ml_collections.ConfigDict()
-    c.data.train_files = ""
-    c.data.eval_files = ""
-    c.data.format = "auto"  # auto | sentences | text
-    c.data.tokenizer = ""
     c.data.lower_case = True
     c.data.short_seq_prob = 0.1
     c.data.dupe_factor = 10  # times the corpus is paired, as create_pretraining_data
@@ -115,25 +123,10 @@ def t5_config() -> ml_collections.ConfigDict:
     `optimizer.name=adafactor`, `optimizer.schedule=rsqrt`, `learning_rate=0.01`,
     `warmup_steps=10000` (configs/t5.py:base,adafactor).
     """
-    c = ml_collections.ConfigDict()
-    c.seed = 0
-    c.objective = "t5"  # span corruption
-    c.total_steps = 2 ** 19
-    c.global_batch_size = 128
-    c.seq_len = 512  # encoder inputs; targets length follows from the noise arithmetic
-    c.micro_batches = 1
-    c.log_every = 100
-    c.eval_every = 10_000
-    c.eval_steps = 20
-    c.checkpoint_every = 10_000
-    c.keep_checkpoints = 3
+    c = _shared_sections("t5", total_steps=2 ** 19, batch=128, seq_len=512,
+                         learning_rate=1e-3, schedule="warmup_linear")
+    # seq_len is the encoder inputs; targets length follows from the noise arithmetic
     c.z_loss = 0.0  # T5X's auxiliary log(Z)^2 term; 1e-4 when on
-
-    c.mesh = ml_collections.ConfigDict()
-    c.mesh.data = -1
-    c.mesh.fsdp = 1
-    c.mesh.tensor = 1
-    c.sharding_rules = DEFAULT_SHARDING_RULES
 
     c.model = ml_collections.ConfigDict()
     c.model.family = "t5"
@@ -153,22 +146,7 @@ def t5_config() -> ml_collections.ConfigDict:
     c.model.dtype = "float32"
     c.model.remat = "none"
 
-    c.optimizer = ml_collections.ConfigDict()
-    c.optimizer.name = "adamw"  # adamw | adafactor
-    c.optimizer.learning_rate = 1e-3
-    c.optimizer.warmup_steps = 10_000
-    c.optimizer.schedule = "warmup_linear"
-    c.optimizer.b1 = 0.9
-    c.optimizer.b2 = 0.999
-    c.optimizer.eps = 1e-6
-    c.optimizer.weight_decay = 0.01
-    c.optimizer.grad_clip = 1.0
-
-    c.data = ml_collections.ConfigDict()
-    c.data.train_files = ""
-    c.data.eval_files = ""
-    c.data.format = "auto"
-    c.data.tokenizer = ""  # a SentencePiece model (T5's spiece.model or one we trained)
+    # data.tokenizer: a SentencePiece model (T5's spiece.model or one we trained)
     c.data.lower_case = False
     c.data.noise_density = 0.15
     c.data.mean_noise_span_length = 3.0

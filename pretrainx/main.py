@@ -35,17 +35,23 @@ def _init_distributed() -> None:
         jax.distributed.initialize()
 
 
-def run(argv) -> int:
+def cli_config(argv, example: str = "configs/quickstart.py"):
+    """The --config of a command line, or a UserError that says what is wrong with it."""
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     cfg = _CONFIG.value
     if cfg is None:
-        raise UserError("--config is required, e.g. --config=configs/quickstart.py")
+        raise UserError(f"--config is required, e.g. --config={example}")
     try:
         cfg.keys()
     except OSError as e:  # config_flags defers a file that failed to load until first use
         raise UserError(f"cannot load {flags.FLAGS['config'].config_filename}: "
                         f"{_first_line(e)}") from None
+    return cfg
+
+
+def run(argv) -> int:
+    cfg = cli_config(argv)
     _init_distributed()
     from pretrainx.train import loop
     if _DESCRIBE.value:
@@ -93,20 +99,26 @@ def _parse_flags(argv):
         _fail(f"cannot load config: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
 
-def main(argv):
-    logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
-    try:
-        return run(argv)
-    except UserError as e:
-        _fail(str(e))
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr, flush=True)
-        sys.exit(130)
+def guarded(run_fn):
+    """absl main around `run_fn(argv)`: quiet logs, user errors as one line, exit 2."""
+    def main(argv):
+        logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
+        try:
+            return run_fn(argv)
+        except UserError as e:
+            _fail(str(e))
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr, flush=True)
+            sys.exit(130)
+    return main
 
 
-def cli():
+main = guarded(run)
+
+
+def cli(run_fn=run):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    app.run(main, flags_parser=_parse_flags)
+    app.run(guarded(run_fn), flags_parser=_parse_flags)
 
 
 if __name__ == "__main__":

@@ -14,17 +14,16 @@ import json
 import math
 import os
 import re
-import sys
 
 # The plan runs nothing: jax stays on the CPU and libtpu serves only as a compiler.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # libtpu takes a machine-wide lock; a compiler-only use must not fight other processes.
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 
-from absl import app, flags, logging  # noqa: E402
+from absl import flags  # noqa: E402
 
 from pretrainx.errors import UserError  # noqa: E402
-from pretrainx.main import _CONFIG, _fail, _first_line, _parse_flags  # noqa: E402
+from pretrainx.main import _first_line, cli, cli_config  # noqa: E402
 
 _TOPOLOGY = flags.DEFINE_string("topology", None, "TPU topology, e.g. v3:4x4, v5e:4x4, v4:2x2x2.")
 _PHASE = flags.DEFINE_integer("phase", None, "Plan only this phase (1, or 2 for BERT's 512).")
@@ -212,29 +211,12 @@ def _search(cfg, phase, devices, generation, per_chip) -> dict:
 
 
 def run(argv) -> int:
-    if len(argv) > 1:
-        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    cfg = _CONFIG.value
-    if cfg is None:
-        raise UserError("--config is required, e.g. --config=configs/bert_base.py")
+    cfg = cli_config(argv, example="configs/bert_base.py")
     if not _TOPOLOGY.value:
         raise UserError("--topology is required, e.g. --topology=v3:4x4")
-    try:
-        cfg.keys()
-    except OSError as e:
-        raise UserError(f"cannot load {flags.FLAGS['config'].config_filename}: "
-                        f"{_first_line(e)}") from None
     print(json.dumps(plan(cfg, _TOPOLOGY.value, _PHASE.value, _SEARCH.value)))
     return 0
 
 
-def main(argv):
-    logging.set_verbosity(logging.WARNING)
-    try:
-        return run(argv)
-    except UserError as e:
-        _fail(str(e))
-
-
 if __name__ == "__main__":
-    sys.exit(app.run(main, flags_parser=_parse_flags))
+    cli(run)

@@ -60,13 +60,7 @@ def tiny_bert_config(**overrides):
     c.data.max_predictions_per_seq = 10
     c.data.dupe_factor = 1
     c.optimizer.warmup_steps = 2
-    for key, value in overrides.items():
-        target = c
-        *path, last = key.split(".")
-        for part in path:
-            target = target[part]
-        target[last] = value
-    return c
+    return _override(c, overrides)
 
 
 def read_metrics(workdir, split="train"):

@@ -10,10 +10,10 @@ import json
 import sys
 import time
 
-from absl import app, flags, logging
+from absl import flags
 
 from pretrainx.errors import UserError
-from pretrainx.main import _CONFIG, _fail, _first_line, _parse_flags
+from pretrainx.main import cli, cli_config
 
 _STATS = flags.DEFINE_bool("stats", False, "Print batch statistics as one JSON object.")
 _NUM_BATCHES = flags.DEFINE_integer("num_batches", 20, "Batches to measure.")
@@ -58,16 +58,7 @@ def batch_statistics(cfg, num_batches: int, show: int = 0, out=sys.stderr) -> di
 
 
 def run(argv) -> int:
-    if len(argv) > 1:
-        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    cfg = _CONFIG.value
-    if cfg is None:
-        raise UserError("--config is required, e.g. --config=configs/quickstart.py")
-    try:
-        cfg.keys()
-    except OSError as e:
-        raise UserError(f"cannot load {flags.FLAGS['config'].config_filename}: "
-                        f"{_first_line(e)}") from None
+    cfg = cli_config(argv)
     if not (_STATS.value or _SHOW.value):
         raise UserError("nothing to do: pass --stats and/or --show=K")
     if _NUM_BATCHES.value < 1:
@@ -78,13 +69,5 @@ def run(argv) -> int:
     return 0
 
 
-def main(argv):
-    logging.set_verbosity(logging.WARNING)
-    try:
-        return run(argv)
-    except UserError as e:
-        _fail(str(e))
-
-
 if __name__ == "__main__":
-    app.run(main, flags_parser=_parse_flags)
+    cli(run)

@@ -1,0 +1,108 @@
+"""Our BERT-Base train step vs HuggingFace's Flax BERT, compiled for a TPU slice.
+
+    python benchmarks/tpu_plan.py [--topology=v3:4x4] [--phase=1|2] [--mesh=data|fsdp]
+
+Both steps are compiled deviceless for the same topology, the same global batch
+and sequence length, bf16 compute with float32 parameters, AdamW with clipping and
+dropout 0.1. HuggingFace's step is data parallel with its MLM head over every
+position (as FlaxBertForPreTraining computes it); ours is the training code path
+of configs/bert_base.py. Step times are the compiler's cost-model estimates (see
+pretrainx.plan), so the ratio compares two estimates made the same way.
+Needs libtpu and transformers 4.57 (the last release with Flax models).
+"""
+
+import argparse
+import json
+import os
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+
+from pretrainx import config as config_lib, plan  # noqa: E402
+from pretrainx.config import sibling_config  # noqa: E402
+
+CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
+
+
+def hf_step_estimate(topology, batch, seq_len):
+    import transformers
+
+    devices, generation, per_chip = plan.topology_devices(topology)
+    mesh = Mesh(np.array(devices), ("data",))
+    config = transformers.BertConfig()  # bert-base-uncased: L12/H768/A12, vocab 30522
+    model = transformers.FlaxBertForPreTraining(config, dtype=jnp.bfloat16, _do_init=False)
+    params = jax.eval_shape(lambda: model.init_weights(jax.random.PRNGKey(0), (1, seq_len)))
+    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-4, eps=1e-6,
+                                                                 weight_decay=0.01))
+
+    def step(params, opt_state, batch, rng):
+        def loss_fn(p):
+            out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
+                        params=p, dropout_rng=rng, train=True)
+            logits = out.prediction_logits.astype(jnp.float32)
+            labels = batch["labels"]
+            weights = (labels >= 0).astype(jnp.float32)
+            logp = jax.nn.log_softmax(logits)
+            nll = -jnp.take_along_axis(logp, jnp.maximum(labels, 0)[..., None], -1)[..., 0]
+            mlm = jnp.sum(nll * weights) / jnp.maximum(jnp.sum(weights), 1.0)
+            nsp = optax.softmax_cross_entropy_with_integer_labels(
+                out.seq_relationship_logits.astype(jnp.float32),
+                batch["next_sentence_label"]).mean()
+            return mlm + nsp
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    replicated = NamedSharding(mesh, P())
+    rows = NamedSharding(mesh, P("data"))
+    opt_state = jax.eval_shape(tx.init, params)
+    spec = lambda tree, s: jax.tree_util.tree_map(  # noqa: E731
+        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), tree)
+    shapes = {k: jax.ShapeDtypeStruct((batch, seq_len), jnp.int32, sharding=rows)
+              for k in ("input_ids", "attention_mask", "token_type_ids", "labels")}
+    shapes["next_sentence_label"] = jax.ShapeDtypeStruct((batch,), jnp.int32, sharding=rows)
+    rng = jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=replicated)
+    compiled = jax.jit(step, donate_argnums=(0, 1)).lower(
+        spec(params, replicated), spec(opt_state, replicated), shapes, rng).compile()
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    seconds, source = plan._estimate(cost, generation, per_chip,
+                                     float(cost["flops"]))
+    return {"est_step_seconds": seconds, "estimate": source,
+            "flops_per_step": float(cost["flops"]) * len(devices)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--topology", default="v3:4x4")
+    parser.add_argument("--phase", type=int, default=1)
+    parser.add_argument("--mesh", choices=("data", "fsdp"), default="data",
+                        help="our parallelism: pure data parallel, or FSDP over all devices")
+    args = parser.parse_args()
+    cfg = sibling_config(os.path.join(CONFIGS, "bert.py"), "bert.py", "base")
+    if args.mesh == "fsdp":
+        cfg.mesh.data, cfg.mesh.fsdp = 1, -1
+    phase = [p for p in config_lib.phases(cfg) if p.index == args.phase][0]
+    ours = plan.plan(cfg, args.topology, phase_index=args.phase)
+    theirs = hf_step_estimate(args.topology, phase.global_batch_size, phase.seq_len)
+    print(json.dumps({
+        "topology": args.topology, "phase": args.phase, "global_batch": phase.global_batch_size,
+        "seq_len": phase.seq_len, "ours_mesh": ours["mesh"],
+        "ours_est_step_seconds": ours["est_step_seconds"], "ours_estimate": ours["estimate"],
+        "hf_flax_est_step_seconds": theirs["est_step_seconds"],
+        "hf_flax_estimate": theirs["estimate"],
+        "speedup": theirs["est_step_seconds"] / ours["est_step_seconds"],
+        "ours_flops_per_step": ours["flops_per_step"],
+        "hf_flax_flops_per_step": theirs["flops_per_step"],
+        "note": "both step times are compiler cost-model estimates, not measurements",
+    }))
+
+
+if __name__ == "__main__":
+    main()
