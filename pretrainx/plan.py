@@ -122,6 +122,7 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip) -> dict:
            "per_device_batch": phase.global_batch_size / n, "seq_len": phase.seq_len,
            "steps": phase.end - phase.start, "remat": cfg.model.remat,
            "micro_batches": cfg.micro_batches, "hbm_bytes_per_device": hbm,
+           "params": state_lib.count_params(abstract),
            "model_flops_per_step": model_flops}
     try:
         compiled = step.lower(state, batch, key).compile()
@@ -149,8 +150,7 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip) -> dict:
 
 
 def plan(cfg, topology: str, phase_index=None, search=False) -> dict:
-    from pretrainx import config as config_lib, objectives, sharding
-    from pretrainx.train import state as state_lib, optim
+    from pretrainx import config as config_lib, sharding
 
     config_lib.validate(cfg)
     devices, generation, per_chip = topology_devices(topology)
@@ -161,9 +161,6 @@ def plan(cfg, topology: str, phase_index=None, search=False) -> dict:
             raise UserError(f"--phase={phase_index}: the config has phases "
                             f"{[p.index for p in phases]}")
         phases = chosen
-    objective = objectives.build(cfg, tokenizer=None)
-    abstract = state_lib.abstract_state(objective.model, optim.make_optimizer(
-        cfg.optimizer, cfg.total_steps), objective.example_batch(1, phases[0]))
     results = []
     for phase in phases:
         if search:
@@ -174,7 +171,7 @@ def plan(cfg, topology: str, phase_index=None, search=False) -> dict:
     first = results[0]
     return {
         "topology": topology, "devices": len(devices), "chips": len(devices) // per_chip,
-        "mesh": dict(mesh.shape), "params": state_lib.count_params(abstract),
+        "mesh": dict(mesh.shape), "params": first["params"],
         **{k: first.get(k) for k in ("global_batch", "per_device_batch", "seq_len",
                                      "per_device_bytes", "hbm_bytes_per_device",
                                      "flops_per_step", "est_step_seconds", "est_mfu",
