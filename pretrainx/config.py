@@ -100,6 +100,7 @@ def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
     c.model.hidden_act = "gelu_tanh"  # google-research/bert's gelu is the tanh form
     c.model.dtype = "float32"  # compute dtype; parameters stay float32
     c.model.remat = "none"  # none | full | dots
+    c.model.float32_attention_logits = False  # True: scores + softmax in float32
 
     c.data.lower_case = True
     c.data.short_seq_prob = 0.1
@@ -145,6 +146,7 @@ def t5_config() -> ml_collections.ConfigDict:
     c.model.relative_attention_max_distance = 128
     c.model.dtype = "float32"
     c.model.remat = "none"
+    c.model.float32_attention_logits = False
 
     # data.tokenizer: a SentencePiece model (T5's spiece.model or one we trained)
     c.data.lower_case = False

@@ -31,6 +31,7 @@ class BertLayer(nn.Module):
         attn = layers.MultiHeadAttention(
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
+            float32_logits=cfg.float32_attention_logits,
             name="attention")(x, x, attn_bias, deterministic)
         attn = layers.Dropout(cfg.dropout_rate)(attn, deterministic=deterministic)
         x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="attention_norm")(x + attn)

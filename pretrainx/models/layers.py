@@ -197,6 +197,10 @@ class MultiHeadAttention(nn.Module):
     out_init: Callable | None = None
     query_init: Callable | None = None
     scale_queries: bool = True  # T5 folds 1/sqrt(head_dim) into the query init instead
+    # As T5X's `float32_logits`: False keeps scores and softmax in the compute dtype,
+    # which saves 2% of BERT-Base's step at length 512 on v3 (the softmax residual is
+    # the largest tensor the backward pass reads).
+    float32_logits: bool = False
 
     @nn.compact
     def __call__(self, x_q, x_kv, bias, deterministic: bool):
@@ -213,7 +217,8 @@ class MultiHeadAttention(nn.Module):
         if self.scale_queries:
             q = q * jnp.asarray(self.head_dim ** -0.5, self.dtype)
         scores = jnp.einsum("bhqd,bhkd->bhqk", q, k)
-        probs = jax.nn.softmax(scores.astype(jnp.float32) + bias.astype(jnp.float32), axis=-1)
+        logits_dtype = jnp.float32 if self.float32_logits else self.dtype
+        probs = jax.nn.softmax(scores.astype(logits_dtype) + bias.astype(logits_dtype), axis=-1)
         probs = probs.astype(self.dtype)
         probs = Dropout(self.dropout_rate)(probs, deterministic=deterministic)
         out = jnp.swapaxes(jnp.einsum("bhqk,bhkd->bhqd", probs, v), 1, 2)

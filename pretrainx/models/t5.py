@@ -99,6 +99,7 @@ def _attention(cfg, dtype, name):
     return layers.MultiHeadAttention(
         num_heads=cfg.num_heads, head_dim=head_dim, dropout_rate=cfg.dropout_rate,
         use_bias=False, dtype=dtype, scale_queries=False,
+        float32_logits=cfg.float32_attention_logits,
         kernel_init=normal(d_model ** -0.5), query_init=normal((d_model * head_dim) ** -0.5),
         out_init=normal(inner ** -0.5), name=name)
 

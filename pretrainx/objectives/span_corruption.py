@@ -11,6 +11,7 @@ each example is span-corrupted and packed with others into rows of exactly
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from pretrainx.data import packing, sources
 from pretrainx.errors import UserError
@@ -26,12 +27,12 @@ def cross_entropy_sums(logits, targets, weights, z_loss: float):
     """Sums over real target tokens of cross-entropy, T5X's z-loss term
     z_loss * log(Z)^2, and correct argmax predictions (float32)."""
     logits = logits.astype(jnp.float32)
-    log_z = jax.nn.logsumexp(logits, axis=-1)
-    target_logit = jnp.take_along_axis(logits, targets[..., None].astype(jnp.int32), -1)[..., 0]
+    log_z = jax.nn.logsumexp(logits, axis=-1)  # XLA shares it with optax's
+    nll = optax.softmax_cross_entropy_with_integer_labels(logits, targets.astype(jnp.int32))
     weights = weights.astype(jnp.float32)
     correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
     return {
-        "cross_entropy_sum": jnp.sum((log_z - target_logit) * weights),
+        "cross_entropy_sum": jnp.sum(nll * weights),
         "z_loss_sum": jnp.sum(z_loss * jnp.square(log_z) * weights),
         "correct_sum": jnp.sum(correct * weights),
         "token_sum": jnp.sum(weights),
