@@ -2,13 +2,16 @@
 
 Saves are asynchronous and atomic (Orbax writes to a temporary directory and
 renames it on commit), so a checkpoint that exists is a complete one.
+
+The data position is saved once, as JSON, not per process: every process is at
+the same global batch (see data/pipeline.py), so a checkpoint written by N
+processes resumes on M.
 """
 
 import json
 import os
 import sys
 
-import grain
 import jax
 import orbax.checkpoint as ocp
 
@@ -40,7 +43,7 @@ class Checkpointer:
     def save(self, step: int, state, data_iterator, config_json: str, force: bool = False) -> bool:
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(state),
-            data=grain.checkpoint.CheckpointSave(data_iterator),
+            data=ocp.args.JsonSave(data_iterator.get_state()),
             config=ocp.args.JsonSave(json.loads(config_json)))
         return self.manager.save(step, args=args, force=force)
 
@@ -56,14 +59,15 @@ class Checkpointer:
             try:
                 restored = self.manager.restore(step, args=ocp.args.Composite(
                     state=ocp.args.StandardRestore(_abstract(abstract_state, shardings)),
-                    data=grain.checkpoint.CheckpointRestore(iterator),
+                    data=ocp.args.JsonRestore(),
                     config=ocp.args.JsonRestore()))
+                iterator.set_state(restored["data"])
             except Exception as e:  # a truncated or half-deleted checkpoint
                 print(f"warning: checkpoint {self.directory}/{step} does not restore "
                       f"({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
                       "trying an older one", file=sys.stderr, flush=True)
                 continue
-            return step, restored["state"], restored["data"], restored["config"]
+            return step, restored["state"], iterator, restored["config"]
         return None
 
     def wait(self):
