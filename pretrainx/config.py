@@ -25,6 +25,7 @@ DEFAULT_SHARDING_RULES = (
     ("classes", None),
     ("pred", None),
     ("relpos_buckets", None),
+    ("layers", None),  # the stacked axis of scan_layers
 )
 
 OBJECTIVES = ("bert", "t5")
@@ -100,6 +101,7 @@ def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
     c.model.hidden_act = "gelu_tanh"  # google-research/bert's gelu is the tanh form
     c.model.dtype = "float32"  # compute dtype; parameters stay float32
     c.model.remat = "none"  # none | full | dots
+    c.model.scan_layers = False  # True: one nn.scan over layers (compile time flat in depth)
     c.model.float32_attention_logits = False  # True: scores + softmax in float32
 
     c.data.lower_case = True
@@ -146,6 +148,7 @@ def t5_config() -> ml_collections.ConfigDict:
     c.model.relative_attention_max_distance = 128
     c.model.dtype = "float32"
     c.model.remat = "none"
+    c.model.scan_layers = False
     c.model.float32_attention_logits = False
 
     # data.tokenizer: a SentencePiece model (T5's spiece.model or one we trained)

@@ -12,12 +12,14 @@ def _losses(workdir):
     return [r["loss"] for r in read_metrics(workdir)]
 
 
-def test_sharded_equals_unsharded(tmp_path):
+@pytest.mark.parametrize("scan", [False, True], ids=["unrolled", "scanned"])
+def test_sharded_equals_unsharded(tmp_path, scan):
     """The same 5 steps on 1 device and on a (data=2, fsdp=2, tensor=2) mesh."""
     assert jax.device_count() == 8
-    one = tiny_bert_config(total_steps=5, **{"mesh.data": 1})
+    one = tiny_bert_config(total_steps=5, **{"mesh.data": 1, "model.scan_layers": scan})
     loop.train(one, str(tmp_path / "one"), devices=jax.devices()[:1])
-    mesh = tiny_bert_config(total_steps=5, **{"mesh.data": 2, "mesh.fsdp": 2, "mesh.tensor": 2})
+    mesh = tiny_bert_config(total_steps=5, **{"mesh.data": 2, "mesh.fsdp": 2, "mesh.tensor": 2,
+                                              "model.scan_layers": scan})
     loop.train(mesh, str(tmp_path / "mesh"))
     a, b = _losses(tmp_path / "one"), _losses(tmp_path / "mesh")
     assert len(a) == len(b) == 5

@@ -7,22 +7,16 @@ vocabulary projection is most of a small model's cost, and 85% of it is wasted
 on positions with no label.
 """
 
-import jax
 import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
 from pretrainx.models import layers
 
-REMAT_POLICIES = {
-    "full": None,
-    "dots": jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,
-}
-
-
 class BertLayer(nn.Module):
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
+    scanned: bool = False  # under nn.scan: return (carry, None)
 
     @nn.compact
     def __call__(self, x, attn_bias, deterministic):
@@ -39,7 +33,8 @@ class BertLayer(nn.Module):
         h = layers.Mlp(cfg.mlp_dim, cfg.hidden_act, self.dtype, init, name="mlp")(x)
         h = layers.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
         x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="mlp_norm")(x + h)
-        return layers.constrain(x, ("batch", "length", "embed"))
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        return (x, None) if self.scanned else x
 
 
 class BertEncoder(nn.Module):
@@ -58,10 +53,8 @@ class BertEncoder(nn.Module):
                                        ("type_vocab", "embed"), self.dtype, init)
         self.embed_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
         self.embed_dropout = layers.Dropout(cfg.dropout_rate)
-        layer = BertLayer
-        if cfg.remat != "none":
-            layer = nn.remat(BertLayer, policy=REMAT_POLICIES[cfg.remat], static_argnums=(3,))
-        self.layers = [layer(cfg, self.dtype, name=f"layer_{i}") for i in range(cfg.num_layers)]
+        self.layers = layers.layer_stack(BertLayer, cfg, self.dtype, cfg.num_layers, "layer",
+                                         static_argnums=(3,))
 
     def __call__(self, input_ids, token_type_ids, attention_mask, deterministic):
         length = input_ids.shape[1]
@@ -73,9 +66,7 @@ class BertEncoder(nn.Module):
         # attention_mask doubles as segment ids (1 real, 0 pad); packed inputs pass
         # true segment ids and get block-diagonal attention for free.
         bias = layers.mask_to_bias(layers.segment_mask(attention_mask, attention_mask), self.dtype)
-        for layer in self.layers:
-            x = layer(x, bias, deterministic)
-        return x
+        return layers.apply_stack(self.layers, x, bias, deterministic)
 
 
 class BertForPreTraining(nn.Module):

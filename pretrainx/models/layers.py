@@ -77,6 +77,40 @@ class Dropout(nn.Module):
         return jnp.where(keep, x / jnp.asarray(1.0 - self.rate, x.dtype), jnp.zeros_like(x))
 
 
+REMAT_POLICIES = {  # what a layer keeps for the backward pass; the rest is recomputed
+    "full": None,  # nothing but its inputs
+    "dots": jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,  # matmul outputs
+}
+
+
+def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple):
+    """`count` layers of `cls` applied in sequence (call with `apply_stack`).
+
+    Unrolled: modules named prefix_0, prefix_1, ... With cfg.scan_layers: one
+    nn.scan named `prefix`s whose parameters stack on a leading `layers` axis, so
+    the compiled program holds one layer whatever the depth (MaxText's scan_layers).
+    `static_argnums` (counting self) marks the `deterministic` flag for remat.
+    """
+    scan = cfg.scan_layers
+    if cfg.remat != "none":
+        cls = nn.remat(cls, policy=REMAT_POLICIES[cfg.remat], static_argnums=static_argnums,
+                       prevent_cse=not scan)
+    if not scan:
+        return [cls(cfg, dtype, name=f"{prefix}_{i}") for i in range(count)]
+    scanned = nn.scan(cls, variable_axes={"params": 0}, split_rngs={"params": True, "dropout": True},
+                      in_axes=nn.broadcast, length=count,
+                      metadata_params={nn.PARTITION_NAME: "layers"})
+    return scanned(cfg, dtype, scanned=True, name=f"{prefix}s")
+
+
+def apply_stack(stack, x, *args):
+    if isinstance(stack, nn.Module):  # scanned: returns (carry, per-layer outputs)
+        return stack(x, *args)[0]
+    for layer in stack:
+        x = layer(x, *args)
+    return x
+
+
 def constrain(x, axes):
     return nn.with_logical_constraint(x, axes)
 

@@ -107,6 +107,7 @@ def _attention(cfg, dtype, name):
 class EncoderLayer(nn.Module):
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
+    scanned: bool = False  # under nn.scan: return (carry, None)
 
     @nn.compact
     def __call__(self, x, bias, deterministic):
@@ -118,12 +119,14 @@ class EncoderLayer(nn.Module):
         x = layers.constrain(x, ("batch", "length", "embed"))
         y = norm("mlp_norm")(x)
         x = x + drop(FeedForward(cfg, self.dtype, name="mlp")(y, deterministic))
-        return layers.constrain(x, ("batch", "length", "embed"))
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        return (x, None) if self.scanned else x
 
 
 class DecoderLayer(nn.Module):
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
+    scanned: bool = False
 
     @nn.compact
     def __call__(self, x, encoded, self_bias, cross_bias, deterministic):
@@ -139,14 +142,8 @@ class DecoderLayer(nn.Module):
         x = layers.constrain(x, ("batch", "length", "embed"))
         y = norm("mlp_norm")(x)
         x = x + drop(FeedForward(cfg, self.dtype, name="mlp")(y, deterministic))
-        return layers.constrain(x, ("batch", "length", "embed"))
-
-
-def _layer_class(cls, cfg, static_argnums):
-    if cfg.remat == "none":
-        return cls
-    from pretrainx.models.bert import REMAT_POLICIES
-    return nn.remat(cls, policy=REMAT_POLICIES[cfg.remat], static_argnums=static_argnums)
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        return (x, None) if self.scanned else x
 
 
 class T5(nn.Module):
@@ -163,12 +160,11 @@ class T5(nn.Module):
             cfg.num_heads, bidirectional, self.dtype, name=name)
         self.encoder_relpos = bias(True, "encoder_relpos")
         self.decoder_relpos = bias(False, "decoder_relpos")
-        enc_layer = _layer_class(EncoderLayer, cfg, (3,))
-        dec_layer = _layer_class(DecoderLayer, cfg, (5,))
-        self.encoder_layers = [enc_layer(cfg, self.dtype, name=f"encoder_{i}")
-                               for i in range(cfg.num_layers)]
-        self.decoder_layers = [dec_layer(cfg, self.dtype, name=f"decoder_{i}")
-                               for i in range(cfg.num_decoder_layers)]
+        self.encoder_layers = layers.layer_stack(EncoderLayer, cfg, self.dtype, cfg.num_layers,
+                                                 "encoder", static_argnums=(3,))
+        self.decoder_layers = layers.layer_stack(DecoderLayer, cfg, self.dtype,
+                                                 cfg.num_decoder_layers, "decoder",
+                                                 static_argnums=(5,))
         self.encoder_norm = layers.RMSNorm(cfg.layer_norm_eps, self.dtype)
         self.decoder_norm = layers.RMSNorm(cfg.layer_norm_eps, self.dtype)
         self.dropout = layers.Dropout(cfg.dropout_rate)
@@ -183,8 +179,7 @@ class T5(nn.Module):
         length = tokens.shape[1]
         bias = (self.encoder_relpos(length, length)
                 + layers.mask_to_bias(layers.segment_mask(segment_ids, segment_ids), self.dtype))
-        for layer in self.encoder_layers:
-            x = layer(x, bias, deterministic)
+        x = layers.apply_stack(self.encoder_layers, x, bias, deterministic)
         return self.dropout(self.encoder_norm(x), deterministic)
 
     def decode(self, encoded, encoder_segment_ids, decoder_input_tokens, decoder_segment_ids,
@@ -197,8 +192,8 @@ class T5(nn.Module):
             self.dtype))
         cross_bias = layers.mask_to_bias(
             layers.segment_mask(decoder_segment_ids, encoder_segment_ids), self.dtype)
-        for layer in self.decoder_layers:
-            x = layer(x, encoded, self_bias, cross_bias, deterministic)
+        x = layers.apply_stack(self.decoder_layers, x, encoded, self_bias, cross_bias,
+                               deterministic)
         x = self.dropout(self.decoder_norm(x), deterministic)
         if self.cfg.tie_output:
             # Mesh TF rescales the tied projection so logits keep unit scale.
