@@ -46,6 +46,10 @@ def _shared_sections(objective: str, total_steps: int, batch: int, seq_len: int,
     c.eval_steps = 20
     c.checkpoint_every = 10_000
     c.keep_checkpoints = 3
+    # jax.profiler trace of this many steps into WORKDIR/profile (TensorBoard's
+    # profile tab), from profile_start_step on: past compilation and warm-up.
+    c.profile_steps = 0
+    c.profile_start_step = 5
 
     c.mesh = ml_collections.ConfigDict()
     c.mesh.data = -1  # -1: all devices not taken by the other axes
@@ -253,6 +257,9 @@ def _validate_common(cfg):
         raise UserError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be positive")
     if cfg.optimizer.warmup_steps < 0:
         raise UserError(f"optimizer.warmup_steps={cfg.optimizer.warmup_steps} must be >= 0")
+    for name in ("profile_steps", "profile_start_step"):
+        if cfg[name] < 0:
+            raise UserError(f"{name}={cfg[name]} must be >= 0")
     if cfg.global_batch_size % cfg.micro_batches:
         raise UserError(f"global_batch_size={cfg.global_batch_size} is not divisible by "
                         f"micro_batches={cfg.micro_batches}")

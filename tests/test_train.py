@@ -111,3 +111,11 @@ def test_quickstart_recipe_leaves_the_unigram_plateau(tmp_path):
     cfg.mesh.data = 1  # one CPU device, as the README command runs it
     result = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1], stop_at=1000)
     assert result["eval"]["mlm_accuracy"] > 0.18, result["eval"]
+
+
+def test_profile_steps_write_a_trace_of_the_train_step(tmp_path):
+    cfg = tiny_bert_config(total_steps=4, profile_steps=2, profile_start_step=1)
+    loop.train(cfg, str(tmp_path))
+    traces = list((tmp_path / "profile" / "plugins" / "profile").glob("*/*.xplane.pb"))
+    assert len(traces) == 1  # where TensorBoard's profile tab looks
+    assert b"train_step" in traces[0].read_bytes()

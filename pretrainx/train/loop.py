@@ -13,7 +13,7 @@ from pretrainx.data import pipeline
 from pretrainx.errors import UserError
 from pretrainx.train import checkpoint as checkpoint_lib
 from pretrainx.train import metrics as metrics_lib
-from pretrainx.train import optim, state as state_lib, step as step_lib
+from pretrainx.train import optim, profile as profile_lib, state as state_lib, step as step_lib
 
 
 def describe(cfg) -> dict:
@@ -207,6 +207,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
         iterator = phases.train_iterator(config_lib.phase_at(cfg, 0))
 
     writer = metrics_lib.MetricsWriter(workdir, cfg.total_steps)
+    profiler = profile_lib.StepProfiler(workdir, start, cfg.profile_start_step, cfg.profile_steps)
     base_key = jax.random.key(cfg.seed + 1)
     phase = config_lib.phase_at(cfg, start)
     last_train, last_eval = None, None
@@ -219,8 +220,10 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
     try:
         while step < end:
             batch = phases.to_global(next(iterator))
+            profiler.before_step(step)
             state, step_metrics = phases.train_step(phase)(state, batch, base_key)
             step += 1
+            profiler.after_step(step, step_metrics)
             buffer.append(step_metrics)
             interval_steps += 1
             if fresh:
@@ -258,6 +261,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
             if step % cfg.checkpoint_every == 0 or step == end:
                 ckpt.save(step, state, iterator, cfg.to_json(sort_keys=True), force=step == end)
     finally:
+        profiler.close()
         ckpt.close()
         writer.close()
     metrics_lib.log(f"{'done' if step >= cfg.total_steps else 'stopped'}: {step}/"
