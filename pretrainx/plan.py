@@ -22,6 +22,7 @@ os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 
 from absl import flags  # noqa: E402
 
+from pretrainx.chips import CHIPS, GIB  # noqa: E402
 from pretrainx.errors import UserError  # noqa: E402
 from pretrainx.main import _first_line, cli, cli_config  # noqa: E402
 
@@ -30,16 +31,7 @@ _PHASE = flags.DEFINE_integer("phase", None, "Plan only this phase (1, or 2 for 
 _SEARCH = flags.DEFINE_bool("search", False, "Try remat policies x micro-batch counts; report "
                             "the fastest that fits.")
 
-GIB = 1024 ** 3
-# Per chip: dense bf16 FLOP/s, HBM bytes, HBM bytes/s (published figures).
-CHIPS = {
-    "v2": (45e12, 16 * GIB, 700e9),
-    "v3": (123e12, 32 * GIB, 900e9),
-    "v4": (275e12, 32 * GIB, 1228e9),
-    "v5e": (197e12, 16 * GIB, 819e9),
-    "v5p": (459e12, 95 * GIB, 2765e9),
-    "v6e": (918e12, 32 * GIB, 1640e9),
-}
+TPU_GENERATIONS = tuple(name for name in CHIPS if name.startswith("v"))
 _OOM = re.compile(r"RESOURCE_EXHAUSTED|HbmOom|exceeds available HBM|Ran out of memory",
                   re.IGNORECASE)
 
@@ -47,9 +39,9 @@ _OOM = re.compile(r"RESOURCE_EXHAUSTED|HbmOom|exceeds available HBM|Ran out of m
 def topology_devices(name: str):
     """(devices, chip generation, devices per chip) of a TPU topology, deviceless."""
     generation = name.split(":")[0].lower()
-    if generation not in CHIPS or ":" not in name:
+    if generation not in TPU_GENERATIONS or ":" not in name:
         raise UserError(f"--topology={name!r}: expected GEN:AxB[xC] with GEN one of "
-                        f"{', '.join(CHIPS)}, e.g. v3:4x4 or v4:2x2x2")
+                        f"{', '.join(TPU_GENERATIONS)}, e.g. v3:4x4 or v4:2x2x2")
     try:
         from jax.experimental import topologies
         topo = topologies.get_topology_desc(platform="tpu", topology_name=name)
@@ -71,8 +63,9 @@ def _oom_bytes(message: str):
 
 def _estimate(cost, generation, devices_per_chip, model_flops_device):
     """Step seconds from the cost model, or a roofline when it answers nonsense."""
-    peak, _, bandwidth = CHIPS[generation]
-    peak_dev, bw_dev = peak / devices_per_chip, bandwidth / devices_per_chip
+    chip = CHIPS[generation]
+    peak_dev = chip.peak_flops / devices_per_chip
+    bw_dev = chip.hbm_bandwidth / devices_per_chip
     flops = float(cost.get("flops", 0.0))
     bytes_accessed = float(cost.get("bytes accessed", 0.0))
     roofline = max(flops / peak_dev, bytes_accessed / bw_dev, model_flops_device / peak_dev)
@@ -114,8 +107,8 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip) -> dict:
         step_lib.make_train_step(model, tx, objective, schedule, cfg.micro_batches), mesh, rules,
         shardings, {k: batch_sharding for k in batch})
 
-    chip_peak, chip_hbm, _ = CHIPS[generation]
-    hbm = chip_hbm // devices_per_chip
+    chip_peak = CHIPS[generation].peak_flops
+    hbm = CHIPS[generation].hbm_bytes // devices_per_chip
     n = len(devices)
     model_flops = objective.flops_per_token(phase) * phase.global_batch_size * phase.seq_len
     out = {"phase": phase.index, "global_batch": phase.global_batch_size,

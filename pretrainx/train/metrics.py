@@ -11,22 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-# Dense bf16 peak FLOP/s per device as JAX counts devices (v2/v3/v4 expose two
-# devices, i.e. TensorCores, per chip; the others one).
-PEAK_FLOPS_PER_DEVICE = {
-    "TPU v2": 45e12 / 2,
-    "TPU v3": 123e12 / 2,
-    "TPU v4": 275e12 / 2,
-    "TPU v5 lite": 197e12,
-    "TPU v5e": 197e12,
-    "TPU v5p": 459e12,
-    "TPU v5": 459e12,
-    "TPU v6 lite": 918e12,
-    "TPU v6e": 918e12,
-    "NVIDIA H100": 989e12,
-    "NVIDIA A100": 312e12,
-}
-
+from pretrainx import chips
 
 @functools.lru_cache(maxsize=None)
 def measured_matmul_peak(size: int = 1024, repeats: int = 5) -> float:
@@ -47,9 +32,9 @@ def measured_matmul_peak(size: int = 1024, repeats: int = 5) -> float:
 def peak_flops_per_device() -> tuple:
     """(FLOP/s, where the figure comes from)."""
     kind = jax.devices()[0].device_kind
-    for name, flops in PEAK_FLOPS_PER_DEVICE.items():
-        if kind.startswith(name):
-            return flops, f"table:{name}"
+    known = chips.chip_of_device_kind(kind)
+    if known:
+        return known[1].peak_flops_per_device, f"table:{known[0]}"
     if jax.devices()[0].platform == "cpu":
         # Forced host devices share the same cores: the whole host's peak is measured
         # once and split between them.

@@ -1,0 +1,44 @@
+"""Accelerator figures: published dense bf16 peaks, HBM size and bandwidth.
+
+One table for MFU in the metrics and for the planner's estimates. v2, v3 and v4
+expose two JAX devices (TensorCores) per chip; the others one.
+"""
+
+from typing import NamedTuple
+
+GIB = 1024 ** 3
+
+
+class Chip(NamedTuple):
+    peak_flops: float  # per chip, dense bf16
+    hbm_bytes: int  # per chip
+    hbm_bandwidth: float  # bytes/s per chip
+    devices_per_chip: int
+    device_kinds: tuple  # jax Device.device_kind prefixes
+
+    @property
+    def peak_flops_per_device(self) -> float:
+        return self.peak_flops / self.devices_per_chip
+
+
+CHIPS = {  # keyed by the generation of a topology name (v3:4x4)
+    "v2": Chip(45e12, 16 * GIB, 700e9, 2, ("TPU v2",)),
+    "v3": Chip(123e12, 32 * GIB, 900e9, 2, ("TPU v3",)),
+    "v4": Chip(275e12, 32 * GIB, 1228e9, 2, ("TPU v4",)),
+    "v5e": Chip(197e12, 16 * GIB, 819e9, 1, ("TPU v5 lite", "TPU v5e")),
+    "v5p": Chip(459e12, 95 * GIB, 2765e9, 1, ("TPU v5p", "TPU v5")),
+    "v6e": Chip(918e12, 32 * GIB, 1640e9, 1, ("TPU v6 lite", "TPU v6e")),
+    "h100": Chip(989e12, 80 * GIB, 3350e9, 1, ("NVIDIA H100",)),
+    "a100": Chip(312e12, 80 * GIB, 2039e9, 1, ("NVIDIA A100",)),
+}
+
+
+def chip_of_device_kind(kind: str):
+    """(generation, Chip) for a jax device_kind, or None. Longest prefix wins, so
+    'TPU v5 lite' is v5e, not v5p."""
+    matches = [(len(prefix), name) for name, chip in CHIPS.items()
+               for prefix in chip.device_kinds if kind.startswith(prefix)]
+    if not matches:
+        return None
+    name = max(matches)[1]
+    return name, CHIPS[name]

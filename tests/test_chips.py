@@ -1,0 +1,30 @@
+"""The chip table behind MFU (metrics) and the planner's estimates."""
+
+import pytest
+
+from pretrainx import chips
+
+
+@pytest.mark.parametrize("kind,generation,per_device", [
+    ("TPU v3", "v3", 61.5e12),  # two TensorCores (JAX devices) per chip
+    ("TPU v4", "v4", 137.5e12),
+    ("TPU v5 lite", "v5e", 197e12),  # not v5p, although "TPU v5" is a prefix of it
+    ("TPU v5", "v5p", 459e12),
+    ("TPU v6 lite", "v6e", 918e12),
+    ("NVIDIA H100 80GB HBM3", "h100", 989e12),
+])
+def test_device_kinds_map_to_per_device_peaks(kind, generation, per_device):
+    name, chip = chips.chip_of_device_kind(kind)
+    assert name == generation and chip.peak_flops_per_device == per_device
+
+
+def test_unknown_devices_have_no_peak():
+    assert chips.chip_of_device_kind("cpu") is None
+
+
+@pytest.mark.parametrize("topology", ["v2:2x2", "v3:2x2", "v4:2x2x1", "v5e:2x2", "v6e:2x2"])
+def test_devices_per_chip_agree_with_libtpu(topology):
+    pytest.importorskip("libtpu", reason="libtpu not installed (pip install 'pretrainx[plan]')")
+    from pretrainx import plan
+    devices, generation, per_chip = plan.topology_devices(topology)
+    assert per_chip == chips.CHIPS[generation].devices_per_chip
