@@ -67,6 +67,11 @@ def _estimate(cost, generation, devices_per_chip, model_flops_device):
     peak_dev = chip.peak_flops / devices_per_chip
     bw_dev = chip.hbm_bandwidth / devices_per_chip
     flops = float(cost.get("flops", 0.0))
+    if flops < 0.5 * model_flops_device:
+        # XLA costs a while loop's body once, whatever its trip count.
+        return None, ("none: the compiler's cost analysis counts a loop body once "
+                      "(model.scan_layers=True); plan with --config.model.scan_layers=False "
+                      "for a step time")
     bytes_accessed = float(cost.get("bytes accessed", 0.0))
     roofline = max(flops / peak_dev, bytes_accessed / bw_dev, model_flops_device / peak_dev)
     optimal = cost.get("optimal_seconds")
@@ -137,8 +142,8 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip) -> dict:
         per_device_gib=round(per_device / GIB, 2),
         flops_per_step=float(cost.get("flops", float("nan"))) * n,
         est_step_seconds=seconds, estimate=source,
-        est_mfu=model_flops / (seconds * chip_peak * n / devices_per_chip),
-        est_days=seconds * (phase.end - phase.start) / 86400)
+        est_mfu=seconds and model_flops / (seconds * chip_peak * n / devices_per_chip),
+        est_days=seconds and seconds * (phase.end - phase.start) / 86400)
     return out
 
 
@@ -171,7 +176,7 @@ def plan(cfg, topology: str, phase_index=None, search=False) -> dict:
                                      "estimate", "remat", "micro_batches")},
         "fits": all(r["fits"] for r in results),
         "est_days": (sum(r["est_days"] for r in results)
-                     if all("est_days" in r for r in results) else None),
+                     if all(r.get("est_days") for r in results) else None),
         "phases": results,
         "note": "step time, MFU and days are estimates from the compiler's cost model",
     }
@@ -191,7 +196,7 @@ def _search(cfg, phase, devices, generation, per_chip) -> dict:
             except UserError:
                 continue
     fitting = [t for t in tried if t["fits"]]
-    best = min(fitting, key=lambda t: t["est_step_seconds"]) if fitting else \
+    best = min(fitting, key=lambda t: t["est_step_seconds"] or math.inf) if fitting else \
         min(tried, key=lambda t: t.get("per_device_bytes") or math.inf)
     best = dict(best)
     best["search"] = [{k: t.get(k) for k in ("remat", "micro_batches", "fits",

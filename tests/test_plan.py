@@ -40,3 +40,14 @@ def test_out_of_memory_is_reported_not_raised():
     result = plan.plan(cfg, "v5e:2x2")
     assert result["fits"] is False
     assert result["phases"][0]["compiler_message"]
+
+
+def test_scanned_layers_fit_but_get_no_step_time():
+    """XLA's cost analysis counts a loop body once: a scanned stack would look
+    several times cheaper than it is, so the planner gives memory but no time."""
+    cfg = tiny_bert_config(**{"mesh.data": -1, "global_batch_size": 32,
+                              "model.num_layers": 4, "model.scan_layers": True})
+    result = plan.plan(cfg, "v3:2x2")
+    assert result["fits"] is True and result["per_device_bytes"] > 0
+    assert result["est_step_seconds"] is None and result["est_days"] is None
+    assert "scan_layers" in result["estimate"]
