@@ -50,6 +50,9 @@ def _shared_sections(objective: str, total_steps: int, batch: int, seq_len: int,
     # profile tab), from profile_start_step on: past compilation and warm-up.
     c.profile_steps = 0
     c.profile_start_step = 5
+    # A step whose loss or gradient is not finite leaves the model as it was; this
+    # many in a row stop the run (the last good checkpoint stays).
+    c.max_skipped_steps = 10
 
     c.mesh = ml_collections.ConfigDict()
     c.mesh.data = -1  # -1: all devices not taken by the other axes
@@ -171,12 +174,13 @@ _SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt")
 _OPTIMIZERS = ("adamw", "adafactor")
 
 
-def _flatten(cfg, prefix=""):
+def flatten(cfg, prefix="") -> dict:
+    """{"a.b": value} of a config (or of its JSON as a dict)."""
     out = {}
     for key, value in cfg.items():
         name = f"{prefix}{key}"
-        if isinstance(value, ml_collections.ConfigDict):
-            out.update(_flatten(value, name + "."))
+        if isinstance(value, (ml_collections.ConfigDict, dict)):
+            out.update(flatten(value, name + "."))
         else:
             out[name] = value
     return out
@@ -187,15 +191,15 @@ def _check_keys(cfg) -> None:
     if objective not in OBJECTIVES:
         raise UserError(f"config key 'objective' is {objective!r}; expected one of "
                         f"{', '.join(OBJECTIVES)}")
-    known = _flatten(default_config(objective))
+    known = flatten(default_config(objective))
     known_groups = {k.rsplit(".", 1)[0] for k in known if "." in k}
-    for name in _flatten(cfg):
+    for name in flatten(cfg):
         if name not in known and name not in known_groups:
             raise UserError(f"unknown config key '{name}'")
 
 
 def _positive(cfg, *names):
-    flat = _flatten(cfg)
+    flat = flatten(cfg)
     for name in names:
         value = flat[name]
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -212,8 +216,8 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     _check_keys(cfg)
     _positive(cfg, "total_steps", "global_batch_size", "seq_len", "micro_batches", "log_every",
               "eval_every", "eval_steps", "checkpoint_every", "keep_checkpoints",
-              "model.num_layers", "model.hidden_size", "model.num_heads", "model.mlp_dim",
-              "model.vocab_size")
+              "max_skipped_steps", "model.num_layers", "model.hidden_size",
+              "model.num_heads", "model.mlp_dim", "model.vocab_size")
     m = cfg.model
     _choice(cfg.optimizer.name, "optimizer.name", _OPTIMIZERS)
     if cfg.objective == "t5":
@@ -250,7 +254,7 @@ def _validate_common(cfg):
     _choice(cfg.optimizer.schedule, "optimizer.schedule", _SCHEDULES)
     _choice(cfg.data.format, "data.format", ("auto", "sentences", "text"))
     for name in ("mesh.data", "mesh.fsdp", "mesh.tensor"):
-        value = _flatten(cfg)[name]
+        value = flatten(cfg)[name]
         if not isinstance(value, int) or (value < 1 and value != -1):
             raise UserError(f"config key '{name}' must be a positive integer or -1, got {value!r}")
     if cfg.optimizer.learning_rate <= 0:
@@ -284,7 +288,7 @@ def _validate_t5(cfg):
 def require_data(cfg) -> None:
     """Training (unlike --describe) needs a corpus and a vocabulary."""
     for name in ("data.train_files", "data.tokenizer"):
-        if not _flatten(cfg)[name]:
+        if not flatten(cfg)[name]:
             raise UserError(f"config key '{name}' is empty; set it with --config.{name}=...")
 
 

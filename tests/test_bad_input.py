@@ -1,6 +1,9 @@
-"""Bad input at the CLI: one line naming the culprit, exit code 2, no traceback."""
+"""Bad input at the CLI: one line naming the culprit, exit code 2, no traceback, and
+nothing in an existing workdir (checkpoint, metrics, config) changed or lost."""
 
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 
@@ -39,22 +42,108 @@ def vocab_without_mask(tmp_path):
     return str(path)
 
 
-CASES = {
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A workdir holding a finished 2-step run: checkpoint, metrics, config."""
+    workdir = tmp_path_factory.mktemp("trained") / "w"
+    result = run_cli(["--config.total_steps=2", "--config.checkpoint_every=2",
+                      f"--config.data.train_files={BOOK}"], workdir)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return workdir
+
+
+def _snapshot(workdir):
+    return {str(p.relative_to(workdir)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(workdir.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def bad_files(tmp_path):
+    """Files a user may point the config at by mistake."""
+    binary = tmp_path / "weights.bin"
+    binary.write_bytes(bytes(range(256)) * 64)
+    raises = tmp_path / "raises.py"
+    raises.write_text("def get_config():\n    raise ValueError('no such size')\n")
+    return {"binary": str(binary), "directory": str(tmp_path), "raises": str(raises),
+            "not_a_model": str(tmp_path / "weights.bin")}
+
+
+CASES = {  # name: (arguments, words the error line must contain)
     "unknown key": (["--config.optimizer.lr=1e-3"], ["--config.optimizer.lr"]),
     "mistyped value": (["--config.total_steps=many"], ["total_steps", "many"]),
+    "float for an int": (["--config.model.num_layers=1.5"], ["num_layers", "1.5"]),
     "missing corpus": (["--config.data.train_files=/no/such/corpus.txt"], ["/no/such/corpus.txt"]),
+    "missing eval corpus": (["--config.data.eval_files=/no/such/eval.txt"],
+                            ["/no/such/eval.txt"]),
     "seq_len above positions": (["--config.seq_len=1024"], ["seq_len=1024",
                                                              "max_position_embeddings=512"]),
     "zero batch": (["--config.global_batch_size=0"], ["global_batch_size"]),
+    "zero layers": (["--config.model.num_layers=0"], ["model.num_layers"]),
+    "negative warmup": (["--config.optimizer.warmup_steps=-5"], ["warmup_steps=-5"]),
+    "negative learning rate": (["--config.optimizer.learning_rate=-0.1"],
+                               ["learning_rate=-0.1"]),
+    "unknown dtype": (["--config.model.dtype=float8"], ["model.dtype", "float8"]),
+    "unknown remat policy": (["--config.model.remat=some"], ["model.remat", "some"]),
+    "mesh larger than the devices": (["--config.mesh.data=3"], ["mesh", "1 are present"]),
+    "phase-2 fraction above 1": (["--config.phase2.fraction=1.5"], ["phase2.fraction=1.5"]),
+    "zero masking rate": (["--config.data.mask_prob=0.0"], ["data.mask_prob=0.0"]),
     "missing tokenizer": (["--config.data.tokenizer=/no/such/spm.model"], ["/no/such/spm.model"]),
+    "vocabulary larger than the model's": (["--config.model.vocab_size=100"],
+                                          ["model.vocab_size=100"]),
     "heads do not divide": (["--config.model.num_heads=3"], ["num_heads=3"]),
+    "another model's checkpoint": (["--config.model.hidden_size=64",
+                                    "--config.model.mlp_dim=128"],
+                                   ["another model", "model.hidden_size: checkpoint 32"]),
+    "stray argument": (["train"], ["unexpected arguments", "train"]),
+    "binary corpus": (["--config.data.train_files={binary}"], ["{binary}", "binary"]),
+    "directory as corpus": (["--config.data.train_files={directory}"], ["{directory}"]),
+    "non-tokenizer as tokenizer": (["--config.data.tokenizer={not_a_model}"], ["{not_a_model}"]),
 }
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_cli_bad_input(name, tmp_path):
+def test_cli_bad_input(name, trained, bad_files, tmp_path):
     args, culprits = CASES[name]
-    assert_one_line_error(run_cli(args, tmp_path / "w"), *culprits)
+    workdir = tmp_path / "w"
+    shutil.copytree(trained, workdir)
+    before = _snapshot(workdir)
+    result = run_cli([a.format(**bad_files) for a in args], workdir)
+    assert_one_line_error(result, *[c.format(**bad_files) for c in culprits])
+    after = _snapshot(workdir)
+    assert {k: v for k, v in after.items() if k in before} == before, name  # nothing changed
+    assert set(before) <= set(after)  # nothing lost
+
+
+def test_config_file_that_raises(bad_files):
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    result = subprocess.run([sys.executable, "-m", "pretrainx.main",
+                             f"--config={bad_files['raises']}", "--describe"], cwd=REPO, env=env,
+                            capture_output=True, text=True)
+    assert_one_line_error(result, "ValueError", "no such size")
+
+
+def test_missing_workdir(tmp_path):
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    result = subprocess.run([sys.executable, "-m", "pretrainx.main",
+                             "--config=configs/quickstart.py"], cwd=REPO, env=env,
+                            capture_output=True, text=True)
+    assert_one_line_error(result, "--workdir is required")
+
+
+def test_workdir_under_a_file(tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("not a directory\n")
+    assert_one_line_error(run_cli([], blocker / "run"), str(blocker / "run"))
+
+
+def test_huge_single_line_corpus_trains(tmp_path):
+    """A corpus with no line breaks (a whole book on one line) is text, not an
+    error: it is split into sentences and trains."""
+    one_line = tmp_path / "one_line.txt"
+    one_line.write_text(" ".join(open(BOOK, encoding="utf-8").read().split()))
+    result = run_cli([f"--config.data.train_files={one_line}", "--config.data.eval_files="],
+                     tmp_path / "w")
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_empty_corpus(tmp_path):

@@ -230,12 +230,19 @@ def text_documents(text, max_sentences=MAX_DOC_SENTENCES):
     return documents
 
 
+# No sentence runs this long: such a line is a paragraph, or a whole text saved
+# without line breaks, and is split into sentences.
+LONG_LINE = 2000
+
+
 def sentence_documents(text):
     """One sentence per line, blank line between documents."""
     documents, current = [], []
     for line in text.split("\n"):
         line = line.strip()
-        if line:
+        if len(line) > LONG_LINE:
+            current.extend(split_sentences(line))
+        elif line:
             current.append(line)
         elif current:
             documents.append(current)
@@ -258,7 +265,10 @@ def read_documents(patterns, fmt="auto"):
     documents = []
     replaced_total = 0
     for path in files:
-        text, replaced = decode_text(_read_bytes(path))
+        raw = _read_bytes(path)
+        if b"\x00" in raw[:1 << 16]:
+            raise UserError(f"{path!r} looks binary (NUL bytes), not text")
+        text, replaced = decode_text(raw)
         replaced_total += replaced
         text = strip_gutenberg(text)
         file_fmt = detect_format(text) if fmt == "auto" else fmt

@@ -8,7 +8,10 @@ the same global batch (see data/pipeline.py), so a checkpoint written by N
 processes resumes on M.
 """
 
+import contextlib
+import errno
 import json
+import logging
 import os
 import sys
 
@@ -23,8 +26,23 @@ def _abstract(state, shardings):
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state, shardings)
 
 
+class _QuietDiskFull(logging.Filter):
+    """Orbax's background threads each log a full disk with a traceback; the main
+    thread raises the same error, which the Checkpointer reports once, as one line."""
+
+    def filter(self, record):
+        if "orbax" not in record.pathname:
+            return True
+        text = record.getMessage() + (str(record.exc_info[1]) if record.exc_info else "")
+        return "No space left on device" not in text
+
+
+_QUIET_DISK_FULL = _QuietDiskFull()
+
+
 class Checkpointer:
     def __init__(self, workdir: str, keep: int, save_every: int):
+        logging.getLogger("absl").addFilter(_QUIET_DISK_FULL)  # once: filters are a set
         root = workdir if "://" in workdir else os.path.abspath(workdir)
         self.directory = f"{root.rstrip('/')}/checkpoints"
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, save_interval_steps=1,
@@ -40,39 +58,72 @@ class Checkpointer:
     def latest_step(self):
         return self.manager.latest_step()
 
+    @contextlib.contextmanager
+    def _disk_full_is_a_user_error(self):
+        """A full disk stops the run with one line; the committed checkpoints stay
+        (Orbax writes into a temporary directory and deletes old ones after commit)."""
+        try:
+            yield
+        except Exception as e:  # async saves raise on the next save or wait
+            cause = e
+            while cause is not None and not (isinstance(cause, OSError)
+                                             and cause.errno == errno.ENOSPC):
+                cause = cause.__cause__ or cause.__context__
+            if cause is None and "No space left on device" not in str(e):
+                raise
+            good = list(self.manager.all_steps())
+            raise UserError(f"no space left on the device writing a checkpoint in "
+                            f"{self.directory}; committed checkpoints kept: "
+                            f"{good or 'none'}") from None
+
     def save(self, step: int, state, data_iterator, config_json: str, force: bool = False) -> bool:
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(state),
             data=ocp.args.JsonSave(data_iterator.get_state()),
             config=ocp.args.JsonSave(json.loads(config_json)))
-        return self.manager.save(step, args=args, force=force)
+        with self._disk_full_is_a_user_error():
+            return self.manager.save(step, args=args, force=force)
 
-    def restore(self, abstract_state, shardings, data_iterator_for_step):
+    def restore(self, abstract_state, shardings, data_iterator_for_step, check_config):
         """Newest checkpoint that restores; a broken one is reported and skipped.
 
-        `data_iterator_for_step(step)` builds the (fresh) iterator of the phase that
-        step belongs to, whose position the checkpoint then sets.
-        Returns (step, state, data_iterator, saved_config) or None when there is none.
+        `check_config(saved_config)` runs before the state is read and raises to
+        refuse a checkpoint of another model. `data_iterator_for_step(step)` builds
+        the (fresh) iterator of the phase that step belongs to, whose position the
+        checkpoint then sets. Returns (step, state, data_iterator, saved_config), or
+        None when there is no checkpoint; when there are some and none restores,
+        refuses to start afresh over them.
         """
-        for step in sorted(self.manager.all_steps(), reverse=True):
+        steps = sorted(self.manager.all_steps(), reverse=True)
+        for step in steps:
+            try:
+                saved_config = self.manager.restore(step, args=ocp.args.Composite(
+                    config=ocp.args.JsonRestore()))["config"]
+            except Exception as e:
+                self._warn(step, e)
+                continue
+            check_config(saved_config)
             iterator = data_iterator_for_step(step)
             try:
                 restored = self.manager.restore(step, args=ocp.args.Composite(
                     state=ocp.args.StandardRestore(_abstract(abstract_state, shardings)),
-                    data=ocp.args.JsonRestore(),
-                    config=ocp.args.JsonRestore()))
+                    data=ocp.args.JsonRestore()))
                 iterator.set_state(restored["data"])
             except Exception as e:  # a truncated or half-deleted checkpoint
-                print(f"warning: checkpoint {self.directory}/{step} does not restore "
-                      f"({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
-                      "trying an older one", file=sys.stderr, flush=True)
+                self._warn(step, e)
                 continue
-            return step, restored["state"], iterator, restored["config"]
+            return step, restored["state"], iterator, saved_config
+        if steps:
+            raise UserError(f"no checkpoint in {self.directory} restores (tried {steps}); "
+                            "move them away to start afresh")
         return None
 
-    def wait(self):
-        self.manager.wait_until_finished()
+    def _warn(self, step, e):
+        print(f"warning: checkpoint {self.directory}/{step} does not restore "
+              f"({type(e).__name__}: {str(e).splitlines()[0][:200]}); trying an older one",
+              file=sys.stderr, flush=True)
 
     def close(self):
-        self.manager.wait_until_finished()
+        with self._disk_full_is_a_user_error():
+            self.manager.wait_until_finished()
         self.manager.close()

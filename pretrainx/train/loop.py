@@ -13,7 +13,8 @@ from pretrainx.data import pipeline
 from pretrainx.errors import UserError
 from pretrainx.train import checkpoint as checkpoint_lib
 from pretrainx.train import metrics as metrics_lib
-from pretrainx.train import optim, profile as profile_lib, state as state_lib, step as step_lib
+from pretrainx.train import optim, preemption, profile as profile_lib
+from pretrainx.train import state as state_lib, step as step_lib
 
 
 def describe(cfg) -> dict:
@@ -53,12 +54,25 @@ def _check_batches(cfg, mesh, rules):
                                 f"does not divide over {what}")
 
 
+# Model keys that change how the model runs but not its parameters.
+_RUNTIME_MODEL_KEYS = ("dtype", "remat", "dropout_rate", "attention_dropout_rate",
+                       "float32_attention_logits", "initializer_range")
+# Keys a resumed run may change; it says so.
+_RESUMABLE_CHANGES = ("global_batch_size", "micro_batches", "mesh.data", "mesh.fsdp",
+                      "mesh.tensor")
+
+
 def _model_fields_differ(saved: dict, cfg) -> list:
     saved_model = saved.get("model", {})
-    keys = ("family", "num_layers", "hidden_size", "num_heads", "mlp_dim", "vocab_size",
-            "max_position_embeddings", "type_vocab_size")
-    return [f"model.{k}: checkpoint {saved_model.get(k)!r} vs config {cfg.model[k]!r}"
-            for k in keys if k in saved_model and saved_model[k] != cfg.model[k]]
+    return [f"model.{k}: checkpoint {saved_model[k]!r} vs config {v!r}"
+            for k, v in cfg.model.items()
+            if k not in _RUNTIME_MODEL_KEYS and k in saved_model and saved_model[k] != v]
+
+
+def _resumable_changes(saved: dict, cfg) -> list:
+    old, new = config_lib.flatten(saved), config_lib.flatten(cfg)
+    return [f"{k} {old[k]} -> {new[k]}" for k in _RESUMABLE_CHANGES
+            if k in old and old[k] != new[k]]
 
 
 def _check_enough(examples, phase, files):
@@ -141,11 +155,16 @@ def _evaluate(phases, phase, params, objective, eval_steps):
 
 
 def _summarise(buffer):
-    """Average per-step metrics over the log interval (learning rate: the last)."""
+    """Average per-step metrics over the log interval, leaving out skipped steps
+    (non-finite loss or gradient); learning rate: the last. Also returns which
+    steps were skipped."""
     host = jax.device_get(buffer)
-    out = {k: float(np.mean([m[k] for m in host])) for k in host[0]}
+    skipped = [bool(m["skipped"]) for m in host]
+    good = [m for m, s in zip(host, skipped) if not s] or host
+    out = {k: float(np.mean([m[k] for m in good])) for k in host[0] if k != "skipped"}
     out["learning_rate"] = float(host[-1]["learning_rate"])
-    return out
+    out["skipped_steps"] = sum(skipped)
+    return out, skipped
 
 
 def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
@@ -165,10 +184,9 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
     mesh = sharding.make_mesh(cfg.mesh, devices)
     rules = sharding.rules_of(cfg)
     _check_batches(cfg, mesh, rules)
+    from etils import epath  # local paths and gs:// alike
     try:
-        from etils import epath  # local paths and gs:// alike
         epath.Path(workdir).mkdir(parents=True, exist_ok=True)
-        (epath.Path(workdir) / "config.json").write_text(cfg.to_json(sort_keys=True))
     except OSError as e:
         raise UserError(f"workdir {workdir} is not writable: {e.strerror or e}") from None
 
@@ -192,20 +210,34 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
     peak, peak_source = metrics_lib.peak_flops_per_device()
     phases = _Phases(cfg, objective, mesh, rules, model, tx, shardings)
     ckpt = checkpoint_lib.Checkpointer(workdir, cfg.keep_checkpoints, cfg.checkpoint_every)
-    restored = ckpt.restore(nn.unbox(abstract), shardings,
-                            lambda s: phases.train_iterator(config_lib.phase_at(cfg, s)))
-    if restored is not None:
-        start, state, iterator, saved_cfg = restored
+
+    def check_config(saved_cfg):
         differ = _model_fields_differ(saved_cfg, cfg)
         if differ:
             raise UserError(f"checkpoint in {ckpt.directory} was written for another model: "
                             + "; ".join(differ))
+
+    restored = ckpt.restore(nn.unbox(abstract), shardings,
+                            lambda s: phases.train_iterator(config_lib.phase_at(cfg, s)),
+                            check_config)
+    if restored is not None:
+        start, state, iterator, saved_cfg = restored
         metrics_lib.log(f"resumed from {ckpt.directory}/{start}")
+        changes = _resumable_changes(saved_cfg, cfg)
+        if changes:
+            metrics_lib.log("  changed since the checkpoint: " + "; ".join(changes)
+                            + " (the data position counts batches of the new size)")
     else:
         start = 0
         state, _ = state_lib.create_state(model, tx, init_batch, cfg.seed, mesh, rules, shardings)
         iterator = phases.train_iterator(config_lib.phase_at(cfg, 0))
 
+    phases.eval_iterator(config_lib.phase_at(cfg, start))  # a bad eval corpus fails now
+    # Written only once the run is sure to start: a refused run changes nothing.
+    try:
+        (epath.Path(workdir) / "config.json").write_text(cfg.to_json(sort_keys=True))
+    except OSError as e:
+        raise UserError(f"workdir {workdir} is not writable: {e.strerror or e}") from None
     writer = metrics_lib.MetricsWriter(workdir, cfg.total_steps)
     profiler = profile_lib.StepProfiler(workdir, start, cfg.profile_start_step, cfg.profile_steps)
     base_key = jax.random.key(cfg.seed + 1)
@@ -217,6 +249,8 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
     fresh, seconds_per_step = True, float("nan")
     step = start
     end = cfg.total_steps if stop_at is None else min(stop_at, cfg.total_steps)
+    skip_run = 0  # consecutive skipped (non-finite) steps
+    stop = preemption.StopRequest().install()
     try:
         while step < end:
             batch = phases.to_global(next(iterator))
@@ -232,10 +266,14 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
                 if step % cfg.log_every:
                     interval_steps, interval_start = 0, time.perf_counter()
             if step % cfg.log_every == 0 or step == end:
-                record = _summarise(buffer)
-                if not np.isfinite(record["loss"]):
-                    raise UserError(f"loss is {record['loss']} at step {step}; the last "
-                                    f"good checkpoint is kept in {ckpt.directory}")
+                record, skipped = _summarise(buffer)
+                for bad in skipped:
+                    skip_run = skip_run + 1 if bad else 0
+                if skip_run >= cfg.max_skipped_steps:
+                    raise UserError(
+                        f"loss or gradient not finite for {skip_run} consecutive steps up to "
+                        f"step {step} (max_skipped_steps={cfg.max_skipped_steps}); the last "
+                        f"good checkpoint is kept in {ckpt.directory}")
                 elapsed = time.perf_counter() - interval_start
                 seconds_per_step = elapsed / max(interval_steps, 1)
                 tps = interval_steps * phase.global_batch_size * phase.seq_len / max(elapsed, 1e-9)
@@ -258,13 +296,23 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
                 # Switch before saving so the saved iterator is the next phase's.
                 phase = config_lib.phase_at(cfg, step)
                 iterator, fresh = phases.train_iterator(phase), True
-            if step % cfg.checkpoint_every == 0 or step == end:
-                ckpt.save(step, state, iterator, cfg.to_json(sort_keys=True), force=step == end)
+            preempted = bool(stop) or ckpt.manager.reached_preemption(step)
+            if step % cfg.checkpoint_every == 0 or step == end or preempted:
+                ckpt.save(step, state, iterator, cfg.to_json(sort_keys=True),
+                          force=step == end or preempted)
+            if preempted:
+                break
     finally:
+        stop.uninstall()
         profiler.close()
-        ckpt.close()
+        ckpt.close()  # waits for the last save to commit
         writer.close()
-    metrics_lib.log(f"{'done' if step >= cfg.total_steps else 'stopped'}: {step}/"
-                    f"{cfg.total_steps} steps; checkpoints in {ckpt.directory}")
+    if step < end:
+        metrics_lib.log(f"stopped by {stop.signal_name or 'a preemption notice'} at step "
+                        f"{step}/{cfg.total_steps}; checkpoint {step} saved in "
+                        f"{ckpt.directory}; run the same command to resume")
+    else:
+        metrics_lib.log(f"{'done' if step >= cfg.total_steps else 'stopped'}: {step}/"
+                        f"{cfg.total_steps} steps; checkpoints in {ckpt.directory}")
     return {"train": last_train, "eval": last_eval, "params": n_params,
             "peak_flops_source": peak_source}

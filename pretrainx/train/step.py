@@ -58,10 +58,20 @@ def make_train_step(model, tx, objective, schedule, micro_batches: int):
                 accumulate, (zeros_g, jnp.zeros((), jnp.float32), zeros_s),
                 (jnp.arange(micro_batches), micro))
         grad_norm = optax.tree.norm(grads)
-        updates, opt_state = tx.update(grads, state.opt_state, state.params)
-        params = optax.apply_updates(state.params, updates)
+
+        def apply_update():
+            updates, opt_state = tx.update(grads, state.opt_state, state.params)
+            return optax.apply_updates(state.params, updates), opt_state
+
+        # One bad batch must not poison a long run: a non-finite loss or gradient
+        # leaves parameters and optimizer state as they were (the step and the data
+        # still advance).
+        finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+        params, opt_state = jax.lax.cond(finite, apply_update,
+                                         lambda: (state.params, state.opt_state))
         metrics = dict(objective.metrics(sums, norms), loss=loss, grad_norm=grad_norm,
-                       learning_rate=schedule(state.step))
+                       learning_rate=schedule(state.step),
+                       skipped=1.0 - finite.astype(jnp.float32))
         return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
     return step
