@@ -21,6 +21,9 @@ _CACHE = pathlib.Path(os.environ.get("PRETRAINX_TEST_CACHE",
                                      pathlib.Path.home() / ".cache" / "pretrainx-tests"))
 jax.config.update("jax_compilation_cache_dir", str(_CACHE / "jax"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+# The CLI runs that tests start in subprocesses share the cache through the environment.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE / "jax"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -61,6 +64,17 @@ def tiny_bert_config(**overrides):
     c.data.dupe_factor = 1
     c.optimizer.warmup_steps = 2
     return _override(c, overrides)
+
+
+# tiny_bert_config as command-line overrides of configs/quickstart.py, for tests
+# that run the CLI in a subprocess (add total_steps, checkpoint_every, ...).
+TINY_CLI = ["--config.global_batch_size=8", "--config.seq_len=64", "--config.log_every=1",
+            "--config.eval_every=100000", "--config.data.eval_files=",
+            "--config.model.num_layers=2", "--config.model.hidden_size=64",
+            "--config.model.num_heads=4", "--config.model.mlp_dim=128",
+            "--config.data.max_predictions_per_seq=10", "--config.data.dupe_factor=1",
+            "--config.optimizer.warmup_steps=2",
+            f"--config.data.train_files={REPO}/pretrainx/assets/text/pg11_alice_in_wonderland.txt"]
 
 
 def read_metrics(workdir, split="train"):

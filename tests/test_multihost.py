@@ -11,20 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, read_metrics
+from conftest import REPO, TINY_CLI, read_metrics
 
-TINY = [  # the quickstart recipe shrunk to seconds, as conftest.tiny_bert_config
-    "--config.total_steps=6", "--config.global_batch_size=8", "--config.seq_len=64",
-    "--config.log_every=1", "--config.checkpoint_every=3", "--config.keep_checkpoints=2",
-    "--config.eval_every=1000", "--config.data.eval_files=",
-    "--config.model.num_layers=2", "--config.model.hidden_size=64",
-    "--config.model.num_heads=4", "--config.model.mlp_dim=128",
-    "--config.data.max_predictions_per_seq=10", "--config.data.dupe_factor=1",
-    "--config.optimizer.warmup_steps=2",
+TINY = TINY_CLI + [
+    "--config.total_steps=6", "--config.checkpoint_every=3", "--config.keep_checkpoints=2",
     # parameters sharded across the two hosts, the batch over both axes
-    "--config.mesh.data=2", "--config.mesh.fsdp=2",
-    f"--config.data.train_files={REPO / 'pretrainx/assets/text/pg11_alice_in_wonderland.txt'}",
-]
+    "--config.mesh.data=2", "--config.mesh.fsdp=2"]
 
 
 def _free_port() -> int:

@@ -11,17 +11,13 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from conftest import REPO, read_metrics, tiny_bert_config
+from conftest import REPO, TINY_CLI, read_metrics, tiny_bert_config
 from pretrainx.errors import UserError
 from pretrainx.train import loop
-
-BOOK = REPO / "pretrainx" / "assets" / "text" / "pg11_alice_in_wonderland.txt"
-
 
 def _saved_params(workdir, step):
     path = pathlib.Path(workdir) / "checkpoints" / str(step) / "state"
@@ -46,9 +42,9 @@ def _poison_steps(monkeypatch, steps):
 
 def test_a_non_finite_step_leaves_the_model_as_it_was(tmp_path, monkeypatch):
     cfg = tiny_bert_config(total_steps=3, checkpoint_every=1, keep_checkpoints=5,
-                           **{"mesh.data": 2, "mesh.fsdp": 2, "mesh.tensor": 2})
+                           **{"mesh.data": 1})
     _poison_steps(monkeypatch, {3})
-    loop.train(cfg, str(tmp_path))
+    loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
     records = read_metrics(tmp_path)
     assert [r["skipped_steps"] for r in records] == [0, 0, 1]
     assert not np.isfinite(records[2]["loss"])  # what happened is shown, not hidden
@@ -58,10 +54,11 @@ def test_a_non_finite_step_leaves_the_model_as_it_was(tmp_path, monkeypatch):
 
 def test_consecutive_non_finite_steps_stop_the_run_and_keep_good_checkpoints(
         tmp_path, monkeypatch):
-    cfg = tiny_bert_config(total_steps=20, checkpoint_every=2, max_skipped_steps=3)
+    cfg = tiny_bert_config(total_steps=20, checkpoint_every=2, max_skipped_steps=3,
+                           **{"mesh.data": 1})
     _poison_steps(monkeypatch, set(range(4, 21)))
     with pytest.raises(UserError, match=r"3 consecutive steps up to step 6 .*max_skipped_steps"):
-        loop.train(cfg, str(tmp_path))
+        loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
     saved = sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir())
     assert max(saved) <= 6
     assert all(np.all(np.isfinite(p)) for p in _saved_params(tmp_path, max(saved)))
@@ -112,13 +109,7 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, ca
 
 # ------------------------------------------------------------------ in a subprocess
 
-CLI = [sys.executable, "-m", "pretrainx.main", "--config=configs/quickstart.py",
-       "--config.global_batch_size=8", "--config.seq_len=64", "--config.log_every=1",
-       "--config.eval_every=100000", "--config.data.eval_files=",
-       "--config.model.num_layers=2", "--config.model.hidden_size=64",
-       "--config.model.num_heads=4", "--config.model.mlp_dim=128",
-       "--config.data.max_predictions_per_seq=10", "--config.data.dupe_factor=1",
-       "--config.optimizer.warmup_steps=2", f"--config.data.train_files={BOOK}"]
+CLI = [sys.executable, "-m", "pretrainx.main", "--config=configs/quickstart.py", *TINY_CLI]
 
 
 def _env(**extra):

@@ -1,10 +1,14 @@
 """The train loop end to end on real text: sharding invariance, resume, learning."""
 
+import os
+import subprocess
+import sys
+
 import jax
 import numpy as np
 import pytest
 
-from conftest import read_metrics, tiny_bert_config
+from conftest import REPO, read_metrics, tiny_bert_config
 from pretrainx.train import loop
 
 
@@ -114,8 +118,16 @@ def test_quickstart_recipe_leaves_the_unigram_plateau(tmp_path):
 
 
 def test_profile_steps_write_a_trace_of_the_train_step(tmp_path):
-    cfg = tiny_bert_config(total_steps=4, profile_steps=2, profile_start_step=1)
-    loop.train(cfg, str(tmp_path))
+    # In a fresh process: the profiler must not meet the libtpu that other tests load.
+    result = subprocess.run(
+        [sys.executable, "-m", "pretrainx.main", "--config=configs/quickstart.py",
+         f"--workdir={tmp_path}", "--config.total_steps=4", "--config.profile_steps=2",
+         "--config.profile_start_step=1", "--config.global_batch_size=8",
+         "--config.seq_len=32", "--config.model.num_layers=1", "--config.data.eval_files=",
+         "--config.data.dupe_factor=1"],
+        cwd=REPO, env=dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1"),
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
     traces = list((tmp_path / "profile" / "plugins" / "profile").glob("*/*.xplane.pb"))
     assert len(traces) == 1  # where TensorBoard's profile tab looks
     assert b"train_step" in traces[0].read_bytes()

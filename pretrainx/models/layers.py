@@ -97,8 +97,9 @@ def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple)
                        prevent_cse=not scan)
     if not scan:
         return [cls(cfg, dtype, name=f"{prefix}_{i}") for i in range(count)]
-    scanned = nn.scan(cls, variable_axes={"params": 0}, split_rngs={"params": True, "dropout": True},
-                      in_axes=nn.broadcast, length=count,
+    scanned = nn.scan(cls, variable_axes={"params": 0},
+                      split_rngs={"params": True, "dropout": True}, in_axes=nn.broadcast,
+                      length=count,
                       metadata_params={nn.PARTITION_NAME: "layers"})
     return scanned(cfg, dtype, scanned=True, name=f"{prefix}s")
 
