@@ -123,6 +123,11 @@ class Checkpointer:
               f"({type(e).__name__}: {str(e).splitlines()[0][:200]}); trying an older one",
               file=sys.stderr, flush=True)
 
+    def reached_preemption(self, step: int) -> bool:
+        """True at the step all hosts agreed to save after a preemption notice
+        (JAX's preemption service; always False in a single process)."""
+        return self.manager.reached_preemption(step)
+
     def close(self):
         with self._disk_full_is_a_user_error():
             self.manager.wait_until_finished()

@@ -111,7 +111,8 @@ class _Phases:
             self._train_ds[phase.index] = train_dataset(self.cfg, self.objective, phase)
         return pipeline.make_iterator(self._train_ds[phase.index])
 
-    def eval_iterator(self, phase):
+    def eval_dataset(self, phase):
+        """The phase's eval batches (built once), or None without eval files."""
         if not self.cfg.data.eval_files:
             return None
         if phase.index not in self._eval_ds:
@@ -120,7 +121,11 @@ class _Phases:
             self._eval_ds[phase.index] = pipeline.make_dataset(
                 examples, self.objective.transform(phase, train=False), phase.global_batch_size,
                 seed=12345 + phase.index, shuffle=False)
-        return pipeline.make_iterator(self._eval_ds[phase.index])
+        return self._eval_ds[phase.index]
+
+    def eval_iterator(self, phase):
+        dataset = self.eval_dataset(phase)
+        return None if dataset is None else pipeline.make_iterator(dataset)
 
     def train_step(self, phase):
         if phase.index not in self._steps:
@@ -232,7 +237,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
         state, _ = state_lib.create_state(model, tx, init_batch, cfg.seed, mesh, rules, shardings)
         iterator = phases.train_iterator(config_lib.phase_at(cfg, 0))
 
-    phases.eval_iterator(config_lib.phase_at(cfg, start))  # a bad eval corpus fails now
+    phases.eval_dataset(config_lib.phase_at(cfg, start))  # a bad eval corpus fails now
     # Written only once the run is sure to start: a refused run changes nothing.
     try:
         (epath.Path(workdir) / "config.json").write_text(cfg.to_json(sort_keys=True))
@@ -296,7 +301,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
                 # Switch before saving so the saved iterator is the next phase's.
                 phase = config_lib.phase_at(cfg, step)
                 iterator, fresh = phases.train_iterator(phase), True
-            preempted = bool(stop) or ckpt.manager.reached_preemption(step)
+            preempted = bool(stop) or ckpt.reached_preemption(step)
             if step % cfg.checkpoint_every == 0 or step == end or preempted:
                 ckpt.save(step, state, iterator, cfg.to_json(sort_keys=True),
                           force=step == end or preempted)
