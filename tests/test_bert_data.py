@@ -91,7 +91,8 @@ def test_sample_text_is_sentence_format_with_blank_line_documents():
     assert len(docs) == stats["documents"] == len(groups) == 3
     assert [len(d) for d in docs] == [len(g.strip().split("\n")) for g in groups]
     assert docs[0][1] == "Text should be one-sentence-per-line, with empty lines between documents."
-    assert stats == {"files": 1, "replaced_chars": 0, "documents": 3, "sentences": 31}
+    assert stats == {"files": 1, "records": 0, "replaced_chars": 0, "skipped_lines": 0,
+                     "truncated_files": 0, "documents": 3, "sentences": 31}
 
 
 @pytest.mark.parametrize("book", sorted(GUTENBERG.glob("*.txt")), ids=lambda p: p.stem)

@@ -15,9 +15,12 @@ pairs from other documents, so document boundaries matter as much as sentences.
 
 import glob
 import gzip
+import json
 import os
 import re
 import statistics
+import sys
+import zlib
 
 from pretrainx.errors import UserError
 
@@ -89,15 +92,40 @@ def decode_text(raw):
     return text, replaced
 
 
-def _read_bytes(path):
+def _gunzip(data):
+    """(bytes, error): every byte that decompresses, and why the rest did not."""
+    out = []
+    while data:
+        stream = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            out.append(stream.decompress(data))
+        except zlib.error as e:
+            return b"".join(out), str(e)
+        if not stream.eof:
+            out.append(stream.flush())
+            return b"".join(out), "compressed data ends before the end-of-stream marker"
+        data = stream.unused_data.lstrip(b"\0")  # the next member of a concatenated file
+    return b"".join(out), None
+
+
+def _read_bytes(path, allow_truncated=False):
+    """(bytes, truncated). A gzip file cut short keeps what was read when allowed."""
     try:
-        if path.endswith(".gz"):
-            with gzip.open(path, "rb") as f:
-                return f.read()
         with open(path, "rb") as f:
-            return f.read()
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+            data = f.read()
+    except OSError as e:
         raise UserError(f"cannot read {path!r}: {e}") from None
+    if not path.endswith(".gz"):
+        return data, False
+    if not data.startswith(b"\x1f\x8b"):
+        raise UserError(f"cannot read {path!r}: not a gzip file")
+    text, error = _gunzip(data)
+    if error is None:
+        return text, False
+    if not allow_truncated or not text:
+        raise UserError(f"cannot read {path!r}: gzip stream broken after {len(text)} bytes "
+                        f"({error}); set data.skip_bad_lines=True to keep the part before")
+    return text, True
 
 
 def strip_gutenberg(text):
@@ -252,36 +280,193 @@ def sentence_documents(text):
     return documents
 
 
-def read_documents(patterns, fmt="auto"):
-    """Read files matching ``patterns`` into (documents, stats).
+def record_document(text, max_sentences=MAX_DOC_SENTENCES):
+    """One record of a JSONL or TFDS corpus (a web page, an article) -> documents.
 
-    Each file ends a document. ``fmt`` is "sentences", "text" or "auto"
-    (decided per file by ``detect_format``). Stats count files, replaced
-    (undecodable) characters, documents and sentences.
+    Such records keep paragraphs on lines of their own, so every line is split
+    into sentences; a record longer than `max_sentences` becomes several.
+    """
+    sentences = []
+    for line in text.replace("\r\n", "\n").split("\n"):
+        line = " ".join(line.split())
+        if line:
+            sentences.extend(split_sentences(line))
+    return [sentences[i:i + max_sentences] for i in range(0, len(sentences), max_sentences)]
+
+
+class Unit:
+    """A piece of a source that one worker reads on its own: a file, or a range of
+    a TFDS split's records. Units are listed in a fixed order, so documents are too."""
+
+    def __init__(self, kind, path, start=0, stop=None):
+        self.kind, self.path, self.start, self.stop = kind, path, start, stop
+
+    def __repr__(self):
+        if self.kind == "tfds":
+            return f"{self.path}[{self.start}:{self.stop}]"
+        return self.path
+
+
+def _is_jsonl(path):
+    name = path[:-3] if path.endswith(".gz") else path
+    return name.endswith((".jsonl", ".json"))
+
+
+def _new_stats():
+    return {"files": 0, "records": 0, "replaced_chars": 0, "skipped_lines": 0,
+            "truncated_files": 0, "documents": 0, "sentences": 0}
+
+
+def _file_documents(path, fmt, text_field, skip_bad_lines, stats):
+    raw, truncated = _read_bytes(path, allow_truncated=skip_bad_lines)
+    if truncated:
+        stats["truncated_files"] += 1
+        print(f"warning: {path}: gzip stream truncated; kept the {len(raw)} bytes before the break",
+              file=sys.stderr, flush=True)
+    if b"\x00" in raw[:1 << 16]:
+        raise UserError(f"{path!r} looks binary (NUL bytes), not text")
+    text, replaced = decode_text(raw)
+    stats["files"] += 1
+    stats["replaced_chars"] += replaced
+    if _is_jsonl(path):
+        return _jsonl_documents(path, text, text_field, skip_bad_lines, stats,
+                                last_line_cut=truncated)
+    text = strip_gutenberg(text)
+    file_fmt = detect_format(text) if fmt == "auto" else fmt
+    if file_fmt == "sentences":
+        return sentence_documents(text)
+    return text_documents(text)
+
+
+def _jsonl_documents(path, text, field, skip_bad_lines, stats, last_line_cut=False):
+    documents = []
+    lines = text.split("\n")
+    if last_line_cut and lines:
+        lines.pop()  # the line the break cut through
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            value = record[field]
+            if not isinstance(value, str):
+                raise TypeError(f"field {field!r} is {type(value).__name__}, not a string")
+        except (ValueError, KeyError, TypeError) as e:
+            if isinstance(e, KeyError):
+                why = f"no field {field!r} (data.text_field)"
+            elif isinstance(e, ValueError):
+                why = f"not JSON ({e})"
+            else:
+                why = str(e)
+            if not skip_bad_lines:
+                raise UserError(f"{path}:{lineno}: {why}; set data.skip_bad_lines=True "
+                                "to skip and count such lines") from None
+            stats["skipped_lines"] += 1
+            continue
+        stats["records"] += 1
+        documents.extend(record_document(value))
+    return documents
+
+
+def _tfds_documents(unit, data_dir, text_field, reader, skip_bad_lines, stats):
+    from pretrainx.data import tfds_source
+
+    documents = []
+    for index, record in tfds_source.records(unit.path, data_dir, reader, unit.start, unit.stop):
+        split = record.get("sentences") if isinstance(record, dict) else None
+        if split is not None and len(split):  # pretrainx_text keeps its files' sentence split
+            stats["records"] += 1
+            documents.append([s.decode("utf-8", errors="replace") if isinstance(s, bytes) else s
+                              for s in split])
+            continue
+        value = record.get(text_field) if isinstance(record, dict) else None
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        if not isinstance(value, str):
+            if not skip_bad_lines:
+                raise UserError(f"{unit.path} record {index}: no text field {text_field!r} "
+                                f"(data.text_field); it has {sorted(record)}")
+            stats["skipped_lines"] += 1
+            continue
+        stats["records"] += 1
+        documents.extend(record_document(value))
+    return documents
+
+
+def list_units(spec, tfds_data_dir="", tfds_reader="data_source", records_per_unit=10_000):
+    """The units of one source: `tfds:NAME[@SPLIT]`, or comma-separated globs."""
+    if isinstance(spec, str) and spec.strip().startswith("tfds:"):
+        from pretrainx.data import tfds_source
+
+        name = spec.strip()
+        count = tfds_source.num_records(name, tfds_data_dir, tfds_reader)
+        if tfds_reader != "data_source":
+            return [Unit("tfds", name, 0, count)]  # a tf.data stream reads in order
+        return [Unit("tfds", name, start, min(start + records_per_unit, count))
+                for start in range(0, max(count, 1), records_per_unit)]
+    return [Unit("file", path) for path in expand_patterns(spec)]
+
+
+def unit_documents(unit, fmt="auto", text_field="text", skip_bad_lines=False,
+                   tfds_data_dir="", tfds_reader="data_source", stats=None):
+    """Documents (lists of sentence strings) of one unit; `stats` is added to."""
+    stats = _new_stats() if stats is None else stats
+    if unit.kind == "tfds":
+        docs = _tfds_documents(unit, tfds_data_dir, text_field, tfds_reader, skip_bad_lines, stats)
+    else:
+        docs = _file_documents(unit.path, fmt, text_field, skip_bad_lines, stats)
+    stats["documents"] += len(docs)
+    stats["sentences"] += sum(len(d) for d in docs)
+    return docs
+
+
+def read_documents(patterns, fmt="auto", *, text_field="text", skip_bad_lines=False,
+                   tfds_data_dir="", tfds_reader="data_source"):
+    """Read one source into (documents, stats).
+
+    `patterns` is comma-separated globs (or a list) of plain text, .gz, or JSONL
+    (.jsonl / .json, optionally .gz, one JSON object a line with the text in
+    `text_field`) files, or `tfds:NAME[@SPLIT]`. Each file ends a document. `fmt`
+    is "sentences", "text" or "auto" (decided per text file by `detect_format`).
+    Stats count files, records, replaced (undecodable) characters, skipped bad
+    lines, truncated files, documents and sentences.
     """
     if fmt not in FORMATS:
         raise UserError(f"unknown corpus format {fmt!r}; expected one of {FORMATS}")
-    files = expand_patterns(patterns)
+    units = list_units(patterns, tfds_data_dir, tfds_reader)
+    stats = _new_stats()
     documents = []
-    replaced_total = 0
-    for path in files:
-        raw = _read_bytes(path)
-        if b"\x00" in raw[:1 << 16]:
-            raise UserError(f"{path!r} looks binary (NUL bytes), not text")
-        text, replaced = decode_text(raw)
-        replaced_total += replaced
-        text = strip_gutenberg(text)
-        file_fmt = detect_format(text) if fmt == "auto" else fmt
-        if file_fmt == "sentences":
-            documents.extend(sentence_documents(text))
-        else:
-            documents.extend(text_documents(text))
+    for unit in units:
+        documents.extend(unit_documents(unit, fmt, text_field, skip_bad_lines, tfds_data_dir,
+                                        tfds_reader, stats))
     if not documents:
-        raise UserError(f"no text in {', '.join(files)}")
-    stats = {
-        "files": len(files),
-        "replaced_chars": replaced_total,
-        "documents": len(documents),
-        "sentences": sum(len(d) for d in documents),
-    }
+        raise UserError(f"no text in {', '.join(map(str, units))}")
     return documents, stats
+
+
+def split_sources(spec):
+    """`data.train_files` -> its sources: ';' separates sources mixed by weight."""
+    parts = [p.strip() for p in spec.split(";")] if isinstance(spec, str) else [spec]
+    parts = [p for p in parts if p]
+    if not parts:
+        raise UserError("no input files given")
+    return parts
+
+
+def source_weights(spec, weights):
+    """Normalised mixing weights of the sources in `spec` (equal when `weights` is empty)."""
+    count = len(split_sources(spec))
+    if not weights:
+        return [1.0 / count] * count
+    try:
+        values = [float(w) for w in str(weights).split(",")]
+    except ValueError:
+        raise UserError(f"config key 'data.train_weights' is {weights!r}; expected "
+                        "comma-separated numbers") from None
+    if len(values) != count:
+        raise UserError(f"config key 'data.train_weights' has {len(values)} weights for "
+                        f"{count} sources in data.train_files (sources are separated by ';')")
+    if any(not v > 0 for v in values):
+        raise UserError(f"config key 'data.train_weights' is {weights!r}; weights must be > 0")
+    total = sum(values)
+    return [v / total for v in values]
