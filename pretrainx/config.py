@@ -76,6 +76,15 @@ def _shared_sections(objective: str, total_steps: int, batch: int, seq_len: int,
     c.data.eval_files = ""
     c.data.format = "auto"  # auto | sentences | text
     c.data.tokenizer = ""
+    # train_files: comma-separated globs (text, .gz, .jsonl) or tfds:NAME[@SPLIT];
+    # ';' separates sources, mixed by train_weights (equal when empty).
+    c.data.train_weights = ""
+    c.data.text_field = "text"  # the JSONL / TFDS field that holds the text
+    c.data.skip_bad_lines = False  # True: skip and count bad JSONL lines, cut truncated .gz
+    c.data.tfds_data_dir = ""  # where tfds: datasets are prepared (local or gs://)
+    c.data.tfds_reader = "data_source"  # data_source (ArrayRecord, no TF) | tf (tfds.load)
+    c.data.docs_per_shard = 10_000  # documents an objective pairs/joins within (one shard)
+    c.data.prepared_dir = ""  # output of `python -m pretrainx.data prepare`: read ids only
     return c
 
 
@@ -253,6 +262,8 @@ def _validate_common(cfg):
     _choice(m.remat, "model.remat", _REMAT)
     _choice(cfg.optimizer.schedule, "optimizer.schedule", _SCHEDULES)
     _choice(cfg.data.format, "data.format", ("auto", "sentences", "text"))
+    _choice(cfg.data.tfds_reader, "data.tfds_reader", ("data_source", "tf"))
+    _positive(cfg, "data.docs_per_shard")
     for name in ("mesh.data", "mesh.fsdp", "mesh.tensor"):
         value = flatten(cfg)[name]
         if not isinstance(value, int) or (value < 1 and value != -1):

@@ -1,6 +1,8 @@
 """python -m pretrainx.data --config=configs/NAME.py --stats [--num_batches=N] [--show=K]
+python -m pretrainx.data prepare --config=configs/NAME.py --output=DIR [--workers=N]
+python -m pretrainx.data build_tfds --input=GLOB[,GLOB] --data_dir=DIR [--name=NAME]
 
-Prints one JSON object about the training batches the run would see (the same
+--stats prints one JSON object about the training batches the run would see (the same
 dataset, seed and phase-1 shapes): packing_efficiency (real tokens / all
 tokens), examples_per_row, tokens_per_sec of the pipeline, and the objective's
 own figures. --show=K first prints K decoded examples for a person to read.
@@ -18,6 +20,12 @@ from pretrainx.main import cli, cli_config
 _STATS = flags.DEFINE_bool("stats", False, "Print batch statistics as one JSON object.")
 _NUM_BATCHES = flags.DEFINE_integer("num_batches", 20, "Batches to measure.")
 _SHOW = flags.DEFINE_integer("show", 0, "Decode this many examples to stderr first.")
+_OUTPUT = flags.DEFINE_string("output", None, "prepare: directory for the ArrayRecord shards.")
+_WORKERS = flags.DEFINE_integer("workers", 0, "prepare: worker processes (0: one per core).")
+_INPUT = flags.DEFINE_string("input", None, "build_tfds: comma-separated globs of text files.")
+_DATA_DIR = flags.DEFINE_string("data_dir", None, "build_tfds: the TFDS data_dir to write.")
+_NAME = flags.DEFINE_string("name", "default", "build_tfds: the dataset's config name.")
+_COMMANDS = ("prepare", "build_tfds")
 
 
 def batch_statistics(cfg, num_batches: int, show: int = 0, out=sys.stderr) -> dict:
@@ -53,11 +61,45 @@ def batch_statistics(cfg, num_batches: int, show: int = 0, out=sys.stderr) -> di
         "examples_per_row": totals["examples"] / max(totals["rows"], 1),
         "tokens_per_sec": tokens / elapsed if elapsed > 0 else None,
         "setup_sec": setup_sec,
+        "sources": objective.corpus.stats,
         **objective.summarize_stats(totals, phase),
     }
 
 
+def _prepare(argv) -> int:
+    from pretrainx.data import prepare
+
+    cfg = cli_config(argv)
+    if not _OUTPUT.value:
+        raise UserError("--output=DIR is required for prepare")
+    if _WORKERS.value < 0:
+        raise UserError(f"--workers={_WORKERS.value} must be >= 0")
+    manifest = prepare.prepare(cfg, _OUTPUT.value, _WORKERS.value)
+    summary = {"output": _OUTPUT.value, **manifest["timing"], "sources": {
+        name: {"documents": s["documents"], "tokens": s["tokens"],
+               "skipped_lines": s["stats"]["skipped_lines"],
+               "truncated_files": s["stats"]["truncated_files"],
+               "examples": {k: v["count"] for k, v in s["examples"].items()}}
+        for name, s in manifest["sources"].items()}}
+    print(json.dumps(summary))
+    return 0
+
+
+def _build_tfds(argv) -> int:
+    if len(argv) > 1:
+        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if not _INPUT.value or not _DATA_DIR.value:
+        raise UserError("build_tfds needs --input=GLOB and --data_dir=DIR")
+    from pretrainx.data import tfds_text
+
+    print(tfds_text.build(_INPUT.value, _DATA_DIR.value, _NAME.value))
+    return 0
+
+
 def run(argv) -> int:
+    if len(argv) > 1 and argv[1] in _COMMANDS:
+        rest = [argv[0]] + argv[2:]
+        return _prepare(rest) if argv[1] == "prepare" else _build_tfds(rest)
     cfg = cli_config(argv)
     if not (_STATS.value or _SHOW.value):
         raise UserError("nothing to do: pass --stats and/or --show=K")

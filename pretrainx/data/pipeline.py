@@ -8,10 +8,13 @@ contiguous block of every global batch, so the global batch is the same whatever
 the number of processes.
 """
 
+import json
 from typing import Callable, Sequence
 
 import grain
 import jax
+
+from pretrainx.errors import UserError
 
 
 class _ProcessRows(grain.MapDataset):
@@ -37,24 +40,77 @@ class _ProcessRows(grain.MapDataset):
 
 
 def make_dataset(examples: Sequence, transform: Callable, global_batch: int, seed: int, *,
-                 shuffle: bool = True, process_index: int | None = None,
+                 weights: Sequence[float] | None = None, shuffle: bool = True,
+                 process_index: int | None = None,
                  process_count: int | None = None) -> grain.MapDataset:
-    """Infinite dataset of this process's batches (dicts of stacked numpy arrays)."""
+    """Infinite dataset of this process's batches (dicts of stacked numpy arrays).
+
+    With `weights`, `examples` is a list of sources: each is shuffled and repeated
+    on its own, then grain mixes them in those proportions (a small source is
+    seen more epochs, a large one fewer, as T5's mixtures do).
+    """
     process_index = jax.process_index() if process_index is None else process_index
     process_count = jax.process_count() if process_count is None else process_count
     if global_batch % process_count:
         raise ValueError(f"global batch {global_batch} does not divide over "
                          f"{process_count} processes")
-    ds = grain.MapDataset.source(examples)
-    if shuffle:
-        ds = ds.shuffle(seed=seed)
-    ds = ds.repeat(None)  # a fresh permutation every epoch
+    if weights is None:
+        ds = _epochs(examples, seed, shuffle)
+    else:
+        if len(weights) != len(examples):
+            raise ValueError(f"{len(weights)} weights for {len(examples)} sources")
+        parts = [_epochs(source, seed + 7919 * i, shuffle) for i, source in enumerate(examples)]
+        ds = grain.MapDataset.mix(parts, weights) if len(parts) > 1 else parts[0]
     ds = ds.random_map(transform, seed=seed + 1)  # fresh masks every epoch
     ds = _ProcessRows(ds, global_batch, process_index, process_count)
     return ds.batch(global_batch // process_count, drop_remainder=True)
 
 
-def make_iterator(ds: grain.MapDataset, prefetch_threads: int = 2):
+def _epochs(examples, seed, shuffle):
+    ds = examples if isinstance(examples, grain.MapDataset) else grain.MapDataset.source(examples)
+    if shuffle:
+        ds = ds.shuffle(seed=seed)
+    return ds.repeat(None)  # a fresh permutation every epoch
+
+
+class DataIterator:
+    """grain's iterator and what its position is a position in.
+
+    The state is one position for every process (each process derives its own
+    rows from it, so a checkpoint restores on any number of processes) plus a
+    signature of the data: examples per source and mixing weights. A position
+    restored into other data would replay or skip examples, so it is refused.
+    """
+
+    def __init__(self, iterator, signature=None):
+        self._it = iterator
+        self.signature = None if signature is None else json.loads(json.dumps(signature))
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._it)
+
+    def get_state(self) -> dict:
+        return {"position": self._it.get_state(), "data": self.signature}
+
+    def set_state(self, state: dict) -> None:
+        if "position" not in state:  # a bare grain state
+            self._it.set_state(state)
+            return
+        saved = state.get("data")
+        if saved is not None and self.signature is not None and saved != self.signature:
+            changed = "; ".join(f"{k} {saved.get(k)} then, {self.signature.get(k)} now"
+                                for k in sorted(set(saved) | set(self.signature))
+                                if saved.get(k) != self.signature.get(k))
+            raise UserError(f"the checkpoint's data position belongs to other data ({changed}): "
+                            "resuming would replay or skip examples; restore the data it was "
+                            "saved with, or train in a new workdir")
+        self._it.set_state(state["position"])
+
+
+def make_iterator(ds: grain.MapDataset, prefetch_threads: int = 2, signature=None):
     """A checkpointable iterator (get_state / set_state) with a small thread prefetch."""
     options = grain.ReadOptions(num_threads=prefetch_threads, prefetch_buffer_size=64)
-    return iter(ds.to_iter_dataset(options))
+    return DataIterator(iter(ds.to_iter_dataset(options)), signature)

@@ -9,7 +9,7 @@ run sees the same ones.
 import jax.numpy as jnp
 import numpy as np
 
-from pretrainx.data import sources
+from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.models import bert
 from pretrainx.objectives import mlm, nsp
@@ -25,7 +25,7 @@ class MlmNsp:
         self.cfg = cfg
         self.tokenizer = tokenizer
         self.model = bert.BertForPreTraining(cfg.model)
-        self._docs = {}
+        self.corpus = corpus.Corpus(cfg, tokenizer)
         if tokenizer is not None and tokenizer.mask_id < 0:
             raise UserError(f"tokenizer {tokenizer.path} has no [MASK] token")
 
@@ -33,24 +33,16 @@ class MlmNsp:
         return {"max_predictions_per_seq": phase.max_predictions}
 
     # ---- data -------------------------------------------------------------
-    def _documents(self, files):
-        if files not in self._docs:
-            docs, stats = sources.read_documents(files, self.cfg.data.format)
-            encode = self.tokenizer.encode
-            tokenized = [[np.asarray(encode(s), np.int32) for s in doc] for doc in docs]
-            self._docs[files] = tokenized
-            if stats.get("replaced_chars"):
-                print(f"warning: {stats['replaced_chars']} undecodable bytes replaced in {files}",
-                      flush=True)
-        return self._docs[files]
-
     def examples(self, files, phase, train: bool) -> list:
+        return self.corpus.examples(self, files, phase, train)
+
+    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
         """NSP pairs for `phase.seq_len`; `dupe_factor` independent pairings for training."""
-        docs = self._documents(files)
         passes = self.cfg.data.dupe_factor if train else 1
         out = []
         for dupe in range(passes):
-            rng = np.random.default_rng([self.cfg.seed, phase.seq_len, dupe, int(train)])
+            key = [self.cfg.seed, phase.seq_len, dupe, int(train)] + ([group] if group else [])
+            rng = np.random.default_rng(key)
             pairs = nsp.create_pair_examples(docs, phase.seq_len, self.cfg.data.short_seq_prob,
                                              rng, self.tokenizer.cls_id, self.tokenizer.sep_id)
             out.extend({k: p[k] for k in _PAIR_KEYS} for p in pairs)

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from pretrainx.data import packing, sources
+from pretrainx.data import corpus, packing
 from pretrainx.errors import UserError
 from pretrainx.models import t5
 from pretrainx.objectives import spans
@@ -48,7 +48,7 @@ class SpanCorruption:
         self.cfg = cfg
         self.tokenizer = tokenizer
         self.model = t5.T5(cfg.model)
-        self._docs = {}
+        self.corpus = corpus.Corpus(cfg, tokenizer)
         data = cfg.data
         if tokenizer is not None:
             total = tokenizer.vocab_size + data.num_sentinels
@@ -75,23 +75,16 @@ class SpanCorruption:
                 "targets_length": targets}
 
     # ---- data -------------------------------------------------------------
-    def _documents(self, files):
-        if files not in self._docs:
-            docs, stats = sources.read_documents(files, self.cfg.data.format)
-            encode = self.tokenizer.encode
-            self._docs[files] = [np.concatenate([np.asarray(encode(s), np.int32) for s in doc])
-                                 for doc in docs]
-            if stats.get("replaced_chars"):
-                print(f"warning: {stats['replaced_chars']} undecodable bytes replaced in {files}",
-                      flush=True)
-        return self._docs[files]
+    def examples(self, files, phase, train: bool) -> list:
+        return self.corpus.examples(self, files, phase, train)
 
-    def raw_examples(self, files, phase, train: bool) -> list:
+    def raw_examples(self, docs, phase, train: bool, group: int = 0) -> list:
         """T5's select_random_chunk -> reduce_concat_tokens -> split_tokens."""
         data = self.cfg.data
         raw_length, _, _ = self.lengths(phase)
-        docs = self._documents(files)
-        rng = np.random.default_rng([self.cfg.seed, phase.seq_len, int(train)])
+        docs = [np.concatenate(doc) if len(doc) else np.zeros(0, np.int32) for doc in docs]
+        key = [self.cfg.seed, phase.seq_len, int(train)] + ([group] if group else [])
+        rng = np.random.default_rng(key)
         order = rng.permutation(len(docs)) if train else np.arange(len(docs))
         out = []
         for group_start in range(0, len(order), data.docs_per_concat):
@@ -107,9 +100,9 @@ class SpanCorruption:
             out.extend(joined[i:i + raw_length] for i in range(0, joined.size, raw_length))
         return [x for x in out if x.size]
 
-    def examples(self, files, phase, train: bool) -> list:
+    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
         """Rows: the raw examples that share one packed row, planned from their lengths."""
-        raw = self.raw_examples(files, phase, train)
+        raw = self.raw_examples(docs, phase, train, group)
         _, inputs_length, targets_length = self.lengths(phase)
         d = self.cfg.data
         sizes = [spans.corrupted_lengths(x.size, d.noise_density, d.mean_noise_span_length)

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 
 import jax
 import orbax.checkpoint as ocp
@@ -27,14 +28,18 @@ def _abstract(state, shardings):
 
 
 class _QuietDiskFull(logging.Filter):
-    """Orbax's background threads each log a full disk with a traceback; the main
-    thread raises the same error, which the Checkpointer reports once, as one line."""
+    """Orbax's background threads each log a full disk with a traceback (and asyncio
+    logs the same errors again as "Task exception was never retrieved" when it
+    collects Orbax's write tasks); the main thread raises the same error, which
+    the Checkpointer reports once, as one line."""
 
     def filter(self, record):
-        if "orbax" not in record.pathname:
+        text = record.getMessage()
+        if record.exc_info:
+            text += "".join(traceback.format_exception(*record.exc_info))
+        if "orbax" not in record.pathname and "orbax" not in text:
             return True
-        text = record.getMessage() + (str(record.exc_info[1]) if record.exc_info else "")
-        return "No space left on device" not in text
+        return "No space left on device" not in text and "RESOURCE_EXHAUSTED" not in text
 
 
 _QUIET_DISK_FULL = _QuietDiskFull()
@@ -42,7 +47,8 @@ _QUIET_DISK_FULL = _QuietDiskFull()
 
 class Checkpointer:
     def __init__(self, workdir: str, keep: int, save_every: int):
-        logging.getLogger("absl").addFilter(_QUIET_DISK_FULL)  # once: filters are a set
+        for name in ("absl", "asyncio"):
+            logging.getLogger(name).addFilter(_QUIET_DISK_FULL)  # once: filters are a set
         root = workdir if "://" in workdir else os.path.abspath(workdir)
         self.directory = f"{root.rstrip('/')}/checkpoints"
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, save_interval_steps=1,
@@ -109,6 +115,8 @@ class Checkpointer:
                     state=ocp.args.StandardRestore(_abstract(abstract_state, shardings)),
                     data=ocp.args.JsonRestore()))
                 iterator.set_state(restored["data"])
+            except UserError:  # it restores, but into other data: say so, do not skip it
+                raise
             except Exception as e:  # a truncated or half-deleted checkpoint
                 self._warn(step, e)
                 continue

@@ -9,7 +9,7 @@ from flax import linen as nn
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, sharding
-from pretrainx.data import pipeline
+from pretrainx.data import pipeline, sources
 from pretrainx.errors import UserError
 from pretrainx.train import checkpoint as checkpoint_lib
 from pretrainx.train import metrics as metrics_lib
@@ -84,10 +84,30 @@ def _check_enough(examples, phase, files):
 
 def train_dataset(cfg, objective, phase):
     """The grain dataset of a phase's training batches, as the run sees them."""
-    examples = objective.examples(cfg.data.train_files, phase, train=True)
-    _check_enough(examples, phase, cfg.data.train_files)
-    return pipeline.make_dataset(examples, objective.transform(phase, train=True),
-                                 phase.global_batch_size, seed=cfg.seed * 1000 + phase.index)
+    return train_data(cfg, objective, phase)[0]
+
+
+def train_data(cfg, objective, phase):
+    """(dataset, signature): the signature (examples per source, weights) is saved
+    with the data position, so a resume into other data is refused."""
+    specs = sources.split_sources(cfg.data.train_files)
+    weights = sources.source_weights(cfg.data.train_files, cfg.data.train_weights)
+    transform = objective.transform(phase, train=True)
+    seed = cfg.seed * 1000 + phase.index
+    parts = []
+    for spec in specs:
+        parts.append(objective.examples(spec, phase, train=True))
+        if len(specs) == 1:
+            _check_enough(parts[-1], phase, spec)
+        elif not len(parts[-1]):
+            raise UserError(f"{spec} yields no examples at seq_len {phase.seq_len}: too little text")
+    signature = {"examples": [len(p) for p in parts], "weights": weights}
+    if len(specs) == 1:
+        ds = pipeline.make_dataset(parts[0], transform, phase.global_batch_size, seed=seed)
+    else:
+        ds = pipeline.make_dataset(parts, transform, phase.global_batch_size, seed=seed,
+                                   weights=weights)
+    return ds, signature
 
 
 class _Phases:
@@ -108,15 +128,17 @@ class _Phases:
 
     def train_iterator(self, phase):
         if phase.index not in self._train_ds:
-            self._train_ds[phase.index] = train_dataset(self.cfg, self.objective, phase)
-        return pipeline.make_iterator(self._train_ds[phase.index])
+            self._train_ds[phase.index] = train_data(self.cfg, self.objective, phase)
+        dataset, signature = self._train_ds[phase.index]
+        return pipeline.make_iterator(dataset, signature=signature)
 
     def eval_dataset(self, phase):
         """The phase's eval batches (built once), or None without eval files."""
         if not self.cfg.data.eval_files:
             return None
         if phase.index not in self._eval_ds:
-            examples = self.objective.examples(self.cfg.data.eval_files, phase, train=False)
+            examples = [x for spec in sources.split_sources(self.cfg.data.eval_files)
+                        for x in self.objective.examples(spec, phase, train=False)]
             _check_enough(examples, phase, self.cfg.data.eval_files)
             self._eval_ds[phase.index] = pipeline.make_dataset(
                 examples, self.objective.transform(phase, train=False), phase.global_batch_size,

@@ -1,0 +1,75 @@
+"""Sources -> tokenized documents -> an objective's examples.
+
+Documents are cut into groups of `data.docs_per_shard`; an objective builds its
+examples from one group at a time (NSP draws its random next segments, T5 joins
+its documents, inside a group), as create_pretraining_data.py works one input
+shard at a time. That makes the work of a corpus of any size split over
+processes, and it makes examples read from text here identical to the ones
+`python -m pretrainx.data prepare` writes to ArrayRecord shards: with
+`data.prepared_dir` set, training reads those shards and never tokenizes.
+"""
+
+import sys
+from typing import Sequence
+
+import numpy as np
+
+from pretrainx.data import sources
+
+
+def read_options(data) -> dict:
+    """The data.* keys that say how to read a source."""
+    return dict(fmt=data.format, text_field=data.text_field, skip_bad_lines=data.skip_bad_lines,
+                tfds_data_dir=data.tfds_data_dir, tfds_reader=data.tfds_reader)
+
+
+def tokenize(docs, tokenizer) -> list:
+    """Documents of sentence strings -> documents of int32 token-id arrays."""
+    encode = tokenizer.encode
+    return [[np.asarray(encode(s), np.int32) for s in doc] for doc in docs]
+
+
+def group_bounds(num_docs: int, docs_per_shard: int) -> list:
+    step = max(int(docs_per_shard), 1)
+    return [(a, min(a + step, num_docs)) for a in range(0, num_docs, step)]
+
+
+def report(stats: dict, where: str) -> None:
+    """One warning line for text that was replaced or skipped on the way in."""
+    notes = []
+    if stats.get("replaced_chars"):
+        notes.append(f"{stats['replaced_chars']} undecodable bytes replaced")
+    if stats.get("skipped_lines"):
+        notes.append(f"{stats['skipped_lines']} bad lines skipped")
+    if stats.get("truncated_files"):
+        notes.append(f"{stats['truncated_files']} truncated files cut at the break")
+    if notes:
+        print(f"warning: {where}: {', '.join(notes)}", file=sys.stderr, flush=True)
+
+
+class Corpus:
+    """An objective's view of its sources: tokenized once, examples per phase."""
+
+    def __init__(self, cfg, tokenizer):
+        self.cfg, self.tokenizer = cfg, tokenizer
+        self._docs, self.stats = {}, {}
+
+    def documents(self, spec) -> list:
+        if spec not in self._docs:
+            docs, stats = sources.read_documents(spec, **read_options(self.cfg.data))
+            report(stats, spec)
+            self._docs[spec], self.stats[spec] = tokenize(docs, self.tokenizer), stats
+        return self._docs[spec]
+
+    def examples(self, objective, spec, phase, train: bool) -> Sequence:
+        """The examples of one source (train: one of data.train_files' sources)."""
+        if self.cfg.data.prepared_dir:
+            from pretrainx.data import prepared
+            examples, self.stats[spec] = prepared.open_examples(self.cfg, self.tokenizer, spec,
+                                                                phase, train)
+            return examples
+        docs = self.documents(spec)
+        out = []
+        for group, (a, b) in enumerate(group_bounds(len(docs), self.cfg.data.docs_per_shard)):
+            out.extend(objective.examples_from_documents(docs[a:b], phase, train, group))
+        return out
