@@ -1,8 +1,12 @@
 """Tokenizer command line: train a SentencePiece model, encode and decode text.
 
   python -m pretrainx.tokenizer train --input=GLOB[,GLOB] --vocab_size=N \
-      --model_type=unigram|bpe --output=DIR_OR_PREFIX [--lower_case=true]
-      [--style=bert|t5]
+      --model_type=unigram|bpe|wordpiece --output=DIR_OR_PREFIX [--lower_case=true]
+      [--style=bert|t5] [--max_sentences=N]
+
+unigram and bpe write a SentencePiece model (T5 and ALBERT use unigram); wordpiece
+writes DIR/vocab.txt as BERT's. --max_sentences samples that many lines of a
+large corpus (uniformly, with a fixed seed).
   python -m pretrainx.tokenizer encode --tokenizer=PATH < text > ids
   python -m pretrainx.tokenizer decode --tokenizer=PATH < ids > text
 """
@@ -26,7 +30,10 @@ def _define_flags() -> None:
     # Defined on demand so importing this module never clashes with other CLIs' flags.
     flags.DEFINE_string("input", None, "Comma-separated globs of UTF-8 text files (train).")
     flags.DEFINE_integer("vocab_size", None, "Number of pieces (train).")
-    flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe"], "SentencePiece model type (train).")
+    flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe", "wordpiece"],
+                      "unigram/bpe: a SentencePiece model; wordpiece: a BERT vocab.txt (train).")
+    flags.DEFINE_integer("max_sentences", 2_000_000,
+                         "Lines sampled from the input for training (train).")
     flags.DEFINE_string("output", None, "Directory (gets spiece.model) or file prefix (train).")
     flags.DEFINE_bool("lower_case", True, "Lower-case text (train; WordPiece encode/decode).")
     flags.DEFINE_enum("style", "bert", ["bert", "t5"],
@@ -64,8 +71,18 @@ def _require(name: str):
 
 
 def _train() -> None:
-    from pretrainx.data.tokenizers import train_sentencepiece
+    from pretrainx.data.tokenizers import train_sentencepiece, train_wordpiece
 
+    if FLAGS.max_sentences < 1:
+        raise UserError(f"--max_sentences={FLAGS.max_sentences} must be positive")
+    if FLAGS.model_type == "wordpiece":
+        output = os.path.expanduser(_require("output"))
+        if output.endswith(".txt"):
+            output = os.path.dirname(output) or "."
+        print(train_wordpiece(_expand_globs(_require("input")), output,
+                              vocab_size=_require("vocab_size"), lower_case=FLAGS.lower_case,
+                              max_sentences=FLAGS.max_sentences))
+        return
     path = train_sentencepiece(
         _expand_globs(_require("input")),
         _output_prefix(_require("output")),
@@ -73,6 +90,7 @@ def _train() -> None:
         model_type=FLAGS.model_type,
         lower_case=FLAGS.lower_case,
         style=FLAGS.style,
+        max_sentences=FLAGS.max_sentences,
     )
     print(path)
 

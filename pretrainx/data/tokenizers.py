@@ -334,7 +334,19 @@ def _one_line(e: Exception) -> str:
 
 
 def _read_sentences(input_files: list[str]):
-    """Yields non-empty lines; decoding errors must not abort a long training run."""
+    """Yields non-empty lines, with a progress bar on a terminal."""
+    lines = _lines(input_files)
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return lines
+    import sys
+    return tqdm(lines, desc="reading", unit=" lines", file=sys.stderr,
+                disable=not sys.stderr.isatty(), mininterval=1.0)
+
+
+def _lines(input_files: list[str]):
+    """Non-empty lines; decoding errors must not abort a long training run."""
     for path in input_files:
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
@@ -427,3 +439,74 @@ def _write_model(proto: bytes, output_prefix: str) -> str:
         for i in range(sp.get_piece_size()):
             f.write(f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}\n")
     return model_path
+
+
+def bert_pretokenize(text: str, lower_case: bool = True) -> str:
+    """BERT's BasicTokenizer output, words joined by spaces: what WordPiece sees."""
+    clean, punct = _CleanTable(lower_case), _PunctTable(strip_accents=lower_case)
+    text = text.translate(clean)
+    if lower_case and not text.isascii():
+        text = unicodedata.normalize("NFD", text)
+    return " ".join(text.translate(punct).split())
+
+
+def train_wordpiece(input_files: list[str], output_dir: str, vocab_size: int,
+                    lower_case: bool = True, max_sentences: int = 2_000_000,
+                    seed: int = 0) -> str:
+    """A BERT-style vocab.txt: [PAD] [UNK] [CLS] [SEP] [MASK], then word pieces.
+
+    The pieces are learnt by SentencePiece BPE over text that went through BERT's
+    own basic tokenizer (so no piece crosses a word or punctuation), then renamed:
+    a piece that starts a word loses its U+2581 mark, one inside a word gets
+    "##". Every character is kept in both forms, so no word of the training
+    alphabet becomes [UNK]. Deterministic, like `train_sentencepiece`.
+    """
+    import sentencepiece as spm
+
+    if not isinstance(vocab_size, int) or vocab_size < 100:
+        raise UserError(f"vocab_size {vocab_size!r} is too small for a WordPiece vocab (>= 100)")
+    for path in input_files:
+        if not os.path.isfile(path):
+            raise UserError(f"training input not found: {path}")
+    lines = (bert_pretokenize(line, lower_case) for line in _read_sentences(input_files))
+    lines = (line for line in lines if line)
+    try:
+        first = next(lines)
+    except StopIteration:
+        raise UserError(f"training input has no text: {', '.join(input_files)}") from None
+    spm.set_random_generator_seed(seed)
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=itertools.chain([first], lines), model_writer=model,
+            vocab_size=vocab_size - len(SPECIAL_PIECES), model_type="bpe",
+            normalization_rule_name="identity", pad_id=-1, bos_id=-1, eos_id=-1, unk_id=0,
+            character_coverage=1.0, split_digits=False, input_sentence_size=max_sentences,
+            shuffle_input_sentence=True, num_threads=1, minloglevel=2,
+            hard_vocab_limit=False)
+    except RuntimeError as e:
+        raise UserError(
+            f"wordpiece training failed (vocab_size={vocab_size}): {_one_line(e)}") from None
+    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    chars, pieces = [], []
+    for i in range(sp.get_piece_size()):
+        if sp.is_unknown(i) or sp.is_control(i):
+            continue
+        piece = sp.id_to_piece(i)
+        word = piece[1:] if piece.startswith(_SP_WORD_START) else "##" + piece
+        if word and word != "##":
+            pieces.append(word)
+        bare = piece.lstrip(_SP_WORD_START)
+        if len(bare) == 1:
+            chars.append(bare)
+    vocab = list(SPECIAL_PIECES)
+    seen = set(vocab)
+    for word in [c for c in chars] + ["##" + c for c in chars] + pieces:
+        if word not in seen and len(vocab) < vocab_size:
+            seen.add(word)
+            vocab.append(word)
+    os.makedirs(output_dir, exist_ok=True)
+    path = os.path.join(output_dir, "vocab.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(vocab) + "\n")
+    return path
