@@ -85,6 +85,7 @@ def _shared_sections(objective: str, total_steps: int, batch: int, seq_len: int,
     c.data.tfds_reader = "data_source"  # data_source (ArrayRecord, no TF) | tf (tfds.load)
     c.data.docs_per_shard = 10_000  # documents an objective pairs/joins within (one shard)
     c.data.prepared_dir = ""  # output of `python -m pretrainx.data prepare`: read ids only
+    c.data.worker_processes = 0  # grain processes for the batch transforms (0: threads)
     return c
 
 
@@ -264,6 +265,10 @@ def _validate_common(cfg):
     _choice(cfg.data.format, "data.format", ("auto", "sentences", "text"))
     _choice(cfg.data.tfds_reader, "data.tfds_reader", ("data_source", "tf"))
     _positive(cfg, "data.docs_per_shard")
+    workers = cfg.data.worker_processes
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise UserError(f"config key 'data.worker_processes' must be an integer >= 0, "
+                        f"got {workers!r}")
     for name in ("mesh.data", "mesh.fsdp", "mesh.tensor"):
         value = flatten(cfg)[name]
         if not isinstance(value, int) or (value < 1 and value != -1):

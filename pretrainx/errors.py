@@ -7,3 +7,9 @@ a bug in pretrainx and keeps its traceback.
 
 class UserError(Exception):
     """Bad input: a config key, a file, a value. The message names the culprit."""
+
+
+class DiskFullError(UserError):
+    """No space left for a checkpoint. Orbax's writer threads are still failing
+    when it is raised, so the CLI exits without the interpreter's shutdown, whose
+    clean-up of those threads can crash and turn exit code 2 into 1."""

@@ -11,7 +11,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from pretrainx.errors import UserError
+from pretrainx.errors import DiskFullError, UserError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Recipe file (ml-collections).",
                                           lock_config=True)
@@ -76,8 +76,11 @@ def _root_cause(e):
     return e
 
 
-def _fail(message: str):
+def _fail(message: str, at_once: bool = False):
     print(f"error: {message}", file=sys.stderr, flush=True)
+    if at_once:
+        sys.stdout.flush()
+        os._exit(2)
     sys.exit(2)
 
 
@@ -106,7 +109,7 @@ def guarded(run_fn):
         try:
             return run_fn(argv)
         except UserError as e:
-            _fail(str(e))
+            _fail(str(e), at_once=isinstance(e, DiskFullError))
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr, flush=True)
             sys.exit(130)

@@ -16,6 +16,8 @@ TINY = ["--config.total_steps=1", "--config.model.num_layers=1", "--config.model
         "--config.seq_len=32", "--config.data.max_predictions_per_seq=5",
         "--config.data.dupe_factor=1", "--config.eval_steps=1"]
 BOOK = os.path.join(REPO, "pretrainx", "assets", "text", "pg11_alice_in_wonderland.txt")
+OTHER_BOOK = os.path.join(REPO, "pretrainx", "assets", "text",
+                          "pg1661_adventures_of_sherlock_holmes.txt")
 
 
 def run_cli(args, workdir, devices=1):
@@ -64,8 +66,10 @@ def bad_files(tmp_path):
     binary.write_bytes(bytes(range(256)) * 64)
     raises = tmp_path / "raises.py"
     raises.write_text("def get_config():\n    raise ValueError('no such size')\n")
+    jsonl = tmp_path / "pages.jsonl"
+    jsonl.write_text('{"text": "Alice was beginning to get very tired."}\n{"body": "x"}\n')
     return {"binary": str(binary), "directory": str(tmp_path), "raises": str(raises),
-            "not_a_model": str(tmp_path / "weights.bin")}
+            "not_a_model": str(tmp_path / "weights.bin"), "jsonl": str(jsonl)}
 
 
 CASES = {  # name: (arguments, words the error line must contain)
@@ -73,7 +77,8 @@ CASES = {  # name: (arguments, words the error line must contain)
     "mistyped value": (["--config.total_steps=many"], ["total_steps", "many"]),
     "float for an int": (["--config.model.num_layers=1.5"], ["num_layers", "1.5"]),
     "missing corpus": (["--config.data.train_files=/no/such/corpus.txt"], ["/no/such/corpus.txt"]),
-    "missing eval corpus": (["--config.data.eval_files=/no/such/eval.txt"],
+    "missing eval corpus": ([f"--config.data.train_files={BOOK}",
+                             "--config.data.eval_files=/no/such/eval.txt"],
                             ["/no/such/eval.txt"]),
     "seq_len above positions": (["--config.seq_len=1024"], ["seq_len=1024",
                                                              "max_position_embeddings=512"]),
@@ -98,6 +103,14 @@ CASES = {  # name: (arguments, words the error line must contain)
     "binary corpus": (["--config.data.train_files={binary}"], ["{binary}", "binary"]),
     "directory as corpus": (["--config.data.train_files={directory}"], ["{directory}"]),
     "non-tokenizer as tokenizer": (["--config.data.tokenizer={not_a_model}"], ["{not_a_model}"]),
+    "resume on other data": (["--config.total_steps=4", f"--config.data.train_files={OTHER_BOOK}"],
+                             ["data position belongs to other data", "examples"]),
+    "JSONL line without the text field": (["--config.data.train_files={jsonl}"],
+                                          ["{jsonl}:2", "no field 'text'"]),
+    "unknown TFDS dataset": (["--config.data.train_files=tfds:no_such_corpus"],
+                             ["tfds:no_such_corpus", "no dataset"]),
+    "more weights than sources": (["--config.data.train_weights=1,2"],
+                                  ["data.train_weights", "2 weights for 1 sources"]),
 }
 
 

@@ -110,7 +110,18 @@ class DataIterator:
         self._it.set_state(state["position"])
 
 
-def make_iterator(ds: grain.MapDataset, prefetch_threads: int = 2, signature=None):
-    """A checkpointable iterator (get_state / set_state) with a small thread prefetch."""
+def make_iterator(ds: grain.MapDataset, prefetch_threads: int = 2, signature=None,
+                  worker_processes: int = 0):
+    """A checkpointable iterator (get_state / set_state) with a small thread prefetch.
+
+    `worker_processes` > 0 runs the transforms (masking, corruption, packing) in
+    that many grain worker processes, for hosts where one core cannot keep up
+    (see benchmarks/input_pipeline.py). The position then depends on the worker
+    count, which joins the signature.
+    """
     options = grain.ReadOptions(num_threads=prefetch_threads, prefetch_buffer_size=64)
-    return DataIterator(iter(ds.to_iter_dataset(options)), signature)
+    iter_ds = ds.to_iter_dataset(options)
+    if worker_processes > 0:
+        iter_ds = iter_ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=worker_processes))
+        signature = dict(signature or {}, worker_processes=worker_processes)
+    return DataIterator(iter(iter_ds), signature)

@@ -341,8 +341,8 @@ def _read_sentences(input_files: list[str]):
     except ImportError:
         return lines
     import sys
-    return tqdm(lines, desc="reading", unit=" lines", file=sys.stderr,
-                disable=not sys.stderr.isatty(), mininterval=1.0)
+    return iter(tqdm(lines, desc="reading", unit=" lines", file=sys.stderr,
+                     disable=not sys.stderr.isatty(), mininterval=1.0))
 
 
 def _lines(input_files: list[str]):

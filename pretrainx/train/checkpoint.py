@@ -19,7 +19,7 @@ import traceback
 import jax
 import orbax.checkpoint as ocp
 
-from pretrainx.errors import UserError
+from pretrainx.errors import DiskFullError, UserError
 
 
 def _abstract(state, shardings):
@@ -78,7 +78,7 @@ class Checkpointer:
             if cause is None and "No space left on device" not in str(e):
                 raise
             good = list(self.manager.all_steps())
-            raise UserError(f"no space left on the device writing a checkpoint in "
+            raise DiskFullError(f"no space left on the device writing a checkpoint in "
                             f"{self.directory}; committed checkpoints kept: "
                             f"{good or 'none'}") from None
 

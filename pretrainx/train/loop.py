@@ -130,7 +130,8 @@ class _Phases:
         if phase.index not in self._train_ds:
             self._train_ds[phase.index] = train_data(self.cfg, self.objective, phase)
         dataset, signature = self._train_ds[phase.index]
-        return pipeline.make_iterator(dataset, signature=signature)
+        return pipeline.make_iterator(dataset, signature=signature,
+                                      worker_processes=self.cfg.data.worker_processes)
 
     def eval_dataset(self, phase):
         """The phase's eval batches (built once), or None without eval files."""
