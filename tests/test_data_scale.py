@@ -104,6 +104,11 @@ def test_prepared_data_refuses_a_config_it_was_not_made_with(bert_prepared):
     with pytest.raises(UserError, match="has no manifest.json"):
         cfg.data.prepared_dir = os.path.dirname(out)
         _objective(cfg).examples(cfg.data.train_files, phase, train=True)
+    before = _digest(out)
+    cfg.data.prepared_dir = ""
+    with pytest.raises(UserError, match="is not empty; give a new or empty directory"):
+        prepare.prepare(cfg, out, workers=1)
+    assert _digest(out) == before  # an older preparation is never overwritten
 
 
 def test_cli_prepare_then_train_reads_only_the_shards(tmp_path):

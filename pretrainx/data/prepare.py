@@ -19,11 +19,11 @@ import concurrent.futures
 import json
 import multiprocessing
 import os
-import shutil
 import sys
 import time
 
 import ml_collections
+import tqdm
 
 from pretrainx import config as config_lib
 from pretrainx.data import corpus, prepared, sources
@@ -59,7 +59,7 @@ def _tokenize_unit(job):
     """Stage 1: one unit -> documents shard. Returns (docs, tokens, stats)."""
     unit, path = job
     cfg, tokenizer = _WORKER["cfg"], _WORKER["tokenizer"]
-    stats = sources._new_stats()
+    stats = sources.new_stats()
     docs = sources.unit_documents(unit, **corpus.read_options(cfg.data), stats=stats)
     tokenized = corpus.tokenize(docs, tokenizer)
     _write(path, tokenized)
@@ -75,28 +75,16 @@ def _build_group(job):
     cfg, objective = _WORKER["cfg"], _WORKER["objective"]
     documents = grain.sources.ArrayRecordDataSource(doc_paths)
     docs = [prepared.decode(documents[i]) for i in range(start, stop)]
-    docs = [list(d) for d in docs]
     counts = []
     for phase, path in outputs:
         counts.append(_write(path, objective.examples_from_documents(docs, phase, train, group)))
     return counts
 
 
-def _progress(iterable, total, desc):
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return iterable
-    return tqdm(iterable, total=total, desc=desc, unit="shard", file=sys.stderr,
-                disable=not sys.stderr.isatty() and os.environ.get("PRETRAINX_PROGRESS") != "1")
-
-
 def _run(pool, fn, jobs, desc):
-    if pool is None:
-        results = map(fn, jobs)
-    else:
-        results = pool.map(fn, jobs)
-    return list(_progress(results, len(jobs), desc))
+    results = map(fn, jobs) if pool is None else pool.map(fn, jobs)
+    return list(tqdm.tqdm(results, total=len(jobs), desc=desc, unit="shard", file=sys.stderr,
+                          mininterval=2.0))
 
 
 def prepare(cfg, output: str, workers: int = 0) -> dict:
@@ -115,11 +103,9 @@ def prepare(cfg, output: str, workers: int = 0) -> dict:
     read = corpus.read_options(cfg.data)
     units = {name: sources.list_units(spec, read["tfds_data_dir"], read["tfds_reader"])
              for name, spec in names.items()}
-    if os.path.exists(os.path.join(output, prepared.MANIFEST)):
-        shutil.rmtree(output)  # a finished older preparation: replaced whole
-    elif os.path.isdir(output) and os.listdir(output):
-        raise UserError(f"--output={output} is a non-empty directory without {prepared.MANIFEST}; "
-                        "give a new or empty directory")
+    if os.path.isdir(output) and os.listdir(output):
+        raise UserError(f"--output={output} is not empty; give a new or empty directory (an "
+                        "older preparation is never overwritten)")
     os.makedirs(output, exist_ok=True)
 
     workers = workers or os.cpu_count() or 1
@@ -142,10 +128,9 @@ def prepare(cfg, output: str, workers: int = 0) -> dict:
             mine = tokenized[at:at + len(units[name])]
             doc_jobs = jobs[at:at + len(units[name])]
             at += len(units[name])
-            stats = sources._new_stats()
-            for _, _, s in mine:
-                for k, v in s.items():
-                    stats[k] += v
+            stats = sources.new_stats()
+            for _, _, unit_stats in mine:
+                sources.add_stats(stats, unit_stats)
             corpus.report(stats, spec)
             num_docs = sum(d for d, _, _ in mine)
             if not num_docs:

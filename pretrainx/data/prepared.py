@@ -32,7 +32,7 @@ WRITER_OPTIONS = "group_size:1"
 # things are. Every other data key, the seed and the tokenizer's bytes must match.
 _BATCH_TIME_KEYS = ("mask_prob", "max_predictions_per_seq", "whole_word_masking",
                     "prepared_dir", "train_weights", "train_files", "eval_files",
-                    "tokenizer", "tfds_data_dir", "tfds_reader")
+                    "tokenizer", "tfds_data_dir", "tfds_reader", "worker_processes")
 
 
 def encode(example) -> bytes:
@@ -123,7 +123,9 @@ class Examples(Sequence):
         return self._count
 
     def __getitem__(self, index):
-        return decode(self._source[index])
+        if not 0 <= index < self._count:
+            raise IndexError(f"example {index} of {self._count}")
+        return decode(self._source[int(index)])
 
     def __reduce__(self):  # grain worker processes reopen the files
         return Examples, (self._paths, self._count)

@@ -312,9 +312,16 @@ def _is_jsonl(path):
     return name.endswith((".jsonl", ".json"))
 
 
-def _new_stats():
+def new_stats():
+    """Counters of what reading a source met (see read_documents)."""
     return {"files": 0, "records": 0, "replaced_chars": 0, "skipped_lines": 0,
             "truncated_files": 0, "documents": 0, "sentences": 0}
+
+
+def add_stats(total, more):
+    for key, value in more.items():
+        total[key] += value
+    return total
 
 
 def _file_documents(path, fmt, text_field, skip_bad_lines, stats):
@@ -410,7 +417,7 @@ def list_units(spec, tfds_data_dir="", tfds_reader="data_source", records_per_un
 def unit_documents(unit, fmt="auto", text_field="text", skip_bad_lines=False,
                    tfds_data_dir="", tfds_reader="data_source", stats=None):
     """Documents (lists of sentence strings) of one unit; `stats` is added to."""
-    stats = _new_stats() if stats is None else stats
+    stats = new_stats() if stats is None else stats
     if unit.kind == "tfds":
         docs = _tfds_documents(unit, tfds_data_dir, text_field, tfds_reader, skip_bad_lines, stats)
     else:
@@ -434,7 +441,7 @@ def read_documents(patterns, fmt="auto", *, text_field="text", skip_bad_lines=Fa
     if fmt not in FORMATS:
         raise UserError(f"unknown corpus format {fmt!r}; expected one of {FORMATS}")
     units = list_units(patterns, tfds_data_dir, tfds_reader)
-    stats = _new_stats()
+    stats = new_stats()
     documents = []
     for unit in units:
         documents.extend(unit_documents(unit, fmt, text_field, skip_bad_lines, tfds_data_dir,

@@ -335,14 +335,11 @@ def _one_line(e: Exception) -> str:
 
 def _read_sentences(input_files: list[str]):
     """Yields non-empty lines, with a progress bar on a terminal."""
-    lines = _lines(input_files)
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return lines
     import sys
-    return iter(tqdm(lines, desc="reading", unit=" lines", file=sys.stderr,
-                     disable=not sys.stderr.isatty(), mininterval=1.0))
+
+    import tqdm
+    return iter(tqdm.tqdm(_lines(input_files), desc="reading", unit=" lines", file=sys.stderr,
+                          disable=not sys.stderr.isatty(), mininterval=1.0))
 
 
 def _lines(input_files: list[str]):

@@ -1,5 +1,7 @@
 """Metrics a person can read: metrics.jsonl, a progress line, TensorBoard, MFU."""
 
+import contextlib
+import errno
 import functools
 import json
 import math
@@ -12,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pretrainx import chips
+from pretrainx.errors import DiskFullError
 
 @functools.lru_cache(maxsize=None)
 def measured_matmul_peak(size: int = 1024, repeats: int = 5) -> float:
@@ -51,6 +54,16 @@ def _fmt_duration(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
 
 
+@contextlib.contextmanager
+def _disk_full_is_one_line(file):
+    try:
+        yield
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        raise DiskFullError(f"no space left on the device writing {file.name}") from None
+
+
 class MetricsWriter:
     """Writes on process 0 only; the others keep silent."""
 
@@ -76,8 +89,9 @@ class MetricsWriter:
             return
         record = {k: (float(v) if isinstance(v, (np.floating, np.integer, jax.Array)) else v)
                   for k, v in record.items()}
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        with _disk_full_is_one_line(self._file):
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
         if self._tb is not None:
             prefix = record.get("split", "train")
             for key, value in record.items():
@@ -102,8 +116,9 @@ class MetricsWriter:
 
     def close(self) -> None:
         if self._file:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            with _disk_full_is_one_line(file):
+                file.close()
         if self._tb is not None:
             self._tb.close()
             self._tb = None
