@@ -10,6 +10,6 @@ class UserError(Exception):
 
 
 class DiskFullError(UserError):
-    """No space left for a checkpoint. Orbax's writer threads are still failing
-    when it is raised, so the CLI exits without the interpreter's shutdown, whose
+    """No space left for a checkpoint or the metrics file. Orbax's writer threads
+    may still be failing when it is raised, so the CLI exits without the interpreter's shutdown, whose
     clean-up of those threads can crash and turn exit code 2 into 1."""

@@ -8,6 +8,7 @@ with Google's or HuggingFace's BERT tooling keep working.
 
 from __future__ import annotations
 
+import functools
 import glob
 import io
 import itertools
@@ -186,8 +187,6 @@ class WordPieceTokenizer(Tokenizer):
         # Pieces longer than this never match, so the search can start shorter.
         self._max_piece_chars = max(
             len(p[2:]) if p.startswith("##") else len(p) for p in self._pieces)
-        self._clean = _CleanTable(lower_case)
-        self._punct = _PunctTable(strip_accents=lower_case)
         self._words = _WordCache(self._split_word)
 
     def encode(self, text: str) -> list[int]:
@@ -206,10 +205,7 @@ class WordPieceTokenizer(Tokenizer):
         return self._pieces[i]
 
     def _basic_tokenize(self, text: str) -> list[str]:
-        text = text.translate(self._clean)
-        if self.lower_case and not text.isascii():
-            text = unicodedata.normalize("NFD", text)
-        return text.translate(self._punct).split()
+        return _basic_words(text, self.lower_case)
 
     def _split_word(self, word: str) -> tuple[int, ...]:
         """Greedy longest-match-first; any unmatched remainder makes the word [UNK]."""
@@ -370,12 +366,8 @@ def train_sentencepiece(
 
     style "bert": pad=0, unk=1, then `special_tokens`. style "t5": T5's layout,
     <pad>=0, </s>=1, <unk>=2 and nothing else (the T5 objective adds sentinels).
-
-    Deterministic: one thread and a fixed seed give byte-identical models. Note
-    the seed is sentencepiece's process-wide random generator.
+    Deterministic (see `_train_spm`).
     """
-    import sentencepiece as spm
-
     if model_type not in ("unigram", "bpe", "char", "word"):
         raise UserError(f"model_type must be unigram, bpe, char or word, not {model_type!r}")
     if style not in ("bert", "t5"):
@@ -389,36 +381,42 @@ def train_sentencepiece(
                    unk_piece="[UNK]")
     if not isinstance(vocab_size, int) or vocab_size <= 3 + len(special_tokens):
         raise UserError(f"vocab_size {vocab_size!r} is too small")
+    proto = _train_spm(input_files, lambda line: line, what="sentencepiece",
+                       vocab_size=vocab_size, model_type=model_type,
+                       normalization_rule_name="nmt_nfkc_cf" if lower_case else "nmt_nfkc",
+                       **ids, user_defined_symbols=list(special_tokens),
+                       input_sentence_size=max_sentences, seed=seed)
+    return _write_model(proto, output_prefix)
+
+
+def _train_spm(input_files, preprocess, what: str, seed: int, **options) -> bytes:
+    """SentencePiece training over the non-empty preprocessed lines of the input.
+
+    Deterministic: one thread and a fixed seed give byte-identical models (the
+    seed is sentencepiece's process-wide random generator).
+    """
+    import sentencepiece as spm
+
     if not input_files:
         raise UserError("no training input files given")
     for path in input_files:
         if not os.path.isfile(path):
             raise UserError(f"training input not found: {path}")
-    sentences = _read_sentences(input_files)
+    lines = (line for line in map(preprocess, _read_sentences(input_files)) if line)
     try:
-        first = next(sentences)
+        first = next(lines)
     except StopIteration:
         raise UserError(f"training input has no text: {', '.join(input_files)}") from None
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=itertools.chain([first], sentences),
-            model_writer=model,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            normalization_rule_name="nmt_nfkc_cf" if lower_case else "nmt_nfkc",
-            **ids,
-            user_defined_symbols=list(special_tokens),
-            input_sentence_size=max_sentences,
-            shuffle_input_sentence=True,
-            num_threads=1,
-            minloglevel=2,
-        )
+            sentence_iterator=itertools.chain([first], lines), model_writer=model,
+            shuffle_input_sentence=True, num_threads=1, minloglevel=2, **options)
     except RuntimeError as e:
-        raise UserError(
-            f"sentencepiece training failed (vocab_size={vocab_size}): {_one_line(e)}") from None
-    return _write_model(model.getvalue(), output_prefix)
+        raise UserError(f"{what} training failed (vocab_size={options['vocab_size']}): "
+                        f"{_one_line(e)}") from None
+    return model.getvalue()
 
 
 def _write_model(proto: bytes, output_prefix: str) -> str:
@@ -438,13 +436,23 @@ def _write_model(proto: bytes, output_prefix: str) -> str:
     return model_path
 
 
-def bert_pretokenize(text: str, lower_case: bool = True) -> str:
-    """BERT's BasicTokenizer output, words joined by spaces: what WordPiece sees."""
-    clean, punct = _CleanTable(lower_case), _PunctTable(strip_accents=lower_case)
+@functools.lru_cache(maxsize=2)
+def _basic_tables(lower_case: bool):
+    return _CleanTable(lower_case), _PunctTable(strip_accents=lower_case)
+
+
+def _basic_words(text: str, lower_case: bool) -> list[str]:
+    """BERT's BasicTokenizer: clean, lower-case and strip accents, split punctuation."""
+    clean, punct = _basic_tables(lower_case)
     text = text.translate(clean)
     if lower_case and not text.isascii():
         text = unicodedata.normalize("NFD", text)
-    return " ".join(text.translate(punct).split())
+    return text.translate(punct).split()
+
+
+def bert_pretokenize(text: str, lower_case: bool = True) -> str:
+    """BERT's BasicTokenizer output, words joined by spaces: what WordPiece sees."""
+    return " ".join(_basic_words(text, lower_case))
 
 
 def train_wordpiece(input_files: list[str], output_dir: str, vocab_size: int,
@@ -462,29 +470,13 @@ def train_wordpiece(input_files: list[str], output_dir: str, vocab_size: int,
 
     if not isinstance(vocab_size, int) or vocab_size < 100:
         raise UserError(f"vocab_size {vocab_size!r} is too small for a WordPiece vocab (>= 100)")
-    for path in input_files:
-        if not os.path.isfile(path):
-            raise UserError(f"training input not found: {path}")
-    lines = (bert_pretokenize(line, lower_case) for line in _read_sentences(input_files))
-    lines = (line for line in lines if line)
-    try:
-        first = next(lines)
-    except StopIteration:
-        raise UserError(f"training input has no text: {', '.join(input_files)}") from None
-    spm.set_random_generator_seed(seed)
-    model = io.BytesIO()
-    try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=itertools.chain([first], lines), model_writer=model,
-            vocab_size=vocab_size - len(SPECIAL_PIECES), model_type="bpe",
-            normalization_rule_name="identity", pad_id=-1, bos_id=-1, eos_id=-1, unk_id=0,
-            character_coverage=1.0, split_digits=False, input_sentence_size=max_sentences,
-            shuffle_input_sentence=True, num_threads=1, minloglevel=2,
-            hard_vocab_limit=False)
-    except RuntimeError as e:
-        raise UserError(
-            f"wordpiece training failed (vocab_size={vocab_size}): {_one_line(e)}") from None
-    sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+    basic = functools.partial(bert_pretokenize, lower_case=lower_case)
+    proto = _train_spm(input_files, basic, what="wordpiece",
+                       vocab_size=vocab_size - len(SPECIAL_PIECES), model_type="bpe",
+                       normalization_rule_name="identity", pad_id=-1, bos_id=-1, eos_id=-1,
+                       unk_id=0, character_coverage=1.0, split_digits=False,
+                       input_sentence_size=max_sentences, hard_vocab_limit=False, seed=seed)
+    sp = spm.SentencePieceProcessor(model_proto=proto)
     chars, pieces = [], []
     for i in range(sp.get_piece_size()):
         if sp.is_unknown(i) or sp.is_control(i):
