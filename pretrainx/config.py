@@ -26,6 +26,9 @@ DEFAULT_SHARDING_RULES = (
     ("pred", None),
     ("relpos_buckets", None),
     ("layers", None),  # the stacked axis of scan_layers
+    ("lora_rank", None),  # parameter-efficient tuning's small axes stay whole
+    ("adapter", None),
+    ("prefix", None),
 )
 
 OBJECTIVES = ("bert", "t5")

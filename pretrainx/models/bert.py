@@ -12,25 +12,33 @@ import ml_collections
 from flax import linen as nn
 
 from pretrainx.models import layers
+from pretrainx.models import peft as peft_lib
 
 class BertLayer(nn.Module):
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
     scanned: bool = False  # under nn.scan: return (carry, None)
+    peft: peft_lib.Peft = peft_lib.Peft()
 
     @nn.compact
     def __call__(self, x, attn_bias, deterministic):
-        cfg = self.cfg
+        cfg, tuning = self.cfg, self.peft
         init = layers.truncated_normal(cfg.initializer_range)
         attn = layers.MultiHeadAttention(
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
-            float32_logits=cfg.float32_attention_logits,
+            float32_logits=cfg.float32_attention_logits, lora=tuning.lora,
+            lora_targets=tuning.lora_targets, prefix_length=tuning.prefix_length,
             name="attention")(x, x, attn_bias, deterministic)
+        if tuning.adapter_size:  # Houlsby: after each sub-layer's projection, before the residual
+            attn = peft_lib.Adapter(tuning.adapter_size, self.dtype, name="attention_adapter")(attn)
         attn = layers.Dropout(cfg.dropout_rate)(attn, deterministic=deterministic)
         x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="attention_norm")(x + attn)
         x = layers.constrain(x, ("batch", "length", "embed"))
-        h = layers.Mlp(cfg.mlp_dim, cfg.hidden_act, self.dtype, init, name="mlp")(x)
+        h = layers.Mlp(cfg.mlp_dim, cfg.hidden_act, self.dtype, init, lora=tuning.lora,
+                       lora_targets=tuning.lora_targets, name="mlp")(x, deterministic)
+        if tuning.adapter_size:
+            h = peft_lib.Adapter(tuning.adapter_size, self.dtype, name="mlp_adapter")(h)
         h = layers.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
         x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="mlp_norm")(x + h)
         x = layers.constrain(x, ("batch", "length", "embed"))
@@ -40,6 +48,7 @@ class BertLayer(nn.Module):
 class BertEncoder(nn.Module):
     """Embeddings + the layer stack; returns the sequence output [batch, length, embed]."""
     cfg: ml_collections.ConfigDict
+    peft: peft_lib.Peft = peft_lib.Peft()
 
     def setup(self):
         cfg = self.cfg
@@ -54,19 +63,32 @@ class BertEncoder(nn.Module):
         self.embed_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
         self.embed_dropout = layers.Dropout(cfg.dropout_rate)
         self.layers = layers.layer_stack(BertLayer, cfg, self.dtype, cfg.num_layers, "layer",
-                                         static_argnums=(3,))
+                                         static_argnums=(3,), peft=self.peft)
+        if self.peft.prompt_length:
+            self.prompt = self.param("prompt", nn.with_logical_partitioning(
+                init, ("prefix", "embed")), (self.peft.prompt_length, cfg.hidden_size),
+                jnp.float32)
 
     def __call__(self, input_ids, token_type_ids, attention_mask, deterministic):
-        length = input_ids.shape[1]
-        x = (self.token_embed(input_ids) + self.type_embed(token_type_ids)
-             + self.position_embed(jnp.arange(length))[None])
+        x = self.token_embed(input_ids)
+        prompt = self.peft.prompt_length
+        if prompt:  # prompt-tuning (Lester et al. 2021): learned vectors before the text
+            batch = input_ids.shape[0]
+            x = jnp.concatenate([jnp.broadcast_to(self.prompt.astype(x.dtype)[None],
+                                                  (batch,) + self.prompt.shape), x], axis=1)
+            pad = lambda t, v: jnp.concatenate([jnp.full((batch, prompt), v, t.dtype), t], 1)
+            token_type_ids = pad(token_type_ids, 0)
+            attention_mask = pad(attention_mask, 1)
+        length = x.shape[1]
+        x = x + self.type_embed(token_type_ids) + self.position_embed(jnp.arange(length))[None]
         x = self.embed_norm(x)
         x = self.embed_dropout(x, deterministic=deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
         # attention_mask doubles as segment ids (1 real, 0 pad); packed inputs pass
         # true segment ids and get block-diagonal attention for free.
         bias = layers.mask_to_bias(layers.segment_mask(attention_mask, attention_mask), self.dtype)
-        return layers.apply_stack(self.layers, x, bias, deterministic)
+        x = layers.apply_stack(self.layers, x, bias, deterministic)
+        return x[:, prompt:] if prompt else x
 
 
 class BertForPreTraining(nn.Module):
@@ -104,6 +126,43 @@ class BertForPreTraining(nn.Module):
         logits = self.bert.token_embed.attend(h) + self.mlm_bias.astype(self.dtype)
         logits = layers.constrain(logits, ("batch", "pred", "vocab"))
         return {"mlm_logits": logits.astype(jnp.float32), "nsp_logits": nsp_logits}
+
+
+class BertForFineTuning(nn.Module):
+    """The pretrained encoder (and pooler) under a task head, as run_classifier.py,
+    run_squad.py and HF's BertFor* heads put them:
+
+    classify: dropout(tanh pooler([CLS])) -> num_labels logits (1 for regression);
+    tokens: dropout(sequence) -> num_labels logits per token (NER);
+    span: sequence -> start and end logits per token (extractive QA).
+    """
+    cfg: ml_collections.ConfigDict
+    head: str
+    num_labels: int
+    peft: peft_lib.Peft = peft_lib.Peft()
+
+    head_modules = ("classifier",)  # what a task adds (trained under every peft method)
+
+    @nn.compact
+    def __call__(self, batch, deterministic: bool = True):
+        cfg = self.cfg
+        dtype = jnp.dtype(cfg.dtype)
+        init = layers.truncated_normal(cfg.initializer_range)
+        x = BertEncoder(cfg, self.peft, name="bert")(
+            batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], deterministic)
+        if self.head == "classify":
+            h = jnp.tanh(layers.Dense(cfg.hidden_size, ("embed", "mlp"), dtype=dtype,
+                                      kernel_init=init, name="pooler")(x[:, 0]))
+            h = layers.constrain(h, ("batch", "embed"))
+            kernel_axes = ("mlp", "classes")
+        else:
+            h, kernel_axes = x, ("embed", "classes")
+        if self.head != "span":
+            h = layers.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
+        features = 2 if self.head == "span" else self.num_labels
+        logits = layers.Dense(features, kernel_axes, dtype=dtype, kernel_init=init,
+                              name="classifier")(h)
+        return {"logits": logits.astype(jnp.float32)}
 
 
 def flops_per_token(cfg: ml_collections.ConfigDict, seq_len: int, max_predictions: int) -> float:

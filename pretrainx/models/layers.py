@@ -5,6 +5,7 @@ bfloat16 run keeps float32 master weights. Axis names used: batch, length, embed
 heads, kv, mlp, vocab, position, type_vocab.
 """
 
+import dataclasses
 import functools
 import math
 from typing import Callable
@@ -83,7 +84,7 @@ REMAT_POLICIES = {  # what a layer keeps for the backward pass; the rest is reco
 }
 
 
-def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple):
+def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple, **kwargs):
     """`count` layers of `cls` applied in sequence (call with `apply_stack`).
 
     Unrolled: modules named prefix_0, prefix_1, ... With cfg.scan_layers: one
@@ -96,12 +97,12 @@ def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple)
         cls = nn.remat(cls, policy=REMAT_POLICIES[cfg.remat], static_argnums=static_argnums,
                        prevent_cse=not scan)
     if not scan:
-        return [cls(cfg, dtype, name=f"{prefix}_{i}") for i in range(count)]
+        return [cls(cfg, dtype, name=f"{prefix}_{i}", **kwargs) for i in range(count)]
     scanned = nn.scan(cls, variable_axes={"params": 0},
                       split_rngs={"params": True, "dropout": True}, in_axes=nn.broadcast,
                       length=count,
                       metadata_params={nn.PARTITION_NAME: "layers"})
-    return scanned(cfg, dtype, scanned=True, name=f"{prefix}s")
+    return scanned(cfg, dtype, scanned=True, name=f"{prefix}s", **kwargs)
 
 
 def apply_stack(stack, x, *args):
@@ -116,6 +117,16 @@ def constrain(x, axes):
     return nn.with_logical_constraint(x, axes)
 
 
+@dataclasses.dataclass(frozen=True)
+class Lora:
+    """Low-rank update of a frozen kernel (Hu et al. 2021): W + (alpha / rank) A B with
+    A ~ U(+-1/sqrt(fan_in)) (PEFT's default) and B = 0, so training starts exactly
+    from the pretrained model; dropout applies to the low-rank path's input only."""
+    rank: int
+    alpha: float
+    dropout: float = 0.0
+
+
 class Dense(nn.Module):
     """y = x . W + b over the trailing `in_axes` dims, with named kernel axes."""
     features: tuple
@@ -124,9 +135,10 @@ class Dense(nn.Module):
     use_bias: bool = True
     dtype: Dtype = jnp.float32
     kernel_init: Callable = truncated_normal(0.02)
+    lora: Lora | None = None
 
     @nn.compact
-    def __call__(self, x):
+    def __call__(self, x, deterministic: bool = True):
         features = tuple(self.features) if isinstance(self.features, (tuple, list)) else (self.features,)
         in_shape = x.shape[-self.in_dims:]
         kernel = self.param("kernel", nn.with_logical_partitioning(self.kernel_init, self.kernel_axes),
@@ -143,7 +155,26 @@ class Dense(nn.Module):
             bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros, bias_axes),
                               features, jnp.float32)
             y = y + bias.astype(self.dtype)
+        if self.lora is not None:
+            y = y + self._low_rank(x, in_shape, features, deterministic)
         return y
+
+    def _low_rank(self, x, in_shape, features, deterministic):
+        r = self.lora.rank
+        bound = math.prod(in_shape) ** -0.5
+        a = self.param("lora_a", nn.with_logical_partitioning(
+            lambda key, shape, dtype: jax.random.uniform(key, shape, dtype, -bound, bound),
+            self.kernel_axes[:self.in_dims] + ("lora_rank",)),
+            in_shape + (r,), jnp.float32)
+        b = self.param("lora_b", nn.with_logical_partitioning(
+            nn.initializers.zeros, ("lora_rank",) + self.kernel_axes[self.in_dims:]),
+            (r,) + features, jnp.float32)
+        x = Dropout(self.lora.dropout)(x, deterministic=deterministic)
+        flat = x.astype(self.dtype).reshape((-1, math.prod(in_shape)))
+        h = flat @ a.astype(self.dtype).reshape((-1, r))
+        y = (h @ b.astype(self.dtype).reshape((r, -1))) * jnp.asarray(self.lora.alpha / r,
+                                                                      self.dtype)
+        return y.reshape(x.shape[:x.ndim - self.in_dims] + features)
 
 
 class LayerNorm(nn.Module):
@@ -236,15 +267,26 @@ class MultiHeadAttention(nn.Module):
     # which saves 2% of BERT-Base's step at length 512 on v3 (the softmax residual is
     # the largest tensor the backward pass reads).
     float32_logits: bool = False
+    # Parameter-efficient tuning: LoRA on the named projections (query, key, value,
+    # out), and prefix-tuning's learned keys and values that every query may attend to.
+    lora: Lora | None = None
+    lora_targets: tuple = ()
+    prefix_length: int = 0
 
     @nn.compact
     def __call__(self, x_q, x_kv, bias, deterministic: bool):
-        dense = functools.partial(Dense, features=(self.num_heads, self.head_dim),
-                                  kernel_axes=("embed", "heads", "kv"), use_bias=self.use_bias,
-                                  dtype=self.dtype, kernel_init=self.kernel_init)
-        q = dense(name="query", kernel_init=self.query_init or self.kernel_init)(x_q)
-        k = dense(name="key")(x_kv)
-        v = dense(name="value")(x_kv)
+        def project(name, x, init=None):
+            lora = self.lora if name in self.lora_targets else None
+            return Dense(features=(self.num_heads, self.head_dim),
+                         kernel_axes=("embed", "heads", "kv"), use_bias=self.use_bias,
+                         dtype=self.dtype, kernel_init=init or self.kernel_init, lora=lora,
+                         name=name)(x, deterministic)
+
+        q = project("query", x_q, self.query_init)
+        k = project("key", x_kv)
+        v = project("value", x_kv)
+        if self.prefix_length:
+            k, v, bias = self._with_prefix(k, v, bias)
         # Head-major [batch, heads, length, kv] for the two batched matmuls: 12% faster
         # on XLA:CPU than contracting in the projection's [batch, length, heads, kv].
         q, k, v = (constrain(jnp.swapaxes(t, 1, 2), ("batch", "heads", "length", "kv"))
@@ -260,7 +302,23 @@ class MultiHeadAttention(nn.Module):
         out = constrain(out, ("batch", "length", "heads", "kv"))
         return Dense(features=x_q.shape[-1], kernel_axes=("heads", "kv", "embed"), in_dims=2,
                      use_bias=self.use_bias, dtype=self.dtype,
-                     kernel_init=self.out_init or self.kernel_init, name="out")(out)
+                     kernel_init=self.out_init or self.kernel_init,
+                     lora=self.lora if "out" in self.lora_targets else None,
+                     name="out")(out, deterministic)
+
+    def _with_prefix(self, k, v, bias):
+        """Prefix-tuning (Li & Liang 2021): learned keys and values in front of the
+        sequence's, parametrised directly (as P-tuning v2) rather than through an MLP."""
+        shape = (self.prefix_length, self.num_heads, self.head_dim)
+        axes = ("prefix", "heads", "kv")
+        init = nn.with_logical_partitioning(truncated_normal(0.02), axes)
+        pk = self.param("prefix_key", init, shape, jnp.float32).astype(self.dtype)
+        pv = self.param("prefix_value", init, shape, jnp.float32).astype(self.dtype)
+        batch = k.shape[0]
+        k = jnp.concatenate([jnp.broadcast_to(pk, (batch,) + shape), k], axis=1)
+        v = jnp.concatenate([jnp.broadcast_to(pv, (batch,) + shape), v], axis=1)
+        open_bias = jnp.zeros(bias.shape[:-1] + (self.prefix_length,), bias.dtype)
+        return k, v, jnp.concatenate([open_bias, bias], axis=-1)
 
 
 class Mlp(nn.Module):
@@ -268,11 +326,16 @@ class Mlp(nn.Module):
     act: str = "gelu_tanh"
     dtype: Dtype = jnp.float32
     kernel_init: Callable = truncated_normal(0.02)
+    lora: Lora | None = None
+    lora_targets: tuple = ()  # wi, wo
 
     @nn.compact
-    def __call__(self, x):
+    def __call__(self, x, deterministic: bool = True):
+        def lora(name):
+            return self.lora if name in self.lora_targets else None
+
         h = Dense(features=self.mlp_dim, kernel_axes=("embed", "mlp"), dtype=self.dtype,
-                  kernel_init=self.kernel_init, name="wi")(x)
+                  kernel_init=self.kernel_init, lora=lora("wi"), name="wi")(x, deterministic)
         h = constrain(activation(self.act)(h), ("batch", "length", "mlp"))
         return Dense(features=x.shape[-1], kernel_axes=("mlp", "embed"), dtype=self.dtype,
-                     kernel_init=self.kernel_init, name="wo")(h)
+                     kernel_init=self.kernel_init, lora=lora("wo"), name="wo")(h, deterministic)
