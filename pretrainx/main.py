@@ -53,7 +53,10 @@ def cli_config(argv, example: str = "configs/quickstart.py"):
 def run(argv) -> int:
     cfg = cli_config(argv)
     _init_distributed()
-    from pretrainx.train import loop
+    if cfg.get("objective") == "finetune":
+        from pretrainx.finetune import loop
+    else:
+        from pretrainx.train import loop
     if _DESCRIBE.value:
         print(json.dumps(loop.describe(cfg)))
         return 0

@@ -1,0 +1,84 @@
+"""The keys of a fine-tuning config and their checks (`objective = "finetune"`).
+
+Defaults are BERT's GLUE recipe (Devlin et al. 2019, run_classifier.py): batch 32,
+3 epochs, AdamW at 2e-5 with 10% linear warmup and linear decay to 0, weight decay
+0.01, dropout 0.1, length 128. The model's shape comes from `init_from` (a
+pretraining or fine-tuning workdir, or a HuggingFace directory); `model.*` only
+matters without it (a randomly initialised baseline).
+"""
+
+import ml_collections
+
+from pretrainx import config as config_lib
+from pretrainx.errors import UserError
+from pretrainx.models import peft as peft_lib
+
+
+def finetune_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.objective = "finetune"
+    c.task = "sst2"  # cola sst2 mrpc qqp stsb mnli qnli rte wnli
+    c.init_from = ""  # pretraining/fine-tuning workdir or HF directory; "" = random init
+    c.seed = 0
+    c.epochs = 3
+    c.global_batch_size = 32
+    c.seq_len = 128
+    c.log_every = 100
+    c.eval_batch_size = 64
+    c.max_skipped_steps = 10
+
+    c.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "tensor": 1})
+    c.sharding_rules = config_lib.DEFAULT_SHARDING_RULES
+
+    c.optimizer = ml_collections.ConfigDict()
+    c.optimizer.name = "adamw"
+    c.optimizer.learning_rate = 2e-5  # the paper searches 5e-5, 3e-5, 2e-5
+    c.optimizer.warmup_fraction = 0.1
+    c.optimizer.schedule = "bert_linear"
+    c.optimizer.b1 = 0.9
+    c.optimizer.b2 = 0.999
+    c.optimizer.eps = 1e-6
+    c.optimizer.weight_decay = 0.01
+    c.optimizer.grad_clip = 1.0
+
+    c.data = ml_collections.ConfigDict()
+    c.data.glue_dir = ""  # the folder holding SST-2/, CoLA/, ... as GLUE ships them
+    c.data.tokenizer = ""  # default: the one init_from names
+    c.data.lower_case = True
+    c.data.max_train_examples = 0  # > 0: the first N training rows (a slice, for demos)
+    c.data.max_eval_examples = 0
+
+    c.peft = ml_collections.ConfigDict()
+    c.peft.method = "none"  # none | lora | adapter | prefix | prompt
+    c.peft.lora_rank = 8
+    c.peft.lora_alpha = 16.0
+    c.peft.lora_dropout = 0.1
+    c.peft.lora_targets = "query,value"  # of query, key, value, out, wi, wo
+    c.peft.adapter_size = 64  # Houlsby bottleneck
+    c.peft.num_virtual_tokens = 20  # prompt tokens, or prefix length per layer
+
+    # Used only without init_from: the shape of a randomly initialised encoder.
+    c.model = config_lib.default_config("bert").model
+    return c
+
+
+def validate(cfg) -> ml_collections.ConfigDict:
+    known = config_lib.flatten(finetune_config())
+    groups = {k.rsplit(".", 1)[0] for k in known if "." in k}
+    for name in config_lib.flatten(cfg):
+        if name not in known and name not in groups:
+            raise UserError(f"unknown config key '{name}'")
+    from pretrainx.finetune import tasks
+    tasks.get_task(cfg.task)
+    config_lib._positive(cfg, "epochs", "global_batch_size", "seq_len", "log_every",
+                         "eval_batch_size", "max_skipped_steps")
+    if cfg.optimizer.learning_rate <= 0:
+        raise UserError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be positive")
+    if not 0.0 <= cfg.optimizer.warmup_fraction < 1.0:
+        raise UserError(f"optimizer.warmup_fraction={cfg.optimizer.warmup_fraction} must be "
+                        "in [0, 1)")
+    if not cfg.data.glue_dir:
+        raise UserError("config key 'data.glue_dir' is empty; set it with "
+                        "--config.data.glue_dir=DIR (the folder with SST-2/, CoLA/, ...)")
+    peft_lib.from_config(cfg.peft)
+    return cfg

@@ -1,0 +1,144 @@
+"""HuggingFace model directories: config.json, safetensors (or PyTorch) weights and
+tokenizer files, read and written without importing `transformers`."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+from pretrainx.errors import UserError
+from pretrainx.interop import Pretrained, hf_bert
+
+SUPPORTED = ("bert",)
+
+
+def _read_weights(path: str) -> dict:
+    safetensors_file = os.path.join(path, "model.safetensors")
+    torch_file = os.path.join(path, "pytorch_model.bin")
+    if os.path.isfile(safetensors_file):
+        from safetensors.numpy import load_file
+        try:
+            return load_file(safetensors_file)
+        except Exception as e:
+            raise UserError(f"cannot read {safetensors_file}: {e}") from None
+    if os.path.isfile(torch_file):
+        try:
+            import torch
+        except ImportError:
+            raise UserError(f"{torch_file} needs PyTorch to read (pip install torch); "
+                            "safetensors weights need nothing") from None
+        try:
+            state = torch.load(torch_file, map_location="cpu", weights_only=True)
+        except Exception as e:
+            raise UserError(f"cannot read {torch_file}: {str(e).splitlines()[0]}") from None
+        return {k: v.float().numpy() for k, v in state.items()}
+    raise UserError(f"no model.safetensors or pytorch_model.bin in {path}")
+
+
+def _tokenizer_of(path: str) -> tuple:
+    """(tokenizer file, lower_case) of an HF directory."""
+    config = {}
+    config_file = os.path.join(path, "tokenizer_config.json")
+    if os.path.isfile(config_file):
+        with open(config_file, encoding="utf-8") as f:
+            config = json.load(f)
+    for name in ("vocab.txt", "spiece.model"):
+        if os.path.isfile(os.path.join(path, name)):
+            return os.path.join(path, name), bool(config.get("do_lower_case", True))
+    raise UserError(f"no vocab.txt or spiece.model in {path}: the tokenizer is needed too")
+
+
+def load(path: str) -> Pretrained:
+    from pretrainx import config as config_lib
+    config_file = os.path.join(path, "config.json")
+    with open(config_file, encoding="utf-8") as f:
+        try:
+            hf = json.load(f)
+        except ValueError as e:
+            raise UserError(f"cannot read {config_file}: {e}") from None
+    model_type = hf.get("model_type")
+    if model_type not in SUPPORTED:
+        arch = ",".join(hf.get("architectures") or ["?"])
+        raise UserError(f"{config_file}: unsupported architecture {arch} (model_type "
+                        f"{model_type!r}); expected one of: {', '.join(SUPPORTED)}")
+    model = hf_bert.model_config_from_hf(hf, config_lib.default_config("bert").model,
+                                         config_file)
+    head = hf_bert.head_of_architecture(hf)
+    labels = None
+    if head in ("classify", "tokens"):
+        if hf.get("problem_type") == "regression":
+            labels = ()
+        else:
+            id2label = hf.get("id2label") or {"0": "LABEL_0", "1": "LABEL_1"}
+            labels = tuple(id2label[str(i)] for i in range(len(id2label)))
+    state = _read_weights(path)
+    try:
+        params = hf_bert.from_hf_state(state, model, head, path)
+    except ValueError as e:  # a reshape: tensor shapes that do not fit config.json
+        raise UserError(f"{path}: weights do not fit its config.json ({e})") from None
+    tokenizer, lower_case = _tokenizer_of(path)
+    return Pretrained(model=model, params=params, tokenizer=tokenizer, lower_case=lower_case,
+                      head=head, source=path, labels=labels)
+
+
+def _merged_params(pretrained: Pretrained) -> dict:
+    """LoRA merged into the kernels; methods with no place in a plain BERT refused."""
+    peft = pretrained.peft or {"method": "none"}
+    if peft["method"] == "none":
+        return pretrained.params
+    if peft["method"] != "lora":
+        raise UserError(f"{pretrained.source}: peft.method={peft['method']} adds parameters a "
+                        "plain BERT has no place for; export takes full or LoRA fine-tuning")
+    from pretrainx.models import layers, peft as peft_lib
+    return peft_lib.merge_lora(pretrained.params, layers.Lora(
+        int(peft["lora_rank"]), float(peft["lora_alpha"])))
+
+
+def save(pretrained: Pretrained, output: str) -> list:
+    """Write an HF directory; returns the files written."""
+    from safetensors.numpy import save_file
+    from pretrainx.data.tokenizers import load_tokenizer
+    if os.path.isdir(output) and os.listdir(output):
+        raise UserError(f"output directory {output} is not empty")
+    os.makedirs(output, exist_ok=True)
+    tokenizer = load_tokenizer(pretrained.tokenizer, lower_case=pretrained.lower_case)
+    state = hf_bert.to_hf_state(_merged_params(pretrained), pretrained.model, pretrained.head)
+    # Tied tensors may not share memory in a safetensors file.
+    state = {k: np.array(v, np.float32, copy=True) for k, v in state.items()}
+    save_file(state, os.path.join(output, "model.safetensors"), metadata={"format": "pt"})
+    config = hf_bert.to_hf_config(pretrained.model, pretrained.head, tokenizer.pad_id,
+                                  pretrained.labels)
+    written = ["config.json", "model.safetensors"]
+    with open(os.path.join(output, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=2, sort_keys=True)
+    written += _save_tokenizer(pretrained, tokenizer, output)
+    return written
+
+
+def _save_tokenizer(pretrained, tokenizer, output) -> list:
+    max_len = int(pretrained.model.max_position_embeddings)
+    if pretrained.tokenizer.endswith(".txt"):
+        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "vocab.txt"))
+        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": pretrained.lower_case,
+                  "model_max_length": max_len}
+        name = "vocab.txt"
+    else:
+        # Our SentencePiece BERT vocabularies carry [CLS]/[SEP]/[MASK] as pieces:
+        # ALBERT's tokenizer is HF's SentencePiece tokenizer with BERT's layout.
+        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "spiece.model"))
+        config = {"tokenizer_class": "AlbertTokenizer", "do_lower_case": False,
+                  "keep_accents": True, "remove_space": True, "model_max_length": max_len}
+        name = "spiece.model"
+    special = {"unk_token": tokenizer.id_to_piece(tokenizer.unk_id),
+               "pad_token": tokenizer.id_to_piece(tokenizer.pad_id),
+               "cls_token": tokenizer.id_to_piece(tokenizer.cls_id),
+               "sep_token": tokenizer.id_to_piece(tokenizer.sep_id)}
+    if tokenizer.mask_id >= 0:
+        special["mask_token"] = tokenizer.id_to_piece(tokenizer.mask_id)
+    config.update(special)
+    for file_name, content in (("tokenizer_config.json", config),
+                               ("special_tokens_map.json", special)):
+        with open(os.path.join(output, file_name), "w", encoding="utf-8") as f:
+            json.dump(content, f, indent=2, sort_keys=True)
+    return [name, "tokenizer_config.json", "special_tokens_map.json"]

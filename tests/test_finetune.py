@@ -1,0 +1,189 @@
+"""Fine-tuning on GLUE, parameter-efficient tuning, and the official metrics."""
+
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import tiny_bert_config
+from pretrainx import interop
+from pretrainx.errors import UserError
+from pretrainx.finetune import scores, tasks
+from pretrainx.finetune.config import finetune_config
+
+
+@pytest.fixture(scope="module")
+def pretrained_workdir(tmp_path_factory):
+    """A tiny BERT pretrained for a few steps on real text (a workdir as users have)."""
+    from pretrainx.train import loop
+    workdir = str(tmp_path_factory.mktemp("pretrained") / "w")
+    loop.train(tiny_bert_config(total_steps=3, checkpoint_every=3), workdir,
+               devices=jax.devices()[:1])
+    return workdir
+
+
+def ft_config(shared_data, **overrides):
+    c = finetune_config()
+    c.data.glue_dir = str(shared_data / "glue")
+    c.seq_len = 64
+    c.global_batch_size = 16
+    c.eval_batch_size = 64
+    c.epochs = 1
+    c.log_every = 1000
+    c.data.max_train_examples = 64
+    c.data.max_eval_examples = 64
+    c.optimizer.learning_rate = 1e-3
+    for key, value in overrides.items():
+        target = c
+        *path, last = key.split(".")
+        for part in path:
+            target = target[part]
+        target[last] = value
+    return c
+
+
+def test_official_metrics_on_known_cases():
+    labels, preds = [1, 1, 0, 0, 1], [1, 0, 0, 0, 1]
+    assert scores.accuracy(labels, preds) == pytest.approx(0.8)
+    assert scores.f1(labels, preds) == pytest.approx(2 * 2 / (2 * 2 + 0 + 1))
+    # MCC = (tp*tn - fp*fn) / sqrt(...) = (2*2 - 0*1) / sqrt(2*3*2*3)
+    assert scores.matthews_corr(labels, preds) == pytest.approx(4 / 6)
+    assert scores.matthews_corr([1, 0, 1], [1, 1, 1]) == 0.0  # constant prediction
+    rng = np.random.default_rng(0)
+    y, p = rng.normal(size=50), rng.normal(size=50)
+    assert scores.pearson(y, p) == pytest.approx(np.corrcoef(y, p)[0, 1])
+    ranks = lambda v: stats.rankdata(v)
+    assert scores.spearman(y, p) == pytest.approx(np.corrcoef(ranks(y), ranks(p))[0, 1])
+    got = scores.score(("f1", "accuracy"), labels, preds)
+    assert got["score"] == pytest.approx((got["f1"] + got["accuracy"]) / 2)
+
+
+@pytest.mark.parametrize("name,directory,rows,counts", [
+    ("sst2", "SST-2", 872, {0: 428, 1: 444}),
+    ("cola", "CoLA", 1043, None),
+    ("mrpc", "MRPC", 408, {1: 279, 0: 129}),
+    ("rte", "RTE", 277, {0: 146, 1: 131}),
+    ("stsb", "STS-B", 1500, None),
+])
+def test_glue_dev_files_read_as_published(shared_data, name, directory, rows, counts):
+    task = tasks.get_task(name)
+    split = tasks.read_split(task, str(shared_data / "glue" / directory / "dev.tsv"), True)
+    assert len(split.texts) == rows
+    assert all(len(t) == len(task.text_columns) and all(t) for t in split.texts)
+    if counts:
+        assert {k: split.labels.count(k) for k in counts} == counts
+    if task.is_regression:
+        assert 0.0 <= min(split.labels) and max(split.labels) <= 5.0
+
+
+def test_bad_glue_files_name_the_file_and_line(tmp_path):
+    task = tasks.get_task("rte")
+    bad = tmp_path / "train.tsv"
+    bad.write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tc\td\tmaybe\n")
+    with pytest.raises(UserError, match=r"train.tsv line 3: unknown label 'maybe'; expected one "
+                                        r"of entailment, not_entailment"):
+        tasks.read_split(task, str(bad), True)
+    bad.write_text("index\tsentence1\tsentence2\n0\ta\tb\n")
+    with pytest.raises(UserError, match=r"train.tsv: no label column 'label' in the header"):
+        tasks.read_split(task, str(bad), True)
+    bad.write_text("index\tsentence1\tsentence2\tlabel\n0\ta\n")
+    with pytest.raises(UserError, match=r"train.tsv line 2: 2 columns, expected at least 4"):
+        tasks.read_split(task, str(bad), True)
+    with pytest.raises(UserError, match="config key 'task' is 'sst3'"):
+        tasks.get_task("sst3")
+
+
+def test_finetune_learns_sst2_and_keeps_the_best_epoch(shared_data, tmp_path):
+    """A randomly initialised tiny BERT on 4,000 SST-2 sentences beats the majority
+    class on dev; the best epoch is saved and predicts the test set in GLUE's format."""
+    from pretrainx.finetune import loop
+    cfg = ft_config(shared_data, epochs=2, **{"data.max_train_examples": 4000,
+                                               "data.max_eval_examples": 0,
+                                               "global_batch_size": 32})
+    cfg.data.tokenizer = tiny_bert_config().data.tokenizer
+    cfg.model = tiny_bert_config().model
+    out = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
+    accuracies = [h["accuracy"] for h in out["history"]]
+    assert out["best"]["accuracy"] == max(accuracies)
+    assert out["best"]["accuracy"] > 0.60, accuracies  # majority class: 0.509
+    lines = (tmp_path / "predictions" / "SST-2.tsv").read_text().splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == 1822
+    assert {ln.split("\t")[1] for ln in lines[1:]} <= {"0", "1"}
+    saved = interop.load(str(tmp_path))
+    assert saved.head == "classify" and saved.labels == ("0", "1") and saved.task == "sst2"
+
+
+@pytest.mark.parametrize("method", ["lora", "adapter", "prefix", "prompt"])
+def test_peft_trains_only_its_parameters(shared_data, pretrained_workdir, tmp_path, method):
+    """The base stays bit-identical, the new parameters (and the head) move, and only
+    they have optimizer state (AdamW: two moments per trainable value)."""
+    from pretrainx.finetune import loop
+    cfg = ft_config(shared_data, init_from=pretrained_workdir, **{
+        "peft.method": method, "peft.lora_targets": "query,value,wi",
+        "peft.num_virtual_tokens": 4, "peft.adapter_size": 8})
+    out = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
+    assert out["optimizer_state_size"] == 2 * out["trainable_params"]
+    assert out["trainable_params"] < 0.1 * out["params"]
+    pretrained = interop.load(pretrained_workdir)
+    tuned = interop.load(str(tmp_path)).params
+    initial = _initial_params(pretrained.model, cfg)
+    frozen, moved = 0, 0
+    for path, value in jax.tree_util.tree_leaves_with_path(tuned):
+        names = [p.key for p in path]
+        original = _lookup(pretrained.params, names)
+        if original is None:  # added by the method, or the head: trained from its init
+            assert not np.array_equal(value, _lookup(initial, names)), names
+            moved += 1
+        elif not (method == "adapter" and names[-2].endswith("norm")):  # Houlsby train LNs
+            assert np.asarray(value).tobytes() == np.asarray(original).tobytes(), names
+            frozen += 1
+    assert frozen > 20 and moved >= 3  # the head, and at least one new tensor
+
+
+def _lookup(tree, names):
+    for n in names:
+        if not isinstance(tree, dict) or n not in tree:
+            return None
+        tree = tree[n]
+    return tree
+
+
+def _initial_params(model_cfg, cfg):
+    """The fine-tuning model's parameters as the run initialised them (same seed)."""
+    from flax import linen as nn
+    from pretrainx.models import bert, peft as peft_lib
+    model = bert.BertForFineTuning(model_cfg, "classify", 2, peft_lib.from_config(cfg.peft))
+    batch = {k: np.zeros((1, cfg.seq_len), np.int32)
+             for k in ("input_ids", "token_type_ids", "attention_mask")}
+    key = jax.random.key(cfg.seed)
+    return jax.device_get(nn.unbox(model.init({"params": key, "dropout": key}, batch,
+                                              deterministic=True))["params"])
+
+
+def test_bad_finetune_config_is_refused(shared_data):
+    from pretrainx.finetune import config as ft
+    with pytest.raises(UserError, match="peft.lora_targets='query,gate'"):
+        ft.validate(ft_config(shared_data, **{"peft.method": "lora",
+                                              "peft.lora_targets": "query,gate"}))
+    with pytest.raises(UserError, match="config key 'peft.method' is 'ia3'"):
+        ft.validate(ft_config(shared_data, **{"peft.method": "ia3"}))
+
+
+def test_checkpoint_that_does_not_fit_its_config_is_named(shared_data, pretrained_workdir,
+                                                          tmp_path):
+    """A workdir whose config.json says another width than its checkpoint holds."""
+    import shutil
+    from pretrainx.finetune import loop
+    copy = tmp_path / "w"
+    shutil.copytree(pretrained_workdir, copy)
+    config = json.loads((copy / "config.json").read_text())
+    config["model"]["mlp_dim"] = 96
+    (copy / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserError, match=r"bert/layer_0/mlp/wi/bias has shape \(128,\), the "
+                                        r"config expects \(96,\)"):
+        loop.train(ft_config(shared_data, init_from=str(copy)), str(tmp_path / "ft"),
+                   devices=jax.devices()[:1])
+    assert not os.path.exists(tmp_path / "ft" / "best")
