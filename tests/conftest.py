@@ -36,6 +36,16 @@ def shared_data():
     return SHARED_DATA
 
 
+@pytest.fixture(scope="session")
+def pretrained_workdir(tmp_path_factory):
+    """A tiny BERT pretrained for a few steps on real text (a workdir as users have)."""
+    from pretrainx.train import loop
+    workdir = str(tmp_path_factory.mktemp("pretrained") / "w")
+    loop.train(tiny_bert_config(total_steps=3, checkpoint_every=3), workdir,
+               devices=jax.devices()[:1])
+    return workdir
+
+
 def load_config(name: str, arg: str | None = None):
     """A recipe from configs/ as the CLI would load it (without the CLI)."""
     import importlib.util

@@ -15,16 +15,6 @@ from pretrainx.finetune import scores, tasks
 from pretrainx.finetune.config import finetune_config
 
 
-@pytest.fixture(scope="module")
-def pretrained_workdir(tmp_path_factory):
-    """A tiny BERT pretrained for a few steps on real text (a workdir as users have)."""
-    from pretrainx.train import loop
-    workdir = str(tmp_path_factory.mktemp("pretrained") / "w")
-    loop.train(tiny_bert_config(total_steps=3, checkpoint_every=3), workdir,
-               devices=jax.devices()[:1])
-    return workdir
-
-
 def ft_config(shared_data, **overrides):
     c = finetune_config()
     c.data.glue_dir = str(shared_data / "glue")

@@ -1,0 +1,159 @@
+"""HuggingFace interop: our BERT out to `transformers` and back, and HF BERTs in.
+
+Parity is checked against transformers' PyTorch models (the surest reference) on
+real sentences, padded in a batch; the tests skip when torch/transformers are absent.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import REPO
+from pretrainx import interop
+from pretrainx.data.tokenizers import load_tokenizer
+from pretrainx.errors import UserError
+from pretrainx.models import bert
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+SENTENCES = [
+    "It is a truth universally acknowledged, that a single man in possession of a good "
+    "fortune, must be in want of a wife.",
+    "Alice was beginning to get very tired of sitting by her sister on the bank.",
+    "To Sherlock Holmes she is always the woman.",
+]
+
+
+def _batch(tokenizer, pairs=False):
+    rows = []
+    for s in SENTENCES:
+        ids = [tokenizer.cls_id] + tokenizer.encode(s) + [tokenizer.sep_id]
+        types = [0] * len(ids)
+        if pairs:
+            second = tokenizer.encode(SENTENCES[0]) + [tokenizer.sep_id]
+            ids, types = ids + second, types + [1] * len(second)
+        rows.append((ids, types))
+    length = max(len(r[0]) for r in rows)
+    batch = {k: np.zeros((len(rows), length), np.int32)
+             for k in ("input_ids", "token_type_ids", "attention_mask")}
+    for i, (ids, types) in enumerate(rows):
+        batch["input_ids"][i, :len(ids)] = ids
+        batch["token_type_ids"][i, :len(ids)] = types
+        batch["attention_mask"][i, :len(ids)] = 1
+    batch["masked_lm_positions"] = np.tile(np.arange(length, dtype=np.int32), (len(rows), 1))
+    return batch
+
+
+def _torch_inputs(batch):
+    return {k: torch.tensor(batch[k], dtype=torch.long)
+            for k in ("input_ids", "token_type_ids", "attention_mask")}
+
+
+def _export(workdir, output):
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")
+    result = subprocess.run([sys.executable, "-m", "pretrainx.export", f"--workdir={workdir}",
+                             f"--output={output}"], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+def test_pretraining_export_matches_transformers_and_round_trips(pretrained_workdir, tmp_path):
+    out = tmp_path / "hf"
+    _export(pretrained_workdir, out)
+    ours = interop.load(pretrained_workdir)
+    tokenizer = load_tokenizer(ours.tokenizer)
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    for s in SENTENCES:  # the exported tokenizer gives our ids
+        assert hf_tokenizer(s)["input_ids"] == [tokenizer.cls_id] + tokenizer.encode(s) + [
+            tokenizer.sep_id]
+    batch = _batch(tokenizer, pairs=True)
+    mine = bert.BertForPreTraining(ours.model).apply({"params": ours.params}, batch)
+    model = transformers.AutoModelForPreTraining.from_pretrained(out).eval()
+    with torch.no_grad():
+        theirs = model(**_torch_inputs(batch))
+    real = batch["attention_mask"].astype(bool)
+    diff = np.abs(np.asarray(mine["mlm_logits"]) - theirs.prediction_logits.numpy())[real]
+    assert diff.max() <= 1e-4
+    assert np.abs(np.asarray(mine["nsp_logits"]) - theirs.seq_relationship_logits.numpy()
+                  ).max() <= 1e-4
+    back = interop.load(str(out))  # ours -> HF -> ours is exact
+    assert back.head == "pretrain"
+    for (path, a), (_, b) in zip(jax.tree_util.tree_leaves_with_path(ours.params),
+                                 jax.tree_util.tree_leaves_with_path(back.params)):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), path
+    assert jax.tree_util.tree_structure(ours.params) == jax.tree_util.tree_structure(back.params)
+
+
+def test_lora_finetuned_export_is_merged_and_matches(shared_data, pretrained_workdir, tmp_path):
+    from pretrainx.finetune import loop
+    from pretrainx.finetune.config import finetune_config
+    from pretrainx.models import peft as peft_lib
+    cfg = finetune_config()
+    cfg.update_from_flattened_dict({
+        "init_from": pretrained_workdir, "data.glue_dir": str(shared_data / "glue"),
+        "task": "stsb", "seq_len": 64, "global_batch_size": 16, "epochs": 1,
+        "data.max_train_examples": 64, "data.max_eval_examples": 64,
+        "optimizer.learning_rate": 1e-2, "peft.method": "lora", "peft.lora_targets": "query,out,wo"})
+    loop.train(cfg, str(tmp_path / "ft"), devices=jax.devices()[:1])
+    _export(tmp_path / "ft", tmp_path / "hf")
+    tuned = interop.load(str(tmp_path / "ft"))
+    spec = peft_lib.from_config(cfg.peft)
+    tokenizer = load_tokenizer(tuned.tokenizer)
+    batch = _batch(tokenizer, pairs=True)
+    mine = bert.BertForFineTuning(tuned.model, "classify", 1, spec).apply(
+        {"params": tuned.params}, batch)["logits"]
+    hf_config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert hf_config["problem_type"] == "regression" and hf_config["num_labels"] == 1
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(
+        tmp_path / "hf").eval()
+    with torch.no_grad():
+        theirs = model(**_torch_inputs(batch)).logits.numpy()
+    assert np.abs(np.asarray(mine) - theirs).max() <= 1e-4
+
+
+@pytest.mark.parametrize("safe", [True, False], ids=["safetensors", "pytorch_bin"])
+def test_import_from_transformers(shared_data, tmp_path, safe):
+    """An HF BertForSequenceClassification (exact-erf GELU, as bert-base-uncased) gives
+    the same logits in our model after import."""
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=128,
+                                     num_labels=3, hidden_act="gelu")
+    model = transformers.BertForSequenceClassification(config).eval()
+    model.save_pretrained(tmp_path, safe_serialization=safe)
+    vocab = shared_data / "tokenizers" / "bert-base-uncased" / "vocab.txt"
+    transformers.BertTokenizer(str(vocab)).save_pretrained(tmp_path)
+    loaded = interop.load(str(tmp_path))
+    assert loaded.head == "classify" and loaded.model.hidden_act == "gelu"
+    tokenizer = load_tokenizer(loaded.tokenizer, lower_case=loaded.lower_case)
+    batch = _batch(tokenizer, pairs=True)
+    mine = bert.BertForFineTuning(loaded.model, "classify", 3).apply(
+        {"params": loaded.params}, batch)["logits"]
+    with torch.no_grad():
+        theirs = model(**_torch_inputs(batch)).logits.numpy()
+    assert np.abs(np.asarray(mine) - theirs).max() <= 1e-4
+
+
+def test_unsupported_or_broken_hf_directories_are_named(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"]}))
+    with pytest.raises(UserError, match=r"config.json: unsupported architecture "
+                                        r"GPTNeoXForCausalLM \(model_type 'gpt_neox'\)"):
+        interop.load(str(tmp_path))
+    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=64)
+    transformers.BertModel(config).save_pretrained(tmp_path)
+    hf = json.loads((tmp_path / "config.json").read_text())
+    hf["num_hidden_layers"] = 2
+    (tmp_path / "config.json").write_text(json.dumps(hf))
+    with pytest.raises(UserError, match=r"no tensor bert.encoder.layer.1.attention.self.query"):
+        interop.load(str(tmp_path))
+    with pytest.raises(UserError, match="is neither a pretrainx workdir"):
+        interop.load(str(tmp_path / ".."))
