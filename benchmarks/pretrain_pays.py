@@ -78,7 +78,7 @@ def main():
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from pretrainx.data.tokenizers import train_sentencepiece
     from pretrainx.finetune import loop as finetune
-    from pretrainx.finetune import tasks
+    from pretrainx.finetune import glue as tasks
     from pretrainx.train import loop as pretrain
 
     work = pathlib.Path(args.workdir)

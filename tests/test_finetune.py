@@ -11,7 +11,7 @@ from scipy import stats
 from conftest import tiny_bert_config
 from pretrainx import interop
 from pretrainx.errors import UserError
-from pretrainx.finetune import scores, tasks
+from pretrainx.finetune import glue as tasks, scores
 from pretrainx.finetune.config import finetune_config
 
 
@@ -177,3 +177,74 @@ def test_checkpoint_that_does_not_fit_its_config_is_named(shared_data, pretraine
         loop.train(ft_config(shared_data, init_from=str(copy)), str(tmp_path / "ft"),
                    devices=jax.devices()[:1])
     assert not os.path.exists(tmp_path / "ft" / "best")
+
+
+def test_conll_files_tags_and_entity_f1(shared_data, tmp_path):
+    from pretrainx.finetune import conll
+    from pretrainx.data.tokenizers import load_tokenizer
+    folder = shared_data / "glue" / "CoNLL-2003"
+    counts = {name: len(conll.read(str(folder / name)))
+              for name in ("train.txt", "valid.txt", "test.txt")}
+    assert counts == {"train.txt": 14041, "valid.txt": 3250, "test.txt": 3453}
+    # conlleval's chunks: an I- after O or after another type opens an entity
+    assert conll.chunks(["B-PER", "I-PER", "O", "I-LOC", "I-LOC", "B-LOC", "I-ORG"]) == {
+        ("PER", 0, 2), ("LOC", 3, 5), ("LOC", 5, 6), ("ORG", 6, 7)}
+    got = conll.entity_scores([["B-PER", "I-PER", "O", "B-LOC"]], [["B-PER", "O", "O", "B-LOC"]])
+    assert got == {"f1": pytest.approx(0.5), "precision": 0.5, "recall": 0.5}
+    # The first sub-token of each word carries its tag: perfect logits decode to gold.
+    sentences = conll.read(str(folder / "valid.txt"), limit=200)
+    tokenizer = load_tokenizer(tiny_bert_config().data.tokenizer)
+    arrays, firsts = conll.encode(sentences, tokenizer, 128)
+    perfect = np.eye(len(conll.LABELS))[arrays["label"]]
+    tags = conll._tags(perfect, sentences, firsts)
+    assert conll.entity_scores([t for _, t in sentences], tags)["f1"] == 1.0
+    assert arrays["weight"].sum() == sum(len(w) for w, _ in sentences)
+    bad = tmp_path / "train.txt"
+    bad.write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP B-FOOD\n")
+    with pytest.raises(UserError, match=r"train.txt line 2: unknown NER tag 'B-FOOD'"):
+        conll.read(str(bad))
+
+
+SQUAD = os.path.join(os.path.dirname(__file__), "data", "squad_alice")
+
+
+def test_squad_windows_map_answers_back_exactly(tmp_path):
+    """Gold start/end logits in every window, at a length that splits each context
+    into several overlapping windows, give back every answer (EM 1.0)."""
+    from pretrainx.finetune import squad
+    from pretrainx.data.tokenizers import load_tokenizer
+    examples = squad.read(os.path.join(SQUAD, "dev-v1.1.json"))
+    tokenizer = load_tokenizer(tiny_bert_config().data.tokenizer)
+    train, _ = squad.features(examples, tokenizer, 48, 16, 16, train=True)
+    arrays, meta = squad.features(examples, tokenizer, 48, 16, 16, train=False)
+    assert len(meta) > 3 * len(examples)  # several windows each
+    length = arrays["input_ids"].shape[1]
+    outputs = np.stack([np.eye(length)[train["start"]] * 10, np.eye(length)[train["end"]] * 10],
+                       axis=-1)
+    answers = squad.predict(examples, meta, outputs, tokenizer, max_answer=30)
+    assert squad.evaluate(examples, answers) == {"f1": 1.0, "exact_match": 1.0}
+    assert answers["alice-9"] == "late"  # cut from `late!"` as get_final_text does
+    # The official normalisation: case, punctuation and articles do not count.
+    assert squad.normalize_answer("The  White Rabbit!") == "white rabbit"
+    assert squad.f1_score("a white rabbit ran", "White Rabbit") == pytest.approx(0.8)
+    bad = tmp_path / "dev-v1.1.json"
+    bad.write_text(json.dumps({"data": [{"paragraphs": [{"context": "Alice sat.", "qas": [
+        {"id": "x", "question": "Who?", "answers": [{"text": "Bob", "answer_start": 0}]}]}]}]}))
+    with pytest.raises(UserError, match=r"qas\[0\]: answer 'Bob' is not at answer_start 0"):
+        squad.read(str(bad))
+
+
+def test_squad_finetuning_fits_its_questions(pretrained_workdir, tmp_path):
+    """The span head, its loss and the answer decoding train end to end: the 12
+    questions it trains on are answered."""
+    from pretrainx.finetune import loop
+    cfg = finetune_config()
+    cfg.update_from_flattened_dict({
+        "task": "squad", "init_from": pretrained_workdir, "data.squad_dir": SQUAD,
+        "seq_len": 64, "data.doc_stride": 32, "data.max_query_length": 24,
+        "global_batch_size": 8, "eval_batch_size": 32, "epochs": 20, "log_every": 1000,
+        "optimizer.learning_rate": 3e-3})
+    out = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
+    assert out["best"]["exact_match"] >= 0.75, out["history"]
+    answers = json.loads((tmp_path / "predictions" / "squad_dev_predictions.json").read_text())
+    assert len(answers) == 12

@@ -17,7 +17,7 @@ from pretrainx.models import peft as peft_lib
 def finetune_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.objective = "finetune"
-    c.task = "sst2"  # cola sst2 mrpc qqp stsb mnli qnli rte wnli
+    c.task = "sst2"  # cola sst2 mrpc qqp stsb mnli qnli rte wnli | conll2003 | squad
     c.init_from = ""  # pretraining/fine-tuning workdir or HF directory; "" = random init
     c.seed = 0
     c.epochs = 3
@@ -43,6 +43,11 @@ def finetune_config() -> ml_collections.ConfigDict:
 
     c.data = ml_collections.ConfigDict()
     c.data.glue_dir = ""  # the folder holding SST-2/, CoLA/, ... as GLUE ships them
+    c.data.conll_dir = ""  # train.txt/valid.txt/test.txt; default: glue_dir/CoNLL-2003
+    c.data.squad_dir = ""  # train-v1.1.json and dev-v1.1.json
+    c.data.doc_stride = 128  # SQuAD: tokens between the starts of a context's windows
+    c.data.max_query_length = 64  # SQuAD: question tokens kept
+    c.data.max_answer_length = 30  # SQuAD: longest answer predicted, in tokens
     c.data.tokenizer = ""  # default: the one init_from names
     c.data.lower_case = True
     c.data.max_train_examples = 0  # > 0: the first N training rows (a slice, for demos)
@@ -68,8 +73,8 @@ def validate(cfg) -> ml_collections.ConfigDict:
     for name in config_lib.flatten(cfg):
         if name not in known and name not in groups:
             raise UserError(f"unknown config key '{name}'")
-    from pretrainx.finetune import tasks
-    tasks.get_task(cfg.task)
+    from pretrainx.finetune import task_data
+    task_data.check_name(cfg.task)
     config_lib._positive(cfg, "epochs", "global_batch_size", "seq_len", "log_every",
                          "eval_batch_size", "max_skipped_steps")
     if cfg.optimizer.learning_rate <= 0:
@@ -77,8 +82,14 @@ def validate(cfg) -> ml_collections.ConfigDict:
     if not 0.0 <= cfg.optimizer.warmup_fraction < 1.0:
         raise UserError(f"optimizer.warmup_fraction={cfg.optimizer.warmup_fraction} must be "
                         "in [0, 1)")
-    if not cfg.data.glue_dir:
+    if cfg.task == "squad":
+        if not cfg.data.squad_dir:
+            raise UserError("config key 'data.squad_dir' is empty; set it with "
+                            "--config.data.squad_dir=DIR (train-v1.1.json, dev-v1.1.json)")
+    elif not (cfg.data.glue_dir or (cfg.task == "conll2003" and cfg.data.conll_dir)):
         raise UserError("config key 'data.glue_dir' is empty; set it with "
                         "--config.data.glue_dir=DIR (the folder with SST-2/, CoLA/, ...)")
+    config_lib._positive(cfg, "data.doc_stride", "data.max_query_length",
+                         "data.max_answer_length")
     peft_lib.from_config(cfg.peft)
     return cfg

@@ -19,28 +19,36 @@ import optax
 from pretrainx import sharding
 from pretrainx.errors import UserError
 from pretrainx.finetune import config as ft_config
-from pretrainx.finetune import scores, tasks
+from pretrainx.finetune import task_data
 from pretrainx.models import bert, peft as peft_lib
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, state as state_lib, step as step_lib
 
 
 class TaskLoss:
-    """The train step's objective: cross-entropy (or squared error for STS-B) over
-    real examples; rows with weight 0 pad a batch."""
+    """The train step's objective: cross-entropy over real examples (tokens for NER,
+    start and end positions for QA), squared error for regression; weight 0 marks
+    padding rows and the tokens that carry no label."""
 
-    def __init__(self, regression: bool):
-        self.regression = regression
+    def __init__(self, head: str, regression: bool):
+        self.head, self.regression = head, regression
 
     def loss_sums(self, outputs, batch) -> dict:
         logits, w = outputs["logits"], batch["weight"]
         if self.regression:
             err = jnp.square(logits[:, 0] - batch["label"])
             return {"loss_sum": jnp.sum(w * err), "count": jnp.sum(w)}
-        ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"])
-        correct = (jnp.argmax(logits, -1) == batch["label"]).astype(jnp.float32)
-        return {"loss_sum": jnp.sum(w * ce), "correct_sum": jnp.sum(w * correct),
-                "count": jnp.sum(w)}
+        ce = optax.softmax_cross_entropy_with_integer_labels
+        if self.head == "span":
+            start, end = logits[..., 0], logits[..., 1]
+            loss = (ce(start, batch["start"]) + ce(end, batch["end"])) / 2
+            correct = ((jnp.argmax(start, -1) == batch["start"])
+                       & (jnp.argmax(end, -1) == batch["end"]))
+        else:
+            loss = ce(logits, batch["label"])
+            correct = jnp.argmax(logits, -1) == batch["label"]
+        return {"loss_sum": jnp.sum(w * loss),
+                "correct_sum": jnp.sum(w * correct.astype(jnp.float32)), "count": jnp.sum(w)}
 
     def normalizers(self, batch) -> dict:
         return {"n": jnp.maximum(jnp.sum(batch["weight"]), 1.0)}
@@ -52,44 +60,16 @@ class TaskLoss:
         return {} if self.regression else {"accuracy": sums["correct_sum"] / norms["n"]}
 
 
-def encode(split, tokenizer, seq_len: int, regression: bool) -> dict:
-    """[CLS] a [SEP] (b [SEP]) as BERT's run_classifier builds it: a pair is cut
-    longest-first to fit, token types 0 then 1."""
-    n = len(split.texts)
-    ids = np.full((n, seq_len), tokenizer.pad_id, np.int32)
-    types = np.zeros((n, seq_len), np.int32)
-    mask = np.zeros((n, seq_len), np.int32)
-    for row, texts in enumerate(split.texts):
-        parts = [tokenizer.encode(t) for t in texts]
-        budget = seq_len - 1 - len(parts)
-        while sum(len(p) for p in parts) > budget:
-            longest = max(parts, key=len)
-            longest.pop()
-        tokens, segment = [tokenizer.cls_id], [0]
-        for index, part in enumerate(parts):
-            tokens += part + [tokenizer.sep_id]
-            segment += [index] * (len(part) + 1)
-        ids[row, :len(tokens)] = tokens
-        types[row, :len(tokens)] = segment
-        mask[row, :len(tokens)] = 1
-    label_dtype = np.float32 if regression else np.int32
-    labels = np.asarray(split.labels if split.labels is not None else np.zeros(n), label_dtype)
-    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask,
-            "label": labels, "weight": np.ones(n, np.float32)}
-
-
 def _rows(arrays, index):
     return {k: v[index] for k, v in arrays.items()}
 
 
 def _padded_batches(arrays, batch_size):
-    """Every row once, the last batch padded with weight-0 rows."""
-    n = len(arrays["label"])
+    """Every row once, the last batch padded with copies of the last row."""
+    n = len(arrays["input_ids"])
     for start in range(0, n, batch_size):
         index = np.arange(start, start + batch_size)
-        batch = _rows(arrays, np.minimum(index, n - 1))
-        batch["weight"] = np.where(index < n, batch["weight"], 0.0).astype(np.float32)
-        yield batch, min(batch_size, n - start)
+        yield _rows(arrays, np.minimum(index, n - 1)), min(batch_size, n - start)
 
 
 def graft(fresh: dict, pretrained, take_head: bool) -> tuple:
@@ -128,12 +108,11 @@ def graft(fresh: dict, pretrained, take_head: bool) -> tuple:
 
 
 class _Setup:
-    """Model, tokenizer and initial parameters from `init_from` (or random)."""
+    """Tokenizer, task data, model and initial parameters from `init_from` (or random)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, read_data: bool = True):
         from pretrainx import interop
         from pretrainx.data.tokenizers import load_tokenizer
-        self.task = tasks.get_task(cfg.task)
         self.pretrained = interop.load(cfg.init_from) if cfg.init_from else None
         if self.pretrained is not None:
             model_cfg = ml_collections.ConfigDict(self.pretrained.model.to_dict())
@@ -157,22 +136,28 @@ class _Setup:
         if length > model_cfg.max_position_embeddings:
             raise UserError(f"seq_len={cfg.seq_len} (+ {self.peft.prompt_length} prompt tokens) "
                             f"exceeds the model's {model_cfg.max_position_embeddings} positions")
-        self.model = bert.BertForFineTuning(model_cfg, "classify", self.task.num_labels, self.peft)
-        self.take_head = bool(self.pretrained is not None and self.pretrained.head == "classify"
-                              and self.pretrained.labels == self.task.labels)
+        self.data = task_data.build(cfg, self.tokenizer) if read_data else None
+
+    def model(self, head: str, num_labels: int):
+        return bert.BertForFineTuning(self.model_cfg, head, num_labels, self.peft)
+
+    def takes_head(self, data) -> bool:
+        """A fine-tuned model's head carries over to the same head with the same labels."""
+        return bool(self.pretrained is not None and self.pretrained.head == data.head
+                    and self.pretrained.labels == data.labels)
 
 
-def _optimizer(cfg, total_steps, setup):
+def _optimizer(cfg, total_steps, peft):
     opt = cfg.optimizer.to_dict()
     opt["warmup_steps"] = int(round(opt.pop("warmup_fraction") * total_steps))
     opt = ml_collections.ConfigDict(opt)
     tx = optim.make_optimizer(opt, total_steps)
     schedule = optim.learning_rate_schedule(opt, total_steps)
-    if setup.peft.method != "none":
+    if peft.method != "none":
         heads = bert.BertForFineTuning.head_modules
         tx = optax.multi_transform(
             {"train": tx, "freeze": optax.set_to_zero()},
-            lambda params: peft_lib.trainable_labels(params, setup.peft, heads))
+            lambda params: peft_lib.trainable_labels(params, peft, heads))
     return tx, schedule
 
 
@@ -182,70 +167,66 @@ def _state_size(opt_state) -> int:
 
 
 def train(cfg, workdir: str, devices=None) -> dict:
+    """Fine-tune for cfg.epochs; returns the best dev result, the history and sizes."""
     ft_config.validate(cfg)
     setup = _Setup(cfg)
-    task = setup.task
-    files = tasks.task_files(task, cfg.data.glue_dir)
-    train_split = tasks.read_split(task, files["train"], True, cfg.data.max_train_examples)
-    dev_splits = [tasks.read_split(task, f, True, cfg.data.max_eval_examples)
-                  for f in files["dev"]]
-    test_splits = [tasks.read_split(task, f, False) for f in files["test"]]
-    encode_split = lambda s: encode(s, setup.tokenizer, cfg.seq_len, task.is_regression)
-    train_arrays = encode_split(train_split)
-    dev_arrays = [encode_split(s) for s in dev_splits]
-
+    data = setup.data
+    n_train = len(data.train["input_ids"])
     batch = cfg.global_batch_size
-    steps_per_epoch = len(train_split.texts) // batch
+    steps_per_epoch = n_train // batch
     if steps_per_epoch == 0:
-        raise UserError(f"{files['train']} has {len(train_split.texts)} examples, fewer than "
-                        f"one batch of {batch}")
+        raise UserError(f"task {cfg.task} has {n_train} training examples, fewer than one "
+                        f"batch of {batch}")
     total_steps = steps_per_epoch * cfg.epochs
     mesh = sharding.make_mesh(cfg.mesh, devices)
     rules = sharding.rules_of(cfg)
-    if batch % sharding.data_parallel_size(mesh, rules) or (
-            cfg.eval_batch_size % sharding.data_parallel_size(mesh, rules)):
+    dp = sharding.data_parallel_size(mesh, rules)
+    if batch % dp or cfg.eval_batch_size % dp:
         raise UserError(f"global_batch_size={batch} and eval_batch_size={cfg.eval_batch_size} "
-                        f"must divide over {sharding.data_parallel_size(mesh, rules)} devices")
-    tx, schedule = _optimizer(cfg, total_steps, setup)
-    example = _rows(train_arrays, np.zeros(1, np.int64))
-    model, objective = setup.model, TaskLoss(task.is_regression)
+                        f"must divide over {dp} data-parallel devices")
+    tx, schedule = _optimizer(cfg, total_steps, setup.peft)
+    example = _rows(data.train, np.zeros(1, np.int64))
+    model = setup.model(data.head, data.num_labels)
+    objective = TaskLoss(data.head, data.regression)
     state, shardings = state_lib.create_state(model, tx, example, cfg.seed, mesh, rules)
     fresh = jax.device_get(state.params)
-    taken, new = 0, list(jax.tree_util.tree_leaves(fresh))
+    taken, new = 0, ["all"]
     if setup.pretrained is not None:
-        params, taken, new = graft(fresh, setup.pretrained, setup.take_head)
+        params, taken, new = graft(fresh, setup.pretrained, setup.takes_head(data))
         state = state.replace(params=jax.device_put(params, shardings.params))
     labels = peft_lib.trainable_labels(fresh, setup.peft, model.head_modules)
-    n_total, n_train = peft_lib.count(fresh), peft_lib.count(fresh, labels)
+    n_params, n_trainable = peft_lib.count(fresh), peft_lib.count(fresh, labels)
     opt_size = _state_size(state.opt_state)
     log = metrics_lib.log
-    log(f"pretrainx finetune: {task.name} from {setup.pretrained.source if setup.pretrained else 'random init'}"
-        f" ({taken} tensors loaded; new: {', '.join(new) if len(new) < 8 else f'{len(new)} tensors'})")
-    log(f"  parameters {n_total:,}, trainable {n_train:,} ({n_train / n_total:.2%}, "
-        f"peft {setup.peft.method}); optimizer state {opt_size:,} values")
-    log(f"  {len(train_split.texts)} train examples, {cfg.epochs} epochs of {steps_per_epoch} "
-        f"steps, batch {batch}, length {cfg.seq_len}, lr {cfg.optimizer.learning_rate}")
+    source = setup.pretrained.source if setup.pretrained else "random init"
+    log(f"pretrainx finetune: {cfg.task} ({data.head}) from {source} ({taken} tensors loaded; "
+        f"new: {', '.join(new) if len(new) < 8 else f'{len(new)} tensors'})")
+    log(f"  parameters {n_params:,}, trainable {n_trainable:,} "
+        f"({n_trainable / n_params:.2%}, peft {setup.peft.method}); "
+        f"optimizer state {opt_size:,} values")
+    log(f"  {n_train} train examples, {cfg.epochs} epochs of {steps_per_epoch} steps, "
+        f"batch {batch}, length {cfg.seq_len}, lr {cfg.optimizer.learning_rate}")
 
     batch_sharding = sharding.batch_sharding(mesh, rules)
     batch_shardings = {k: batch_sharding for k in example}
     train_step = step_lib.compile_train_step(
         step_lib.make_train_step(model, tx, objective, schedule, 1), mesh, rules, shardings,
         batch_shardings)
+    inputs = ("input_ids", "token_type_ids", "attention_mask")
     predict = step_lib.Compiled(
         lambda params, b: model.apply({"params": params}, b, deterministic=True)["logits"],
-        mesh, rules, in_shardings=(shardings.params, batch_shardings),
+        mesh, rules, in_shardings=(shardings.params, {k: batch_sharding for k in inputs}),
         out_shardings=sharding.replicated(mesh))
 
     def to_global(b):
         return {k: jax.make_array_from_process_local_data(batch_sharding, np.asarray(v))
                 for k, v in b.items()}
 
-    def predictions(params, arrays):
-        out = []
-        for b, real in _padded_batches(arrays, cfg.eval_batch_size):
-            logits = np.asarray(jax.device_get(predict(params, to_global(b))))[:real]
-            out.append(logits[:, 0] if task.is_regression else logits.argmax(-1))
-        return np.concatenate(out)
+    def outputs(params, arrays):
+        parts = []
+        for b, real in _padded_batches({k: arrays[k] for k in inputs}, cfg.eval_batch_size):
+            parts.append(np.asarray(jax.device_get(predict(params, to_global(b))))[:real])
+        return np.concatenate(parts)
 
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
@@ -256,18 +237,19 @@ def train(cfg, workdir: str, devices=None) -> dict:
     interval = time.perf_counter()
     try:
         for epoch in range(1, cfg.epochs + 1):
-            order = np.random.default_rng([cfg.seed, epoch]).permutation(len(train_split.texts))
+            order = np.random.default_rng([cfg.seed, epoch]).permutation(n_train)
             buffer = []
             for i in range(steps_per_epoch):
                 index = order[i * batch:(i + 1) * batch]
-                state, m = train_step(state, to_global(_rows(train_arrays, index)), base_key)
+                state, m = train_step(state, to_global(_rows(data.train, index)), base_key)
                 step += 1
                 buffer.append(m)
                 if step % cfg.log_every == 0 or i == steps_per_epoch - 1:
                     host = jax.device_get(buffer)
                     skipped_run = _count_skips(host, skipped_run, cfg.max_skipped_steps, step)
                     record = {k: float(np.mean([h[k] for h in host])) for k in host[0]}
-                    record.update(step=step, epoch=epoch, learning_rate=float(host[-1]["learning_rate"]),
+                    record.update(step=step, epoch=epoch,
+                                  learning_rate=float(host[-1]["learning_rate"]),
                                   steps_per_sec=len(host) / (time.perf_counter() - interval))
                     writer.write(record)
                     extra = f" | accuracy {record['accuracy']:.4f}" if "accuracy" in record else ""
@@ -276,11 +258,12 @@ def train(cfg, workdir: str, devices=None) -> dict:
                           f"{record['steps_per_sec']:.1f} steps/s", flush=True)
                     buffer, interval = [], time.perf_counter()
             result = {"epoch": epoch, "step": step, "split": "dev"}
-            for split, arrays in zip(dev_splits, dev_arrays):
-                got = scores.score(task.metrics, arrays["label"], predictions(state.params, arrays))
-                suffix = "" if len(dev_splits) == 1 else "_" + os.path.basename(split.path)[4:-4]
-                result.update({k + suffix: v for k, v in got.items()})
-            main = result[task.metrics[0] + ("" if len(dev_splits) == 1 else "_matched")]
+            for dev in data.dev:
+                got = dev.score(outputs(state.params, dev.arrays))
+                result.update({k + (f"_{dev.name}" if dev.name else ""): v
+                               for k, v in got.items()})
+            main_key = data.metrics[0] + (f"_{data.dev[0].name}" if data.dev[0].name else "")
+            main = result[main_key]
             writer.write(result)
             log(f"dev    epoch {epoch} | " + " | ".join(
                 f"{k} {v:.4f}" for k, v in result.items() if k not in ("epoch", "step", "split")))
@@ -289,19 +272,25 @@ def train(cfg, workdir: str, devices=None) -> dict:
                 best = dict(result, main=main)
                 best_params = jax.device_get(state.params)
                 from pretrainx import interop
-                interop.save_finetuned(workdir, best_params, _info(cfg, setup))
+                interop.save_finetuned(workdir, best_params, _info(cfg, setup, data))
             interval = time.perf_counter()
     finally:
         writer.close()
-    written = []
-    for split, name in zip(test_splits, task.submission):
-        preds = predictions(jax.device_put(best_params, shardings.params),
-                            encode_split(split))
-        written.append(_write_submission(workdir, name, split.indices, preds, task))
-    log(f"best dev epoch {best['epoch']}: {task.metrics[0]} {best['main']:.4f}; parameters in "
-        f"{workdir}/best" + (f"; test predictions {', '.join(written)}" if written else ""))
-    return {"best": best, "history": history, "params": n_total, "trainable_params": n_train,
-            "optimizer_state_size": opt_size, "steps": total_steps}
+    written, test_results = [], {}
+    on_device = jax.device_put(best_params, shardings.params)
+    for test in data.test:
+        out = outputs(on_device, test.arrays)
+        if test.score is not None:
+            test_results.update({f"{k}_{test.name}": v for k, v in test.score(out).items()})
+        if test.write is not None:
+            written.append(test.write(workdir, out))
+    if test_results:
+        log("test   best epoch | " + " | ".join(f"{k} {v:.4f}" for k, v in test_results.items()))
+    log(f"best dev epoch {best['epoch']}: {main_key} {best['main']:.4f}; parameters in "
+        f"{workdir}/best" + (f"; predictions {', '.join(written)}" if written else ""))
+    return {"best": best, "history": history, "test": test_results, "params": n_params,
+            "trainable_params": n_trainable, "optimizer_state_size": opt_size,
+            "steps": total_steps}
 
 
 def _count_skips(host, run, limit, step):
@@ -313,37 +302,29 @@ def _count_skips(host, run, limit, step):
     return run
 
 
-def _info(cfg, setup) -> dict:
-    return {"task": cfg.task, "head": "classify", "labels": list(setup.task.labels),
+def _info(cfg, setup, data) -> dict:
+    return {"task": cfg.task, "head": data.head, "labels": list(data.labels),
             "model": setup.model_cfg.to_dict(), "tokenizer": setup.tokenizer.path,
             "lower_case": setup.lower_case, "peft": cfg.peft.to_dict(),
             "init_from": cfg.init_from}
 
 
-def _write_submission(workdir, name, indices, preds, task) -> str:
-    folder = os.path.join(workdir, "predictions")
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, name)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("index\tprediction\n")
-        for index, value in zip(indices, preds):
-            f.write(f"{index}\t{tasks.format_prediction(task, value)}\n")
-    return path
-
-
 def describe(cfg) -> dict:
+    """The run's shape without training: parameter counts, what trains, the recipe."""
     ft_config.validate(cfg)
     setup = _Setup(cfg)
-    batch = {"input_ids": np.zeros((1, cfg.seq_len), np.int32),
-             "token_type_ids": np.zeros((1, cfg.seq_len), np.int32),
-             "attention_mask": np.ones((1, cfg.seq_len), np.int32)}
-    shapes = jax.eval_shape(lambda: setup.model.init(jax.random.key(0), batch))
+    data = setup.data
+    model = setup.model(data.head, data.num_labels)
+    batch = {k: np.zeros((1, cfg.seq_len), np.int32)
+             for k in ("input_ids", "token_type_ids", "attention_mask")}
     from flax import linen as nn
-    params = nn.unbox(shapes["params"])
-    labels = peft_lib.trainable_labels(params, setup.peft, setup.model.head_modules)
-    return {"task": cfg.task, "init_from": cfg.init_from or None,
+    params = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.key(0), batch))["params"])
+    labels = peft_lib.trainable_labels(params, setup.peft, model.head_modules)
+    n_train = len(data.train["input_ids"])
+    return {"task": cfg.task, "head": data.head, "init_from": cfg.init_from or None,
             "params": peft_lib.count(params), "trainable_params": peft_lib.count(params, labels),
-            "peft": setup.peft.method, "num_labels": setup.task.num_labels,
-            "metrics": list(setup.task.metrics), "epochs": cfg.epochs,
+            "peft": setup.peft.method, "num_labels": data.num_labels,
+            "metrics": list(data.metrics), "train_examples": n_train, "epochs": cfg.epochs,
+            "steps": cfg.epochs * (n_train // cfg.global_batch_size),
             "global_batch_size": cfg.global_batch_size, "seq_len": cfg.seq_len,
             "learning_rate": cfg.optimizer.learning_rate}

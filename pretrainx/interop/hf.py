@@ -107,8 +107,8 @@ def save(pretrained: Pretrained, output: str) -> list:
     # Tied tensors may not share memory in a safetensors file.
     state = {k: np.array(v, np.float32, copy=True) for k, v in state.items()}
     save_file(state, os.path.join(output, "model.safetensors"), metadata={"format": "pt"})
-    config = hf_bert.to_hf_config(pretrained.model, pretrained.head, tokenizer.pad_id,
-                                  pretrained.labels)
+    labels = pretrained.labels if pretrained.head in ("classify", "tokens") else None
+    config = hf_bert.to_hf_config(pretrained.model, pretrained.head, tokenizer.pad_id, labels)
     written = ["config.json", "model.safetensors"]
     with open(os.path.join(output, "config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2, sort_keys=True)

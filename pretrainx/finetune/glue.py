@@ -10,6 +10,8 @@ import csv
 import dataclasses
 import os
 
+import numpy as np
+
 from pretrainx.errors import UserError
 
 
@@ -63,7 +65,8 @@ TASKS = {t.name: t for t in (
 
 def get_task(name: str) -> Task:
     if name not in TASKS:
-        raise UserError(f"config key 'task' is {name!r}; known: {', '.join(TASKS)}")
+        from pretrainx.finetune import task_data
+        task_data.check_name(name)
     return TASKS[name]
 
 
@@ -143,13 +146,14 @@ def read_split(task: Task, path: str, labelled: bool, limit: int = 0) -> Split:
 
 
 def task_files(task: Task, glue_dir: str) -> dict:
-    """{"train": path, "dev": [paths], "test": [paths that exist]}."""
+    """{"train": path, "dev": [paths], "test": [(path, submission name) that exist]}."""
     root = os.path.join(os.path.expanduser(glue_dir), task.directory)
     if not os.path.isdir(root):
         raise UserError(f"no {task.directory} folder in data.glue_dir={glue_dir}")
     return {"train": os.path.join(root, "train.tsv"),
             "dev": [os.path.join(root, f) for f in task.dev_files],
-            "test": [os.path.join(root, f) for f in task.test_files
+            "test": [(os.path.join(root, f), name) for f, name in zip(task.test_files,
+                                                                     task.submission)
                      if os.path.isfile(os.path.join(root, f))]}
 
 
@@ -158,3 +162,64 @@ def format_prediction(task: Task, value) -> str:
     if task.is_regression:
         return f"{min(max(float(value), 0.0), 5.0):.3f}"
     return task.labels[int(value)]
+
+
+def encode(split: Split, tokenizer, seq_len: int, regression: bool) -> dict:
+    """[CLS] a [SEP] (b [SEP]) as BERT's run_classifier builds it: a pair is cut
+    longest-first to fit, token types 0 then 1."""
+    n = len(split.texts)
+    ids = np.full((n, seq_len), tokenizer.pad_id, np.int32)
+    types = np.zeros((n, seq_len), np.int32)
+    mask = np.zeros((n, seq_len), np.int32)
+    for row, texts in enumerate(split.texts):
+        parts = [tokenizer.encode(t) for t in texts]
+        budget = seq_len - 1 - len(parts)
+        while sum(len(p) for p in parts) > budget:
+            max(parts, key=len).pop()
+        tokens, segment = [tokenizer.cls_id], [0]
+        for index, part in enumerate(parts):
+            tokens += part + [tokenizer.sep_id]
+            segment += [index] * (len(part) + 1)
+        ids[row, :len(tokens)] = tokens
+        types[row, :len(tokens)] = segment
+        mask[row, :len(tokens)] = 1
+    label_dtype = np.float32 if regression else np.int32
+    labels = np.asarray(split.labels if split.labels is not None else np.zeros(n), label_dtype)
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask,
+            "label": labels, "weight": np.ones(n, np.float32)}
+
+
+def _predicted(task, outputs):
+    return outputs[:, 0] if task.is_regression else outputs.argmax(-1)
+
+
+def build(task: Task, cfg, tokenizer):
+    from pretrainx.finetune import scores
+    from pretrainx.finetune.task_data import EvalSet, TaskData
+    files = task_files(task, cfg.data.glue_dir)
+    encoded = lambda split: encode(split, tokenizer, cfg.seq_len, task.is_regression)
+    train = encoded(read_split(task, files["train"], True, cfg.data.max_train_examples))
+    dev = []
+    for path in files["dev"]:
+        split = read_split(task, path, True, cfg.data.max_eval_examples)
+        name = "" if len(files["dev"]) == 1 else os.path.basename(path)[4:-4]  # matched, ...
+        dev.append(EvalSet(name, encoded(split), lambda out, y=split.labels: scores.score(
+            task.metrics, y, _predicted(task, out))))
+    test = []
+    for path, submission in files["test"]:
+        split = read_split(task, path, False)
+        test.append(EvalSet(submission, encoded(split), None, lambda workdir, out, s=split,
+                            name=submission: write_submission(workdir, name, s.indices,
+                                                              _predicted(task, out), task)))
+    return TaskData("classify", task.labels, task.metrics, train, dev, test)
+
+
+def write_submission(workdir, name, indices, preds, task) -> str:
+    folder = os.path.join(workdir, "predictions")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("index\tprediction\n")
+        for index, value in zip(indices, preds):
+            f.write(f"{index}\t{format_prediction(task, value)}\n")
+    return path
