@@ -46,6 +46,16 @@ def pretrained_workdir(tmp_path_factory):
     return workdir
 
 
+@pytest.fixture(scope="session")
+def pretrained_t5_workdir(tmp_path_factory):
+    """A tiny T5 pretrained for a few steps on real text."""
+    from pretrainx.train import loop
+    workdir = str(tmp_path_factory.mktemp("pretrained_t5") / "w")
+    loop.train(tiny_t5_config(total_steps=3, checkpoint_every=3), workdir,
+               devices=jax.devices()[:1])
+    return workdir
+
+
 def load_config(name: str, arg: str | None = None):
     """A recipe from configs/ as the CLI would load it (without the CLI)."""
     import importlib.util

@@ -20,7 +20,7 @@ from pretrainx import sharding
 from pretrainx.errors import UserError
 from pretrainx.finetune import config as ft_config
 from pretrainx.finetune import task_data
-from pretrainx.models import bert, peft as peft_lib
+from pretrainx.models import bert, peft as peft_lib, t5
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, state as state_lib, step as step_lib
 
@@ -39,7 +39,10 @@ class TaskLoss:
             err = jnp.square(logits[:, 0] - batch["label"])
             return {"loss_sum": jnp.sum(w * err), "count": jnp.sum(w)}
         ce = optax.softmax_cross_entropy_with_integer_labels
-        if self.head == "span":
+        if self.head == "seq2seq":  # teacher-forced target tokens, as T5 trains
+            w, targets = batch["decoder_loss_weights"], batch["decoder_target_tokens"]
+            loss, correct = ce(logits, targets), jnp.argmax(logits, -1) == targets
+        elif self.head == "span":
             start, end = logits[..., 0], logits[..., 1]
             loss = (ce(start, batch["start"]) + ce(end, batch["end"])) / 2
             correct = ((jnp.argmax(start, -1) == batch["start"])
@@ -51,7 +54,8 @@ class TaskLoss:
                 "correct_sum": jnp.sum(w * correct.astype(jnp.float32)), "count": jnp.sum(w)}
 
     def normalizers(self, batch) -> dict:
-        return {"n": jnp.maximum(jnp.sum(batch["weight"]), 1.0)}
+        w = batch["decoder_loss_weights"] if self.head == "seq2seq" else batch["weight"]
+        return {"n": jnp.maximum(jnp.sum(w), 1.0)}
 
     def loss(self, sums, norms):
         return sums["loss_sum"] / norms["n"]
@@ -66,7 +70,7 @@ def _rows(arrays, index):
 
 def _padded_batches(arrays, batch_size):
     """Every row once, the last batch padded with copies of the last row."""
-    n = len(arrays["input_ids"])
+    n = len(next(iter(arrays.values())))
     for start in range(0, n, batch_size):
         index = np.arange(start, start + batch_size)
         yield _rows(arrays, np.minimum(index, n - 1)), min(batch_size, n - start)
@@ -92,7 +96,7 @@ def graft(fresh: dict, pretrained, take_head: bool) -> tuple:
             is_new = is_new or here[-1] in peft_lib._NEW_PARAMS or any(
                 p.endswith("adapter") for p in here)
             if is_new or key not in have:
-                if not is_new and here[0] in ("bert", "pooler"):
+                if not is_new:
                     raise UserError(f"{source}: no parameter {name} for this model")
                 new.append(name)
                 out[key] = value
@@ -131,14 +135,20 @@ class _Setup:
         if self.tokenizer.vocab_size > model_cfg.vocab_size:
             raise UserError(f"tokenizer {tokenizer_path} has {self.tokenizer.vocab_size} ids but "
                             f"the model has {model_cfg.vocab_size}")
+        self.family = model_cfg.get("family", "bert")
         self.peft = peft_lib.from_config(cfg.peft)
+        if self.family == "t5" and self.peft.method != "none":
+            raise UserError(f"peft.method={self.peft.method} is built for BERT encoders; a T5 "
+                            "init_from fine-tunes fully (peft.method=none)")
         length = cfg.seq_len + self.peft.prompt_length
-        if length > model_cfg.max_position_embeddings:
+        if self.family == "bert" and length > model_cfg.max_position_embeddings:
             raise UserError(f"seq_len={cfg.seq_len} (+ {self.peft.prompt_length} prompt tokens) "
                             f"exceeds the model's {model_cfg.max_position_embeddings} positions")
-        self.data = task_data.build(cfg, self.tokenizer) if read_data else None
+        self.data = task_data.build(cfg, self.tokenizer, self.family) if read_data else None
 
     def model(self, head: str, num_labels: int):
+        if self.family == "t5":
+            return t5.T5(self.model_cfg)
         return bert.BertForFineTuning(self.model_cfg, head, num_labels, self.peft)
 
     def takes_head(self, data) -> bool:
@@ -171,7 +181,7 @@ def train(cfg, workdir: str, devices=None) -> dict:
     ft_config.validate(cfg)
     setup = _Setup(cfg)
     data = setup.data
-    n_train = len(data.train["input_ids"])
+    n_train = len(data.train["weight"])
     batch = cfg.global_batch_size
     steps_per_epoch = n_train // batch
     if steps_per_epoch == 0:
@@ -194,7 +204,7 @@ def train(cfg, workdir: str, devices=None) -> dict:
     if setup.pretrained is not None:
         params, taken, new = graft(fresh, setup.pretrained, setup.takes_head(data))
         state = state.replace(params=jax.device_put(params, shardings.params))
-    labels = peft_lib.trainable_labels(fresh, setup.peft, model.head_modules)
+    labels = peft_lib.trainable_labels(fresh, setup.peft, bert.BertForFineTuning.head_modules)
     n_params, n_trainable = peft_lib.count(fresh), peft_lib.count(fresh, labels)
     opt_size = _state_size(state.opt_state)
     log = metrics_lib.log
@@ -212,10 +222,15 @@ def train(cfg, workdir: str, devices=None) -> dict:
     train_step = step_lib.compile_train_step(
         step_lib.make_train_step(model, tx, objective, schedule, 1), mesh, rules, shardings,
         batch_shardings)
-    inputs = ("input_ids", "token_type_ids", "attention_mask")
+    inputs = data.predict_inputs
+    if data.head == "seq2seq":
+        target_len = data.train["decoder_target_tokens"].shape[1]
+        forward = lambda params, b: greedy_decode(model, params, b, target_len)
+    else:
+        forward = lambda params, b: model.apply({"params": params}, b,
+                                                deterministic=True)["logits"]
     predict = step_lib.Compiled(
-        lambda params, b: model.apply({"params": params}, b, deterministic=True)["logits"],
-        mesh, rules, in_shardings=(shardings.params, {k: batch_sharding for k in inputs}),
+        forward, mesh, rules, in_shardings=(shardings.params, {k: batch_sharding for k in inputs}),
         out_shardings=sharding.replicated(mesh))
 
     def to_global(b):
@@ -293,6 +308,23 @@ def train(cfg, workdir: str, devices=None) -> dict:
             "steps": total_steps}
 
 
+def greedy_decode(model, params, batch, length: int):
+    """[batch, length] greedy T5 outputs. The decoder reruns on the whole prefix at
+    each step (no cache): targets here are a few tokens long."""
+    tokens, segments = batch["encoder_input_tokens"], batch["encoder_segment_ids"]
+    encoded = model.apply({"params": params}, tokens, segments, True, method=t5.T5.encode)
+    out = jnp.zeros((tokens.shape[0], length), jnp.int32)
+    ones = jnp.ones_like(out)
+
+    def step(i, out):
+        previous = jnp.concatenate([jnp.zeros_like(out[:, :1]), out[:, :-1]], axis=1)
+        logits = model.apply({"params": params}, encoded, segments, previous, ones, True,
+                             method=t5.T5.decode)
+        return out.at[:, i].set(jnp.argmax(logits[:, i], axis=-1).astype(jnp.int32))
+
+    return jax.lax.fori_loop(0, length, step, out)
+
+
 def _count_skips(host, run, limit, step):
     for m in host:
         run = run + 1 if m["skipped"] else 0
@@ -306,7 +338,8 @@ def _info(cfg, setup, data) -> dict:
     return {"task": cfg.task, "head": data.head, "labels": list(data.labels),
             "model": setup.model_cfg.to_dict(), "tokenizer": setup.tokenizer.path,
             "lower_case": setup.lower_case, "peft": cfg.peft.to_dict(),
-            "init_from": cfg.init_from}
+            "init_from": cfg.init_from,
+            "num_sentinels": setup.pretrained.num_sentinels if setup.pretrained else 0}
 
 
 def describe(cfg) -> dict:
@@ -315,12 +348,11 @@ def describe(cfg) -> dict:
     setup = _Setup(cfg)
     data = setup.data
     model = setup.model(data.head, data.num_labels)
-    batch = {k: np.zeros((1, cfg.seq_len), np.int32)
-             for k in ("input_ids", "token_type_ids", "attention_mask")}
+    batch = _rows(data.train, np.zeros(1, np.int64))
     from flax import linen as nn
     params = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.key(0), batch))["params"])
-    labels = peft_lib.trainable_labels(params, setup.peft, model.head_modules)
-    n_train = len(data.train["input_ids"])
+    labels = peft_lib.trainable_labels(params, setup.peft, bert.BertForFineTuning.head_modules)
+    n_train = len(data.train["weight"])
     return {"task": cfg.task, "head": data.head, "init_from": cfg.init_from or None,
             "params": peft_lib.count(params), "trainable_params": peft_lib.count(params, labels),
             "peft": setup.peft.method, "num_labels": data.num_labels,

@@ -21,12 +21,13 @@ class EvalSet:
 
 @dataclasses.dataclass
 class TaskData:
-    head: str  # classify | tokens | span
+    head: str  # classify | tokens | span (BERT heads) | seq2seq (T5, generated ids)
     labels: tuple  # label strings in id order; () for regression
     metrics: tuple  # the first decides the best epoch
     train: dict  # arrays with a "weight" row (or token) mask
     dev: list  # [EvalSet] scored after every epoch
     test: list  # [EvalSet] predicted with the best epoch's parameters
+    predict_inputs: tuple = ("input_ids", "token_type_ids", "attention_mask")
 
     @property
     def num_labels(self) -> int:
@@ -42,9 +43,13 @@ def task_names() -> list:
     return list(glue.TASKS) + ["conll2003", "squad"]
 
 
-def build(cfg, tokenizer) -> TaskData:
-    """The TaskData of `cfg.task` from its files under data.glue_dir / data.squad_dir."""
+def build(cfg, tokenizer, family: str = "bert") -> TaskData:
+    """The TaskData of `cfg.task` from its files under data.glue_dir / data.squad_dir,
+    in T5's text-to-text form for a T5 model."""
     name = cfg.task
+    if family == "t5":
+        from pretrainx.finetune import text_to_text
+        return text_to_text.build(cfg, tokenizer)
     if name == "conll2003":
         from pretrainx.finetune import conll
         return conll.build(cfg, tokenizer)

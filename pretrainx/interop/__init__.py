@@ -20,21 +20,29 @@ class Pretrained:
     params: dict  # float32 numpy, layers unrolled (layer_0, layer_1, ...)
     tokenizer: str  # path of vocab.txt or a SentencePiece .model
     lower_case: bool
-    head: str  # pretrain | classify | tokens | span | encoder
+    head: str  # pretrain | classify | tokens | span | encoder (BERT); seq2seq (T5)
     source: str
     labels: tuple | None = None  # a fine-tuned head's labels (() for regression)
     task: str | None = None
     peft: dict | None = None  # a fine-tuning run's peft section
+    num_sentinels: int = 0  # T5: the <extra_id_N> ids past the SentencePiece pieces
+
+    @property
+    def family(self) -> str:
+        return self.model.family
+
+
+_STACKS = ("layers", "encoders", "decoders")  # scan_layers' stacked subtrees
 
 
 def unstack_layers(params: dict) -> dict:
     """scan_layers' stacked `layers` subtree -> layer_0, layer_1, ... (anywhere in the tree)."""
     out = {}
     for key, value in params.items():
-        if key in ("layers", "blocks") and isinstance(value, dict):
+        if key in _STACKS and isinstance(value, dict):
             import jax
             n = jax.tree_util.tree_leaves(value)[0].shape[0]
-            prefix = "layer" if key == "layers" else "block"
+            prefix = key[:-1]
             for i in range(n):
                 out[f"{prefix}_{i}"] = jax.tree_util.tree_map(lambda x, i=i: x[i], value)
         elif isinstance(value, dict):
@@ -49,8 +57,8 @@ def stack_layers(params: dict, like: dict) -> dict:
     import jax
     out = {}
     for key, value in like.items():
-        if key in ("layers", "blocks") and isinstance(value, dict):
-            prefix = "layer" if key == "layers" else "block"
+        if key in _STACKS and isinstance(value, dict):
+            prefix = key[:-1]
             n = jax.tree_util.tree_leaves(value)[0].shape[0]
             parts = [params[f"{prefix}_{i}"] for i in range(n)]
             out[key] = jax.tree_util.tree_map(lambda *xs: np.stack(xs), *parts)
@@ -94,9 +102,10 @@ def _load_pretraining(path: str) -> Pretrained:
     import orbax.checkpoint as ocp
     from pretrainx import config as config_lib
     cfg = ml_collections.ConfigDict(_read_json(os.path.join(path, "config.json")))
-    if cfg.get("objective") != "bert":
-        raise UserError(f"{path}: a {cfg.get('objective')!r} pretraining run; fine-tuning and "
-                        "export take BERT runs (T5 and GPT-2 are not supported yet)")
+    objective = cfg.get("objective")
+    if objective not in ("bert", "t5"):
+        raise UserError(f"{path}: a {objective!r} pretraining run; fine-tuning and export "
+                        "take BERT and T5 runs")
     manager = ocp.CheckpointManager(os.path.abspath(os.path.join(path, "checkpoints")),
                                     item_names=("state", "data", "config"))
     step = manager.latest_step()
@@ -110,11 +119,13 @@ def _load_pretraining(path: str) -> Pretrained:
                         f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
     finally:
         manager.close()
-    model = config_lib.default_config("bert").model
+    model = config_lib.default_config(objective).model
     model.update(cfg.model)
     return Pretrained(model=model, params=unstack_layers(_to_numpy(state["params"])),
                       tokenizer=cfg.data.tokenizer, lower_case=cfg.data.lower_case,
-                      head="pretrain", source=f"{path}/checkpoints/{step}")
+                      head="pretrain" if objective == "bert" else "seq2seq",
+                      source=f"{path}/checkpoints/{step}",
+                      num_sentinels=cfg.data.get("num_sentinels", 0))
 
 
 def save_finetuned(workdir: str, params, info: dict) -> None:
@@ -139,9 +150,10 @@ def _load_finetuned(path: str) -> Pretrained:
     except Exception as e:
         raise UserError(f"{path}/best does not restore: {type(e).__name__}: "
                         f"{str(e).splitlines()[0][:200]}") from None
-    model = config_lib.default_config("bert").model
+    model = config_lib.default_config(info["model"].get("family", "bert")).model
     model.update(info["model"])
     return Pretrained(model=model, params=unstack_layers(_to_numpy(params)),
                       tokenizer=info["tokenizer"], lower_case=info["lower_case"],
                       head=info["head"], source=f"{path}/best", labels=tuple(info["labels"]),
-                      task=info["task"], peft=info.get("peft"))
+                      task=info["task"], peft=info.get("peft"),
+                      num_sentinels=info.get("num_sentinels", 0))

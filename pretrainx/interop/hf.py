@@ -8,9 +8,9 @@ import shutil
 import numpy as np
 
 from pretrainx.errors import UserError
-from pretrainx.interop import Pretrained, hf_bert
+from pretrainx.interop import Pretrained, hf_bert, hf_t5
 
-SUPPORTED = ("bert",)
+SUPPORTED = ("bert", "t5")
 
 
 def _read_weights(path: str) -> dict:
@@ -36,13 +36,20 @@ def _read_weights(path: str) -> dict:
     raise UserError(f"no model.safetensors or pytorch_model.bin in {path}")
 
 
+def _tokenizer_config(path: str) -> dict:
+    config_file = os.path.join(path, "tokenizer_config.json")
+    if not os.path.isfile(config_file):
+        return {}
+    try:
+        with open(config_file, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot read {config_file}: {e}") from None
+
+
 def _tokenizer_of(path: str) -> tuple:
     """(tokenizer file, lower_case) of an HF directory."""
-    config = {}
-    config_file = os.path.join(path, "tokenizer_config.json")
-    if os.path.isfile(config_file):
-        with open(config_file, encoding="utf-8") as f:
-            config = json.load(f)
+    config = _tokenizer_config(path)
     for name in ("vocab.txt", "spiece.model"):
         if os.path.isfile(os.path.join(path, name)):
             return os.path.join(path, name), bool(config.get("do_lower_case", True))
@@ -62,6 +69,17 @@ def load(path: str) -> Pretrained:
         arch = ",".join(hf.get("architectures") or ["?"])
         raise UserError(f"{config_file}: unsupported architecture {arch} (model_type "
                         f"{model_type!r}); expected one of: {', '.join(SUPPORTED)}")
+    tokenizer, lower_case = _tokenizer_of(path)
+    state = _read_weights(path)
+    if model_type == "t5":
+        model = hf_t5.model_config_from_hf(hf, config_lib.default_config("t5").model, config_file)
+        extra_ids = _tokenizer_config(path).get("extra_ids", 100)
+        try:
+            params = hf_t5.from_hf_state(state, model, path)
+        except ValueError as e:
+            raise UserError(f"{path}: weights do not fit its config.json ({e})") from None
+        return Pretrained(model=model, params=params, tokenizer=tokenizer, lower_case=False,
+                          head="seq2seq", source=path, num_sentinels=int(extra_ids))
     model = hf_bert.model_config_from_hf(hf, config_lib.default_config("bert").model,
                                          config_file)
     head = hf_bert.head_of_architecture(hf)
@@ -72,12 +90,10 @@ def load(path: str) -> Pretrained:
         else:
             id2label = hf.get("id2label") or {"0": "LABEL_0", "1": "LABEL_1"}
             labels = tuple(id2label[str(i)] for i in range(len(id2label)))
-    state = _read_weights(path)
     try:
         params = hf_bert.from_hf_state(state, model, head, path)
     except ValueError as e:  # a reshape: tensor shapes that do not fit config.json
         raise UserError(f"{path}: weights do not fit its config.json ({e})") from None
-    tokenizer, lower_case = _tokenizer_of(path)
     return Pretrained(model=model, params=params, tokenizer=tokenizer, lower_case=lower_case,
                       head=head, source=path, labels=labels)
 
@@ -103,12 +119,18 @@ def save(pretrained: Pretrained, output: str) -> list:
         raise UserError(f"output directory {output} is not empty")
     os.makedirs(output, exist_ok=True)
     tokenizer = load_tokenizer(pretrained.tokenizer, lower_case=pretrained.lower_case)
-    state = hf_bert.to_hf_state(_merged_params(pretrained), pretrained.model, pretrained.head)
+    params = _merged_params(pretrained)
+    if pretrained.family == "t5":
+        state = hf_t5.to_hf_state(params, pretrained.model)
+        config = hf_t5.to_hf_config(pretrained.model, tokenizer.pad_id, tokenizer.sep_id)
+    else:
+        state = hf_bert.to_hf_state(params, pretrained.model, pretrained.head)
+        labels = pretrained.labels if pretrained.head in ("classify", "tokens") else None
+        config = hf_bert.to_hf_config(pretrained.model, pretrained.head, tokenizer.pad_id,
+                                      labels)
     # Tied tensors may not share memory in a safetensors file.
     state = {k: np.array(v, np.float32, copy=True) for k, v in state.items()}
     save_file(state, os.path.join(output, "model.safetensors"), metadata={"format": "pt"})
-    labels = pretrained.labels if pretrained.head in ("classify", "tokens") else None
-    config = hf_bert.to_hf_config(pretrained.model, pretrained.head, tokenizer.pad_id, labels)
     written = ["config.json", "model.safetensors"]
     with open(os.path.join(output, "config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2, sort_keys=True)
@@ -117,8 +139,13 @@ def save(pretrained: Pretrained, output: str) -> list:
 
 
 def _save_tokenizer(pretrained, tokenizer, output) -> list:
-    max_len = int(pretrained.model.max_position_embeddings)
-    if pretrained.tokenizer.endswith(".txt"):
+    max_len = int(pretrained.model.get("max_position_embeddings", 512))
+    if pretrained.family == "t5":
+        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "spiece.model"))
+        config = {"tokenizer_class": "T5Tokenizer", "extra_ids": pretrained.num_sentinels,
+                  "model_max_length": 512, "legacy": True}
+        name = "spiece.model"
+    elif pretrained.tokenizer.endswith(".txt"):
         shutil.copyfile(pretrained.tokenizer, os.path.join(output, "vocab.txt"))
         config = {"tokenizer_class": "BertTokenizer", "do_lower_case": pretrained.lower_case,
                   "model_max_length": max_len}
@@ -131,9 +158,12 @@ def _save_tokenizer(pretrained, tokenizer, output) -> list:
                   "keep_accents": True, "remove_space": True, "model_max_length": max_len}
         name = "spiece.model"
     special = {"unk_token": tokenizer.id_to_piece(tokenizer.unk_id),
-               "pad_token": tokenizer.id_to_piece(tokenizer.pad_id),
-               "cls_token": tokenizer.id_to_piece(tokenizer.cls_id),
-               "sep_token": tokenizer.id_to_piece(tokenizer.sep_id)}
+               "pad_token": tokenizer.id_to_piece(tokenizer.pad_id)}
+    if pretrained.family == "t5":
+        special["eos_token"] = tokenizer.id_to_piece(tokenizer.sep_id)
+    else:
+        special.update(cls_token=tokenizer.id_to_piece(tokenizer.cls_id),
+                       sep_token=tokenizer.id_to_piece(tokenizer.sep_id))
     if tokenizer.mask_id >= 0:
         special["mask_token"] = tokenizer.id_to_piece(tokenizer.mask_id)
     config.update(special)
