@@ -187,3 +187,91 @@ def test_t5_export_matches_transformers_and_round_trips(pretrained_t5_workdir, t
     for (path, a), (_, b) in zip(jax.tree_util.tree_leaves_with_path(ours.params),
                                  jax.tree_util.tree_leaves_with_path(back.params)):
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), path
+
+
+def _google_variables(cfg, rng):
+    """Variables named and shaped as a google-research/bert pretraining checkpoint
+    (plus Adam slots and global_step, which an import must skip)."""
+    h, m, v = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    shapes = {"bert/embeddings/word_embeddings": (v, h),
+              "bert/embeddings/token_type_embeddings": (2, h),
+              "bert/embeddings/position_embeddings": (cfg["max_position_embeddings"], h),
+              "bert/embeddings/LayerNorm/gamma": (h,), "bert/embeddings/LayerNorm/beta": (h,),
+              "bert/pooler/dense/kernel": (h, h), "bert/pooler/dense/bias": (h,),
+              "cls/predictions/transform/dense/kernel": (h, h),
+              "cls/predictions/transform/dense/bias": (h,),
+              "cls/predictions/transform/LayerNorm/gamma": (h,),
+              "cls/predictions/transform/LayerNorm/beta": (h,),
+              "cls/predictions/output_bias": (v,),
+              "cls/seq_relationship/output_weights": (2, h),
+              "cls/seq_relationship/output_bias": (2,)}
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"bert/encoder/layer_{i}/"
+        for name in ("query", "key", "value"):
+            shapes[p + f"attention/self/{name}/kernel"] = (h, h)
+            shapes[p + f"attention/self/{name}/bias"] = (h,)
+        shapes.update({p + "attention/output/dense/kernel": (h, h),
+                       p + "attention/output/dense/bias": (h,),
+                       p + "attention/output/LayerNorm/gamma": (h,),
+                       p + "attention/output/LayerNorm/beta": (h,),
+                       p + "intermediate/dense/kernel": (h, m), p + "intermediate/dense/bias": (m,),
+                       p + "output/dense/kernel": (m, h), p + "output/dense/bias": (h,),
+                       p + "output/LayerNorm/gamma": (h,), p + "output/LayerNorm/beta": (h,)})
+    variables = {k: rng.normal(0, 0.1, s).astype(np.float32) for k, s in shapes.items()}
+    variables.update({k + "/adam_m": np.zeros_like(a) for k, a in list(variables.items())[:3]})
+    variables["global_step"] = np.int64(1000)
+    return variables
+
+
+def test_google_tf_checkpoint_imports_as_transformers_reads_it(shared_data, tmp_path,
+                                                               monkeypatch):
+    """TensorFlow is not installed here: a stand-in `tensorflow.train` serves the
+    variables to both our importer and transformers' own TF loader, and the two
+    models agree."""
+    import types
+    cfg = {"vocab_size": 30522, "hidden_size": 64, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "intermediate_size": 128, "hidden_act": "gelu",
+           "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+           "max_position_embeddings": 128, "type_vocab_size": 2, "initializer_range": 0.02}
+    variables = _google_variables(cfg, np.random.default_rng(0))
+    import importlib.machinery
+    fake = types.ModuleType("tensorflow")
+    fake.__spec__ = importlib.machinery.ModuleSpec("tensorflow", None)
+    fake.train = types.SimpleNamespace(
+        list_variables=lambda prefix: [(k, np.shape(a)) for k, a in variables.items()],
+        load_variable=lambda prefix, name: variables[name])
+    monkeypatch.setitem(sys.modules, "tensorflow", fake)
+    folder = tmp_path / "uncased_L-2_H-64_A-4"
+    folder.mkdir()
+    (folder / "bert_config.json").write_text(json.dumps(cfg))
+    (folder / "vocab.txt").write_bytes(
+        (shared_data / "tokenizers" / "bert-base-uncased" / "vocab.txt").read_bytes())
+    loaded = interop.load(str(folder))
+    assert loaded.head == "pretrain" and loaded.model.hidden_act == "gelu_tanh"
+    assert loaded.lower_case
+    # google-research/bert's gelu is the tanh form: HF calls it gelu_new
+    reference = transformers.BertForPreTraining(transformers.BertConfig(
+        **dict(cfg, hidden_act="gelu_new"))).eval()
+    transformers.models.bert.modeling_bert.load_tf_weights_in_bert(
+        reference, None, str(folder / "bert_model.ckpt"))
+    batch = _batch(load_tokenizer(loaded.tokenizer), pairs=True)
+    mine = bert.BertForPreTraining(loaded.model).apply({"params": loaded.params}, batch)
+    with torch.no_grad():
+        theirs = reference(**_torch_inputs(batch))
+    real = batch["attention_mask"].astype(bool)
+    assert np.abs(np.asarray(mine["mlm_logits"]) - theirs.prediction_logits.numpy())[
+        real].max() <= 1e-4
+    assert np.abs(np.asarray(mine["nsp_logits"]) - theirs.seq_relationship_logits.numpy()
+                  ).max() <= 1e-4
+    monkeypatch.delitem(sys.modules, "tensorflow")
+    monkeypatch.setattr("builtins.__import__", _no_tensorflow(__import__))
+    with pytest.raises(UserError, match="reading it needs TensorFlow"):
+        interop.load(str(folder))
+
+
+def _no_tensorflow(real_import):
+    def guarded(name, *args, **kwargs):
+        if name == "tensorflow":
+            raise ImportError("No module named 'tensorflow'")
+        return real_import(name, *args, **kwargs)
+    return guarded

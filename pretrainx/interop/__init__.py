@@ -94,8 +94,12 @@ def load(path: str) -> Pretrained:
     if os.path.isfile(os.path.join(path, "config.json")):
         from pretrainx.interop import hf
         return hf.load(path)
-    raise UserError(f"{path} is neither a pretrainx workdir (checkpoints/, {FINETUNE_FILE}) nor "
-                    "a HuggingFace model directory (config.json)")
+    if os.path.isfile(os.path.join(path, "bert_config.json")):
+        from pretrainx.interop import tf_bert
+        return tf_bert.load(path)
+    raise UserError(f"{path} is neither a pretrainx workdir (checkpoints/, {FINETUNE_FILE}), "
+                    "a HuggingFace model directory (config.json) nor a google-research BERT "
+                    "checkpoint (bert_config.json)")
 
 
 def _load_pretraining(path: str) -> Pretrained:
