@@ -31,7 +31,7 @@ DEFAULT_SHARDING_RULES = (
     ("prefix", None),
 )
 
-OBJECTIVES = ("bert", "t5")
+OBJECTIVES = ("bert", "t5", "causal_lm")
 
 
 def _shared_sections(objective: str, total_steps: int, batch: int, seq_len: int,
@@ -67,7 +67,7 @@ def _shared_sections(objective: str, total_steps: int, batch: int, seq_len: int,
     c.optimizer.name = "adamw"  # adamw | adafactor
     c.optimizer.learning_rate = learning_rate
     c.optimizer.warmup_steps = 10_000
-    c.optimizer.schedule = schedule  # bert_linear | warmup_linear | constant | rsqrt
+    c.optimizer.schedule = schedule  # bert_linear | warmup_linear | constant | rsqrt | cosine
     c.optimizer.b1 = 0.9
     c.optimizer.b2 = 0.999
     c.optimizer.eps = 1e-6
@@ -100,6 +100,8 @@ def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
     """
     if objective == "t5":
         return t5_config()
+    if objective == "causal_lm":
+        return gpt2_config()
     if objective != "bert":
         raise UserError(f"config key 'objective' is {objective!r}; expected one of "
                         f"{', '.join(OBJECTIVES)}")
@@ -181,9 +183,40 @@ def t5_config() -> ml_collections.ConfigDict:
     return c
 
 
+def gpt2_config() -> ml_collections.ConfigDict:
+    """GPT-2 small (124M) as Radford et al. (2019) describe it: context 1024, batch 512,
+    50,257 byte-level BPE tokens, pre-LN, dropout 0.1. The paper leaves the optimizer
+    to GPT-1's (Radford et al. 2018): Adam, peak lr 2.5e-4 after a 2,000-step linear
+    warmup, cosine decay to 0, weight decay 0.01. Steps are not published: 600k
+    (about 315B tokens, what open reproductions of the 124M model train)."""
+    c = _shared_sections("causal_lm", total_steps=600_000, batch=512, seq_len=1024,
+                         learning_rate=2.5e-4, schedule="cosine")
+    c.optimizer.warmup_steps = 2000
+    c.optimizer.eps = 1e-8
+    c.model = ml_collections.ConfigDict()
+    c.model.family = "gpt2"
+    c.model.num_layers = 12
+    c.model.hidden_size = 768
+    c.model.num_heads = 12
+    c.model.mlp_dim = 3072
+    c.model.vocab_size = 50257
+    c.model.max_position_embeddings = 1024
+    c.model.dropout_rate = 0.1  # embeddings, residual branches
+    c.model.attention_dropout_rate = 0.1
+    c.model.layer_norm_eps = 1e-5
+    c.model.initializer_range = 0.02
+    c.model.hidden_act = "gelu_tanh"
+    c.model.dtype = "float32"
+    c.model.remat = "none"
+    c.model.scan_layers = False
+    c.model.float32_attention_logits = False
+    c.data.lower_case = False
+    return c
+
+
 _DTYPES = ("float32", "bfloat16", "float16")
 _REMAT = ("none", "full", "dots")
-_SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt")
+_SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt", "cosine")
 _OPTIMIZERS = ("adamw", "adafactor")
 
 
@@ -235,6 +268,8 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     _choice(cfg.optimizer.name, "optimizer.name", _OPTIMIZERS)
     if cfg.objective == "t5":
         return _validate_t5(cfg)
+    if cfg.objective == "causal_lm":
+        return _validate_causal_lm(cfg)
     _positive(cfg, "model.max_position_embeddings", "data.max_predictions_per_seq",
               "data.dupe_factor")
     if m.hidden_size % m.num_heads:
@@ -301,6 +336,19 @@ def _validate_t5(cfg):
                         "must be >= 1")
     if cfg.z_loss < 0:
         raise UserError(f"z_loss={cfg.z_loss} must be >= 0")
+    return cfg
+
+
+def _validate_causal_lm(cfg):
+    m = cfg.model
+    _positive(cfg, "model.max_position_embeddings")
+    _validate_common(cfg)
+    if m.hidden_size % m.num_heads:
+        raise UserError(f"model.hidden_size={m.hidden_size} is not divisible by "
+                        f"model.num_heads={m.num_heads}")
+    if cfg.seq_len > m.max_position_embeddings:
+        raise UserError(f"seq_len={cfg.seq_len} exceeds model.max_position_embeddings="
+                        f"{m.max_position_embeddings}")
     return cfg
 
 

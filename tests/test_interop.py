@@ -275,3 +275,35 @@ def _no_tensorflow(real_import):
             raise ImportError("No module named 'tensorflow'")
         return real_import(name, *args, **kwargs)
     return guarded
+
+
+def test_gpt2_export_matches_transformers_and_round_trips(shared_data, tmp_path):
+    from pretrainx.models import gpt2
+    from pretrainx.train import loop
+    from test_gpt2 import tiny_gpt2_config
+    vocab = str(shared_data / "tokenizers" / "gpt2")
+    loop.train(tiny_gpt2_config(vocab, total_steps=2, checkpoint_every=2),
+               str(tmp_path / "w"), devices=jax.devices()[:1])
+    _export(tmp_path / "w", tmp_path / "hf")
+    ours = interop.load(str(tmp_path / "w"))
+    tokenizer = load_tokenizer(ours.tokenizer)
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    rows = [tokenizer.encode(s) for s in SENTENCES]
+    for s, ids in zip(SENTENCES, rows):
+        assert hf_tokenizer(s)["input_ids"] == ids
+    length = max(map(len, rows))
+    ids = np.array([r + [tokenizer.eot_id] * (length - len(r)) for r in rows])
+    mask = np.array([[1] * len(r) + [0] * (length - len(r)) for r in rows])
+    batch = {"inputs": ids, "segment_ids": mask, "positions": np.tile(np.arange(length),
+                                                                      (len(rows), 1))}
+    mine = np.asarray(gpt2.GPT2(ours.model).apply({"params": ours.params}, batch)["logits"])
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    with torch.no_grad():
+        theirs = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)
+                       ).logits.numpy()
+    assert np.abs(mine - theirs)[mask.astype(bool)].max() <= 1e-4
+    back = interop.load(str(tmp_path / "hf"))
+    assert back.family == "gpt2"
+    assert jax.tree_util.tree_structure(back.params) == jax.tree_util.tree_structure(ours.params)
+    for a, b in zip(jax.tree_util.tree_leaves(ours.params), jax.tree_util.tree_leaves(back.params)):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()

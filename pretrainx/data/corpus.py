@@ -24,8 +24,15 @@ def read_options(data) -> dict:
 
 
 def tokenize(docs, tokenizer) -> list:
-    """Documents of sentence strings -> documents of int32 token-id arrays."""
+    """Documents of sentence strings -> documents of int32 token-id arrays.
+
+    Byte-level BPE spells the space between words into the next token (" the"), so
+    for it every sentence after a document's first is encoded after a space, and
+    the sentences' ids join into the document's text."""
     encode = tokenizer.encode
+    if getattr(tokenizer, "spaces_are_tokens", False):
+        return [[np.asarray(encode(s if i == 0 else " " + s), np.int32)
+                 for i, s in enumerate(doc)] for doc in docs]
     return [[np.asarray(encode(s), np.int32) for s in doc] for doc in docs]
 
 

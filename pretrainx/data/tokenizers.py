@@ -296,12 +296,17 @@ class SentencePieceTokenizer(Tokenizer):
 
 
 def load_tokenizer(path: str, lower_case: bool = True) -> Tokenizer:
-    """Picks the implementation from the file name.
+    """Picks the implementation from the file name: vocab.txt (WordPiece), .model
+    (SentencePiece), vocab.json + merges.txt or their folder (GPT-2 byte-level BPE).
 
     `lower_case` applies to WordPiece only; a SentencePiece model carries its
     own normalization rule.
     """
     path = os.path.expanduser(path)
+    from pretrainx.data import bpe
+    byte_level = bpe.files_in(path)
+    if byte_level:
+        return bpe.ByteLevelBPETokenizer(*byte_level)
     if os.path.isdir(path):
         path = _tokenizer_file_in(path)
     elif not os.path.exists(path):

@@ -136,6 +136,9 @@ class _Setup:
             raise UserError(f"tokenizer {tokenizer_path} has {self.tokenizer.vocab_size} ids but "
                             f"the model has {model_cfg.vocab_size}")
         self.family = model_cfg.get("family", "bert")
+        if self.family not in ("bert", "t5"):
+            raise UserError(f"init_from {cfg.init_from} is a {self.family} model; fine-tuning "
+                            "takes BERT (heads) and T5 (text to text) models")
         self.peft = peft_lib.from_config(cfg.peft)
         if self.family == "t5" and self.peft.method != "none":
             raise UserError(f"peft.method={self.peft.method} is built for BERT encoders; a T5 "

@@ -20,7 +20,7 @@ class Pretrained:
     params: dict  # float32 numpy, layers unrolled (layer_0, layer_1, ...)
     tokenizer: str  # path of vocab.txt or a SentencePiece .model
     lower_case: bool
-    head: str  # pretrain | classify | tokens | span | encoder (BERT); seq2seq (T5)
+    head: str  # pretrain | classify | tokens | span | encoder (BERT); seq2seq (T5); causal_lm
     source: str
     labels: tuple | None = None  # a fine-tuned head's labels (() for regression)
     task: str | None = None
@@ -107,9 +107,9 @@ def _load_pretraining(path: str) -> Pretrained:
     from pretrainx import config as config_lib
     cfg = ml_collections.ConfigDict(_read_json(os.path.join(path, "config.json")))
     objective = cfg.get("objective")
-    if objective not in ("bert", "t5"):
-        raise UserError(f"{path}: a {objective!r} pretraining run; fine-tuning and export "
-                        "take BERT and T5 runs")
+    if objective not in ("bert", "t5", "causal_lm"):
+        raise UserError(f"{path}: a {objective!r} pretraining run; export takes BERT, T5 and "
+                        "GPT-2 runs")
     manager = ocp.CheckpointManager(os.path.abspath(os.path.join(path, "checkpoints")),
                                     item_names=("state", "data", "config"))
     step = manager.latest_step()
@@ -127,7 +127,7 @@ def _load_pretraining(path: str) -> Pretrained:
     model.update(cfg.model)
     return Pretrained(model=model, params=unstack_layers(_to_numpy(state["params"])),
                       tokenizer=cfg.data.tokenizer, lower_case=cfg.data.lower_case,
-                      head="pretrain" if objective == "bert" else "seq2seq",
+                      head={"bert": "pretrain", "t5": "seq2seq"}.get(objective, "causal_lm"),
                       source=f"{path}/checkpoints/{step}",
                       num_sentinels=cfg.data.get("num_sentinels", 0))
 

@@ -8,9 +8,9 @@ import shutil
 import numpy as np
 
 from pretrainx.errors import UserError
-from pretrainx.interop import Pretrained, hf_bert, hf_t5
+from pretrainx.interop import Pretrained, hf_bert, hf_gpt2, hf_t5
 
-SUPPORTED = ("bert", "t5")
+SUPPORTED = ("bert", "t5", "gpt2")
 
 
 def _read_weights(path: str) -> dict:
@@ -50,10 +50,11 @@ def _tokenizer_config(path: str) -> dict:
 def _tokenizer_of(path: str) -> tuple:
     """(tokenizer file, lower_case) of an HF directory."""
     config = _tokenizer_config(path)
-    for name in ("vocab.txt", "spiece.model"):
+    for name in ("vocab.json", "vocab.txt", "spiece.model"):
         if os.path.isfile(os.path.join(path, name)):
             return os.path.join(path, name), bool(config.get("do_lower_case", True))
-    raise UserError(f"no vocab.txt or spiece.model in {path}: the tokenizer is needed too")
+    raise UserError(f"no vocab.json, vocab.txt or spiece.model in {path}: the tokenizer is "
+                    "needed too")
 
 
 def load(path: str) -> Pretrained:
@@ -80,6 +81,15 @@ def load(path: str) -> Pretrained:
             raise UserError(f"{path}: weights do not fit its config.json ({e})") from None
         return Pretrained(model=model, params=params, tokenizer=tokenizer, lower_case=False,
                           head="seq2seq", source=path, num_sentinels=int(extra_ids))
+    if model_type == "gpt2":
+        model = hf_gpt2.model_config_from_hf(hf, config_lib.default_config("causal_lm").model,
+                                             config_file)
+        try:
+            params = hf_gpt2.from_hf_state(state, model, path)
+        except ValueError as e:
+            raise UserError(f"{path}: weights do not fit its config.json ({e})") from None
+        return Pretrained(model=model, params=params, tokenizer=tokenizer, lower_case=False,
+                          head="causal_lm", source=path)
     model = hf_bert.model_config_from_hf(hf, config_lib.default_config("bert").model,
                                          config_file)
     head = hf_bert.head_of_architecture(hf)
@@ -120,7 +130,10 @@ def save(pretrained: Pretrained, output: str) -> list:
     os.makedirs(output, exist_ok=True)
     tokenizer = load_tokenizer(pretrained.tokenizer, lower_case=pretrained.lower_case)
     params = _merged_params(pretrained)
-    if pretrained.family == "t5":
+    if pretrained.family == "gpt2":
+        state = hf_gpt2.to_hf_state(params, pretrained.model)
+        config = hf_gpt2.to_hf_config(pretrained.model, tokenizer.sep_id)
+    elif pretrained.family == "t5":
         state = hf_t5.to_hf_state(params, pretrained.model)
         config = hf_t5.to_hf_config(pretrained.model, tokenizer.pad_id, tokenizer.sep_id)
     else:
@@ -140,6 +153,20 @@ def save(pretrained: Pretrained, output: str) -> list:
 
 def _save_tokenizer(pretrained, tokenizer, output) -> list:
     max_len = int(pretrained.model.get("max_position_embeddings", 512))
+    if pretrained.family == "gpt2":
+        from pretrainx.data import bpe
+        vocab, merges = bpe.files_in(pretrained.tokenizer)
+        shutil.copyfile(vocab, os.path.join(output, "vocab.json"))
+        shutil.copyfile(merges, os.path.join(output, "merges.txt"))
+        special = {"bos_token": bpe.END_OF_TEXT, "eos_token": bpe.END_OF_TEXT,
+                   "unk_token": bpe.END_OF_TEXT}
+        config = dict(special, tokenizer_class="GPT2Tokenizer", model_max_length=max_len,
+                      add_prefix_space=False)
+        for file_name, content in (("tokenizer_config.json", config),
+                                   ("special_tokens_map.json", special)):
+            with open(os.path.join(output, file_name), "w", encoding="utf-8") as f:
+                json.dump(content, f, indent=2, sort_keys=True)
+        return ["vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json"]
     if pretrained.family == "t5":
         shutil.copyfile(pretrained.tokenizer, os.path.join(output, "spiece.model"))
         config = {"tokenizer_class": "T5Tokenizer", "extra_ids": pretrained.num_sentinels,

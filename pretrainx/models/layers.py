@@ -272,6 +272,9 @@ class MultiHeadAttention(nn.Module):
     lora: Lora | None = None
     lora_targets: tuple = ()
     prefix_length: int = 0
+    # Autoregressive decoding: keys and values of earlier steps live in the "cache"
+    # collection; a call with the full length creates it, calls with one token fill it.
+    decode: bool = False
 
     @nn.compact
     def __call__(self, x_q, x_kv, bias, deterministic: bool):
@@ -287,6 +290,8 @@ class MultiHeadAttention(nn.Module):
         v = project("value", x_kv)
         if self.prefix_length:
             k, v, bias = self._with_prefix(k, v, bias)
+        if self.decode:
+            k, v, bias = self._cached(k, v, bias)
         # Head-major [batch, heads, length, kv] for the two batched matmuls: 12% faster
         # on XLA:CPU than contracting in the projection's [batch, length, heads, kv].
         q, k, v = (constrain(jnp.swapaxes(t, 1, 2), ("batch", "heads", "length", "kv"))
@@ -305,6 +310,21 @@ class MultiHeadAttention(nn.Module):
                      kernel_init=self.out_init or self.kernel_init,
                      lora=self.lora if "out" in self.lora_targets else None,
                      name="out")(out, deterministic)
+
+    def _cached(self, k, v, bias):
+        """Append this step's keys/values to the cache; attend to everything so far."""
+        ready = self.has_variable("cache", "cached_key")
+        key = self.variable("cache", "cached_key", jnp.zeros, k.shape, k.dtype)
+        value = self.variable("cache", "cached_value", jnp.zeros, v.shape, v.dtype)
+        index = self.variable("cache", "cache_index", lambda: jnp.zeros((), jnp.int32))
+        if not ready:  # the initialising call: shapes only
+            return k, v, bias
+        i = index.value
+        key.value = jax.lax.dynamic_update_slice(key.value, k, (0, i, 0, 0))
+        value.value = jax.lax.dynamic_update_slice(value.value, v, (0, i, 0, 0))
+        index.value = i + k.shape[1]
+        seen = jnp.arange(key.value.shape[1]) < index.value
+        return key.value, value.value, mask_to_bias(seen[None, None, None, :], self.dtype)
 
     def _with_prefix(self, k, v, bias):
         """Prefix-tuning (Li & Liang 2021): learned keys and values in front of the
@@ -326,6 +346,7 @@ class Mlp(nn.Module):
     act: str = "gelu_tanh"
     dtype: Dtype = jnp.float32
     kernel_init: Callable = truncated_normal(0.02)
+    out_init: Callable | None = None  # GPT-2 scales the residual projections' init
     lora: Lora | None = None
     lora_targets: tuple = ()  # wi, wo
 
@@ -338,4 +359,5 @@ class Mlp(nn.Module):
                   kernel_init=self.kernel_init, lora=lora("wi"), name="wi")(x, deterministic)
         h = constrain(activation(self.act)(h), ("batch", "length", "mlp"))
         return Dense(features=x.shape[-1], kernel_axes=("mlp", "embed"), dtype=self.dtype,
-                     kernel_init=self.kernel_init, lora=lora("wo"), name="wo")(h, deterministic)
+                     kernel_init=self.out_init or self.kernel_init, lora=lora("wo"),
+                     name="wo")(h, deterministic)

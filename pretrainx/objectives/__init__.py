@@ -10,4 +10,7 @@ def build(cfg, tokenizer):
     if cfg.objective == "t5":
         from pretrainx.objectives.span_corruption import SpanCorruption
         return SpanCorruption(cfg, tokenizer)
-    raise UserError(f"config key 'objective' is {cfg.objective!r}; known: bert, t5")
+    if cfg.objective == "causal_lm":
+        from pretrainx.objectives.causal_lm import CausalLM
+        return CausalLM(cfg, tokenizer)
+    raise UserError(f"config key 'objective' is {cfg.objective!r}; known: bert, t5, causal_lm")

@@ -12,6 +12,7 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
     decay from the peak to 0 at `total_steps` counted from step 0, overridden by a
     linear warmup while step < warmup_steps (so the decay is already at
     1 - warmup/total when warmup ends). warmup_linear decays from the end of warmup.
+    cosine is GPT's: the warmup, then half a cosine down to 0 at `total_steps`.
     rsqrt is T5's: learning_rate * sqrt(warmup) / sqrt(max(step, warmup)), which with
     learning_rate 0.01 and warmup 10^4 is the paper's 1/sqrt(max(step, 10^4)).
     """
@@ -26,6 +27,9 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
             after = jnp.asarray(peak, jnp.float32)
         elif kind == "rsqrt":
             return peak * jnp.sqrt(max(warmup, 1) / jnp.maximum(step, max(warmup, 1)))
+        elif kind == "cosine":  # GPT-1/2: half a cosine from the peak to 0 after warmup
+            progress = jnp.clip((step - warmup) / max(total_steps - warmup, 1), 0.0, 1.0)
+            after = peak * 0.5 * (1.0 + jnp.cos(jnp.pi * progress))
         elif kind == "bert_linear":
             after = peak * jnp.maximum(0.0, 1.0 - step / total_steps)
         else:  # warmup_linear

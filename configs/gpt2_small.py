@@ -1,0 +1,7 @@
+"""GPT-2 small: configs/gpt2.py:small (see there for the recipe)."""
+
+from pretrainx.config import sibling_config
+
+
+def get_config():
+    return sibling_config(__file__, "gpt2.py", "small")

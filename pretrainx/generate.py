@@ -1,0 +1,54 @@
+"""python -m pretrainx.generate --workdir=DIR --prompt="..." [--max_new_tokens=50]
+    [--temperature=1.0] [--top_k=0] [--top_p=1.0] [--num_samples=1] [--seed=0]
+
+Continues a prompt with a GPT-2 from a pretraining workdir (its latest checkpoint)
+or a HuggingFace GPT-2 directory. --temperature=0 is greedy decoding.
+"""
+
+from absl import flags
+
+from pretrainx import main as main_lib
+from pretrainx.errors import UserError
+
+_PROMPT = flags.DEFINE_string("prompt", None, "Text to continue.")
+_MAX_NEW = flags.DEFINE_integer("max_new_tokens", 50, "Tokens to generate.")
+_TEMPERATURE = flags.DEFINE_float("temperature", 1.0, "0 = greedy.")
+_TOP_K = flags.DEFINE_integer("top_k", 0, "Sample among the k likeliest tokens (0 = all).")
+_TOP_P = flags.DEFINE_float("top_p", 1.0, "Sample within this much probability mass.")
+_SAMPLES = flags.DEFINE_integer("num_samples", 1, "Continuations to draw.")
+_SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
+
+
+def run(argv) -> int:
+    if len(argv) > 1:
+        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
+    workdir = flags.FLAGS.workdir
+    if not workdir or _PROMPT.value is None:
+        raise UserError("--workdir and --prompt are required")
+    if _TEMPERATURE.value < 0 or not 0 < _TOP_P.value <= 1 or _TOP_K.value < 0:
+        raise UserError("--temperature must be >= 0, --top_p in (0, 1], --top_k >= 0")
+    from pretrainx import interop, sampling
+    from pretrainx.data.tokenizers import load_tokenizer
+    pretrained = interop.load(workdir)
+    if pretrained.family != "gpt2":
+        raise UserError(f"{workdir} holds a {pretrained.family} model; generate samples GPT-2 "
+                        "models")
+    tokenizer = load_tokenizer(pretrained.tokenizer)
+    model_cfg = pretrained.model
+    model_cfg.dropout_rate = model_cfg.attention_dropout_rate = 0.0
+    prompt = tokenizer.encode(_PROMPT.value)
+    try:
+        rows = sampling.generate(model_cfg, pretrained.params, prompt, _MAX_NEW.value,
+                                 _TEMPERATURE.value, _TOP_K.value, _TOP_P.value, _SEED.value,
+                                 _SAMPLES.value, stop_id=tokenizer.eot_id)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    for i, row in enumerate(rows):
+        if len(rows) > 1:
+            print(f"--- sample {i}")
+        print(_PROMPT.value + tokenizer.decode(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    main_lib.cli(run)

@@ -1,0 +1,90 @@
+"""GPT-2 as OpenAI released it (Radford et al. 2019): a decoder-only transformer.
+
+Pre-LN blocks (LayerNorm before attention and MLP, one more after the stack),
+learned positions, GELU (tanh form), an output layer tied to the token
+embeddings, and the paper's residual init: projections into the residual stream
+drawn with std 0.02 / sqrt(2 * layers). Packed rows carry `segment_ids`: causal
+attention stays inside a document and positions restart at each document.
+"""
+
+import math
+
+import jax.numpy as jnp
+import ml_collections
+from flax import linen as nn
+
+from pretrainx.models import layers
+
+
+def _normal(std):
+    return nn.initializers.normal(std)
+
+
+class Gpt2Block(nn.Module):
+    cfg: ml_collections.ConfigDict
+    dtype: jnp.dtype
+    scanned: bool = False
+    decode: bool = False
+
+    @nn.compact
+    def __call__(self, x, bias, deterministic):
+        cfg = self.cfg
+        init = _normal(cfg.initializer_range)
+        residual_init = _normal(cfg.initializer_range / math.sqrt(2 * cfg.num_layers))
+        drop = lambda y: layers.Dropout(cfg.dropout_rate)(y, deterministic=deterministic)  # noqa
+        y = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="attention_norm")(x)
+        y = layers.MultiHeadAttention(
+            num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
+            dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
+            out_init=residual_init, float32_logits=cfg.float32_attention_logits,
+            decode=self.decode, name="attention")(y, y, bias, deterministic)
+        x = layers.constrain(x + drop(y), ("batch", "length", "embed"))
+        y = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="mlp_norm")(x)
+        y = layers.Mlp(cfg.mlp_dim, cfg.hidden_act, self.dtype, init, out_init=residual_init,
+                       name="mlp")(y, deterministic)
+        x = layers.constrain(x + drop(y), ("batch", "length", "embed"))
+        return (x, None) if self.scanned else x
+
+
+class GPT2(nn.Module):
+    """(batch: inputs, segment_ids, positions) -> next-token logits [batch, length, vocab].
+
+    With `decode=True` a call takes one token per row (inputs [batch, 1] and its
+    position) and reads/extends the key-value cache; initialise the cache by a
+    call with the full length.
+    """
+    cfg: ml_collections.ConfigDict
+    decode: bool = False
+
+    def setup(self):
+        cfg = self.cfg
+        self.dtype = jnp.dtype(cfg.dtype)
+        self.token_embed = layers.Embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
+                                        self.dtype, _normal(cfg.initializer_range))
+        self.position_embed = layers.Embed(cfg.max_position_embeddings, cfg.hidden_size,
+                                           ("position", "embed"), self.dtype, _normal(0.01))
+        self.embed_dropout = layers.Dropout(cfg.dropout_rate)
+        self.layers = layers.layer_stack(Gpt2Block, cfg, self.dtype, cfg.num_layers, "layer",
+                                         static_argnums=(3,), decode=self.decode)
+        self.final_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
+
+    def __call__(self, batch, deterministic: bool = True):
+        tokens, segments = batch["inputs"], batch["segment_ids"]
+        x = self.token_embed(tokens) + self.position_embed(batch["positions"])
+        x = self.embed_dropout(x, deterministic=deterministic)
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        bias = layers.mask_to_bias(layers.segment_mask(segments, segments, causal=True),
+                                   self.dtype)
+        x = layers.apply_stack(self.layers, x, bias, deterministic)
+        logits = self.token_embed.attend(self.final_norm(x))
+        return {"logits": layers.constrain(logits, ("batch", "length", "vocab")).astype(
+            jnp.float32)}
+
+
+def flops_per_token(cfg, seq_len: int) -> float:
+    """Training FLOPs per token (forward x 3): per layer 4 h x h projections and two
+    h x mlp, scores and weighted sum over seq_len / 2 keys on average (causal,
+    counted in full as MaxText does), and the tied h x vocab output."""
+    h, mlp, n = cfg.hidden_size, cfg.mlp_dim, cfg.num_layers
+    per_layer = 2 * (4 * h * h + 2 * h * mlp) + 2 * 2 * seq_len * h
+    return 3.0 * (n * per_layer + 2 * h * cfg.vocab_size)

@@ -1,0 +1,77 @@
+"""Autoregressive sampling from a GPT-2 with a key-value cache: greedy, top-k, top-p.
+
+The prompt is fed one token at a time through the same jitted step as the
+generated tokens (each step attends to the cache, so a step costs one token's
+work); only that one step is ever compiled.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pretrainx.models import gpt2
+
+
+def filter_logits(logits, temperature: float, top_k: int, top_p: float):
+    """Logits with everything outside the top-k / nucleus set to -inf, scaled by
+    1 / temperature. temperature 0 is greedy: only the argmax survives."""
+    if temperature == 0.0:
+        keep = logits == jnp.max(logits, axis=-1, keepdims=True)
+        return jnp.where(keep, 0.0, -jnp.inf)
+    logits = logits / temperature
+    if top_k > 0:
+        kth = jnp.sort(logits, axis=-1)[..., -top_k][..., None]
+        logits = jnp.where(logits < kth, -jnp.inf, logits)
+    if top_p < 1.0:
+        order = jnp.argsort(-logits, axis=-1)
+        sorted_logits = jnp.take_along_axis(logits, order, axis=-1)
+        probs = jax.nn.softmax(sorted_logits, axis=-1)
+        before = jnp.cumsum(probs, axis=-1) - probs  # mass of the tokens ranked above
+        drop_sorted = before >= top_p  # the smallest set reaching top_p is kept
+        drop = jnp.zeros_like(drop_sorted).at[
+            jnp.arange(logits.shape[0])[:, None], order].set(drop_sorted)
+        logits = jnp.where(drop, -jnp.inf, logits)
+    return logits
+
+
+def generate(model_cfg, params, prompt_ids, max_new_tokens: int, temperature: float = 1.0,
+             top_k: int = 0, top_p: float = 1.0, seed: int = 0, num_samples: int = 1,
+             stop_id: int | None = None) -> np.ndarray:
+    """[num_samples, new tokens] continuing `prompt_ids` (cut at `stop_id`, included)."""
+    prompt = list(prompt_ids)
+    total = len(prompt) + max_new_tokens
+    if not prompt:
+        raise ValueError("the prompt needs at least one token")
+    if total > model_cfg.max_position_embeddings:
+        raise ValueError(f"prompt ({len(prompt)}) + max_new_tokens ({max_new_tokens}) exceeds "
+                         f"the model's {model_cfg.max_position_embeddings} positions")
+    model = gpt2.GPT2(model_cfg, decode=True)
+    shape = (num_samples, total)
+    cache = jax.jit(lambda: model.init(
+        jax.random.key(0), {"inputs": jnp.zeros(shape, jnp.int32),
+                            "segment_ids": jnp.ones(shape, jnp.int32),
+                            "positions": jnp.zeros(shape, jnp.int32)})["cache"])()
+
+    @jax.jit
+    def step(cache, token, position, key):
+        batch = {"inputs": token, "segment_ids": jnp.ones_like(token),
+                 "positions": jnp.broadcast_to(position, token.shape)}
+        out, changed = model.apply({"params": params, "cache": cache}, batch, mutable=["cache"])
+        logits = filter_logits(out["logits"][:, -1], temperature, top_k, top_p)
+        return changed["cache"], jax.random.categorical(key, logits).astype(jnp.int32)
+
+    keys = jax.random.split(jax.random.key(seed), total)
+    token = jnp.full((num_samples, 1), prompt[0], jnp.int32)
+    out = []
+    for position in range(total - 1):
+        cache, sampled = step(cache, token, jnp.int32(position), keys[position])
+        if position + 1 < len(prompt):
+            token = jnp.full((num_samples, 1), prompt[position + 1], jnp.int32)
+        else:
+            out.append(np.asarray(sampled))
+            token = sampled[:, None]
+    tokens = np.stack(out, axis=1) if out else np.zeros((num_samples, 0), np.int32)
+    if stop_id is not None:
+        tokens = [row[:list(row).index(stop_id) + 1] if stop_id in row else row
+                  for row in tokens]
+    return tokens
