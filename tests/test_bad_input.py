@@ -200,3 +200,34 @@ def test_undecodable_bytes_are_replaced_and_counted(tmp_path):
                      tmp_path / "w")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "undecodable bytes replaced" in result.stdout + result.stderr
+
+
+def _run_module(module, args):
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    return subprocess.run([sys.executable, "-m", module] + args, cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_finetune_glue_file_without_its_label_column(tmp_path):
+    """The fine-tuning CLI names the GLUE file and the column it expected."""
+    glue = tmp_path / "glue" / "SST-2"
+    glue.mkdir(parents=True)
+    (glue / "train.tsv").write_text("sentence\tscore\nit is a gripping film .\t1\n")
+    result = _run_module("pretrainx.main", [
+        "--config=configs/finetune_glue.py", f"--workdir={tmp_path / 'w'}",
+        f"--config.data.glue_dir={tmp_path / 'glue'}", "--config.model.num_layers=1",
+        "--config.model.hidden_size=32", "--config.model.num_heads=2",
+        "--config.model.mlp_dim=64", "--config.model.vocab_size=4096",
+        f"--config.data.tokenizer={REPO}/pretrainx/assets/spm_4k.model"])
+    assert_one_line_error(result, str(glue / "train.tsv"), "no label column 'label'")
+    assert not (tmp_path / "w").exists()
+
+
+def test_export_of_an_unsupported_hf_directory(tmp_path):
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text(
+        '{"model_type": "llama", "architectures": ["LlamaForCausalLM"]}')
+    result = _run_module("pretrainx.export", [f"--workdir={tmp_path / 'hf'}",
+                                              f"--output={tmp_path / 'out'}"])
+    assert_one_line_error(result, str(tmp_path / "hf" / "config.json"),
+                          "unsupported architecture LlamaForCausalLM", "bert, t5, gpt2")
