@@ -244,7 +244,7 @@ def _check_keys(cfg) -> None:
             raise UserError(f"unknown config key '{name}'")
 
 
-def _positive(cfg, *names):
+def check_positive(cfg, *names):
     flat = flatten(cfg)
     for name in names:
         value = flat[name]
@@ -260,7 +260,7 @@ def _choice(value, name, choices):
 def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """Refuse what cannot train, naming the key. Returns cfg for chaining."""
     _check_keys(cfg)
-    _positive(cfg, "total_steps", "global_batch_size", "seq_len", "micro_batches", "log_every",
+    check_positive(cfg, "total_steps", "global_batch_size", "seq_len", "micro_batches", "log_every",
               "eval_every", "eval_steps", "checkpoint_every", "keep_checkpoints",
               "max_skipped_steps", "model.num_layers", "model.hidden_size",
               "model.num_heads", "model.mlp_dim", "model.vocab_size")
@@ -270,7 +270,7 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
         return _validate_t5(cfg)
     if cfg.objective == "causal_lm":
         return _validate_causal_lm(cfg)
-    _positive(cfg, "model.max_position_embeddings", "data.max_predictions_per_seq",
+    check_positive(cfg, "model.max_position_embeddings", "data.max_predictions_per_seq",
               "data.dupe_factor")
     if m.hidden_size % m.num_heads:
         raise UserError(f"model.hidden_size={m.hidden_size} is not divisible by "
@@ -302,7 +302,7 @@ def _validate_common(cfg):
     _choice(cfg.optimizer.schedule, "optimizer.schedule", _SCHEDULES)
     _choice(cfg.data.format, "data.format", ("auto", "sentences", "text"))
     _choice(cfg.data.tfds_reader, "data.tfds_reader", ("data_source", "tf"))
-    _positive(cfg, "data.docs_per_shard")
+    check_positive(cfg, "data.docs_per_shard")
     workers = cfg.data.worker_processes
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise UserError(f"config key 'data.worker_processes' must be an integer >= 0, "
@@ -324,7 +324,7 @@ def _validate_common(cfg):
 
 
 def _validate_t5(cfg):
-    _positive(cfg, "model.num_decoder_layers", "model.head_dim", "data.num_sentinels",
+    check_positive(cfg, "model.num_decoder_layers", "model.head_dim", "data.num_sentinels",
               "data.docs_per_concat", "data.max_doc_tokens",
               "model.relative_attention_num_buckets", "model.relative_attention_max_distance")
     _validate_common(cfg)
@@ -341,7 +341,7 @@ def _validate_t5(cfg):
 
 def _validate_causal_lm(cfg):
     m = cfg.model
-    _positive(cfg, "model.max_position_embeddings")
+    check_positive(cfg, "model.max_position_embeddings")
     _validate_common(cfg)
     if m.hidden_size % m.num_heads:
         raise UserError(f"model.hidden_size={m.hidden_size} is not divisible by "

@@ -76,7 +76,7 @@ def validate(cfg) -> ml_collections.ConfigDict:
             raise UserError(f"unknown config key '{name}'")
     from pretrainx.finetune import task_data
     task_data.check_name(cfg.task)
-    config_lib._positive(cfg, "epochs", "global_batch_size", "seq_len", "log_every",
+    config_lib.check_positive(cfg, "epochs", "global_batch_size", "seq_len", "log_every",
                          "eval_batch_size", "max_skipped_steps")
     if cfg.optimizer.learning_rate <= 0:
         raise UserError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be positive")
@@ -90,7 +90,7 @@ def validate(cfg) -> ml_collections.ConfigDict:
     elif not (cfg.data.glue_dir or (cfg.task == "conll2003" and cfg.data.conll_dir)):
         raise UserError("config key 'data.glue_dir' is empty; set it with "
                         "--config.data.glue_dir=DIR (the folder with SST-2/, CoLA/, ...)")
-    config_lib._positive(cfg, "data.doc_stride", "data.max_query_length",
+    config_lib.check_positive(cfg, "data.doc_stride", "data.max_query_length",
                          "data.max_answer_length")
     peft_lib.from_config(cfg.peft)
     return cfg

@@ -93,8 +93,7 @@ def graft(fresh: dict, pretrained, take_head: bool) -> tuple:
                 continue
             name = "/".join(here)
             is_new = here[0] in bert.BertForFineTuning.head_modules and not take_head
-            is_new = is_new or here[-1] in peft_lib._NEW_PARAMS or any(
-                p.endswith("adapter") for p in here)
+            is_new = is_new or peft_lib.added_by_a_method(here)
             if is_new or key not in have:
                 if not is_new:
                     raise UserError(f"{source}: no parameter {name} for this model")

@@ -81,6 +81,11 @@ class Adapter(nn.Module):
 _NEW_PARAMS = ("lora_a", "lora_b", "prefix_key", "prefix_value", "prompt")
 
 
+def added_by_a_method(names) -> bool:
+    """True for a parameter (its path of names) that a peft method adds to the base."""
+    return any(n in _NEW_PARAMS or n.endswith("adapter") for n in names)
+
+
 def _names(path):
     return [str(getattr(k, "key", getattr(k, "name", k))) for k in path]
 
@@ -92,7 +97,7 @@ def trainable_labels(params, peft: Peft, head_modules: tuple):
         names = _names(path)
         if peft.method == "none" or (names and names[0] in head_modules):
             return "train"
-        if any(n in _NEW_PARAMS or n.endswith("adapter") for n in names):
+        if added_by_a_method(names):
             return "train"
         if peft.method == "adapter" and any(n.endswith("norm") for n in names):
             return "train"
