@@ -118,8 +118,9 @@ def test_lora_finetuned_export_is_merged_and_matches(shared_data, pretrained_wor
     assert np.abs(np.asarray(mine) - theirs).max() <= 1e-4
 
 
-@pytest.mark.parametrize("safe", [True, False], ids=["safetensors", "pytorch_bin"])
-def test_import_from_transformers(shared_data, tmp_path, safe):
+@pytest.mark.parametrize("safe,shard", [(True, None), (False, None), (True, "2MB")],
+                         ids=["safetensors", "pytorch_bin", "sharded_safetensors"])
+def test_import_from_transformers(shared_data, tmp_path, safe, shard):
     """An HF BertForSequenceClassification (exact-erf GELU, as bert-base-uncased) gives
     the same logits in our model after import."""
     torch.manual_seed(0)
@@ -127,7 +128,9 @@ def test_import_from_transformers(shared_data, tmp_path, safe):
                                      num_attention_heads=4, intermediate_size=128,
                                      num_labels=3, hidden_act="gelu")
     model = transformers.BertForSequenceClassification(config).eval()
-    model.save_pretrained(tmp_path, safe_serialization=safe)
+    model.save_pretrained(tmp_path, safe_serialization=safe,
+                          **({"max_shard_size": shard} if shard else {}))
+    assert (tmp_path / "model.safetensors.index.json").exists() == bool(shard)
     vocab = shared_data / "tokenizers" / "bert-base-uncased" / "vocab.txt"
     transformers.BertTokenizer(str(vocab)).save_pretrained(tmp_path)
     loaded = interop.load(str(tmp_path))

@@ -94,6 +94,8 @@ def graft(fresh: dict, pretrained, take_head: bool) -> tuple:
             name = "/".join(here)
             is_new = here[0] in bert.BertForFineTuning.head_modules and not take_head
             is_new = is_new or peft_lib.added_by_a_method(here)
+            # BertForMaskedLM-style checkpoints have no pooler: it starts fresh, as in HF.
+            is_new = is_new or (here[0] == "pooler" and "pooler" not in pretrained.params)
             if is_new or key not in have:
                 if not is_new:
                     raise UserError(f"{source}: no parameter {name} for this model")
@@ -113,7 +115,7 @@ def graft(fresh: dict, pretrained, take_head: bool) -> tuple:
 class _Setup:
     """Tokenizer, task data, model and initial parameters from `init_from` (or random)."""
 
-    def __init__(self, cfg, read_data: bool = True):
+    def __init__(self, cfg):
         from pretrainx import interop
         from pretrainx.data.tokenizers import load_tokenizer
         self.pretrained = interop.load(cfg.init_from) if cfg.init_from else None
@@ -146,7 +148,7 @@ class _Setup:
         if self.family == "bert" and length > model_cfg.max_position_embeddings:
             raise UserError(f"seq_len={cfg.seq_len} (+ {self.peft.prompt_length} prompt tokens) "
                             f"exceeds the model's {model_cfg.max_position_embeddings} positions")
-        self.data = task_data.build(cfg, self.tokenizer, self.family) if read_data else None
+        self.data = task_data.build(cfg, self.tokenizer, self.family)
 
     def model(self, head: str, num_labels: int):
         if self.family == "t5":

@@ -16,6 +16,18 @@ SUPPORTED = ("bert", "t5", "gpt2")
 def _read_weights(path: str) -> dict:
     safetensors_file = os.path.join(path, "model.safetensors")
     torch_file = os.path.join(path, "pytorch_model.bin")
+    index_file = safetensors_file + ".index.json"
+    if os.path.isfile(index_file):  # a large model in several shards
+        from safetensors.numpy import load_file
+        try:
+            with open(index_file, encoding="utf-8") as f:
+                shards = sorted(set(json.load(f)["weight_map"].values()))
+            state = {}
+            for shard in shards:
+                state.update(load_file(os.path.join(path, shard)))
+            return state
+        except Exception as e:
+            raise UserError(f"cannot read the shards of {index_file}: {e}") from None
     if os.path.isfile(safetensors_file):
         from safetensors.numpy import load_file
         try:
