@@ -40,6 +40,9 @@ def _shared_sections(objective: str, total_steps: int, batch: int, seq_len: int,
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.objective = objective
+    # Continued pretraining: start from a model (HF directory, google-research BERT,
+    # or another run's workdir) instead of random weights; the model keys must match it.
+    c.init_from = ""
     c.total_steps = total_steps
     c.global_batch_size = batch
     c.seq_len = seq_len

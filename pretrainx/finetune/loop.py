@@ -16,7 +16,7 @@ import ml_collections
 import numpy as np
 import optax
 
-from pretrainx import sharding
+from pretrainx import interop, sharding
 from pretrainx.errors import UserError
 from pretrainx.finetune import config as ft_config
 from pretrainx.finetune import task_data
@@ -77,46 +77,21 @@ def _padded_batches(arrays, batch_size):
 
 
 def graft(fresh: dict, pretrained, take_head: bool) -> tuple:
-    """Pretrained arrays put into a freshly initialised tree of the fine-tuning
-    model. Every encoder (and pooler) tensor must be there with the config's shape;
-    the task head is taken only from a fine-tuned model of the same labels."""
-    taken, new = 0, []
-    source = pretrained.source
-
-    def walk(target, have, path):
-        nonlocal taken
-        out = {}
-        for key, value in target.items():
-            here = path + (key,)
-            if isinstance(value, dict):
-                out[key] = walk(value, have.get(key, {}) if isinstance(have, dict) else {}, here)
-                continue
-            name = "/".join(here)
-            is_new = here[0] in bert.BertForFineTuning.head_modules and not take_head
-            is_new = is_new or peft_lib.added_by_a_method(here)
-            # BertForMaskedLM-style checkpoints have no pooler: it starts fresh, as in HF.
-            is_new = is_new or (here[0] == "pooler" and "pooler" not in pretrained.params)
-            if is_new or key not in have:
-                if not is_new:
-                    raise UserError(f"{source}: no parameter {name} for this model")
-                new.append(name)
-                out[key] = value
-                continue
-            if tuple(have[key].shape) != tuple(value.shape):
-                raise UserError(f"{source}: parameter {name} has shape {tuple(have[key].shape)}, "
-                                f"the config expects {tuple(value.shape)}")
-            out[key] = np.asarray(have[key], value.dtype)
-            taken += 1
-        return out
-
-    return walk(fresh, pretrained.params, ()), taken, new
+    """Pretrained arrays in the fine-tuning model's fresh tree: the task head only from
+    a fine-tuned model of the same labels, a peft method's parameters always fresh, a
+    missing pooler (BertForMaskedLM-style checkpoints) fresh, as in transformers."""
+    heads = bert.BertForFineTuning.head_modules
+    return interop.graft(
+        fresh, pretrained,
+        keep_fresh=lambda path: ((path[0] in heads and not take_head)
+                                 or peft_lib.added_by_a_method(path)),
+        may_be_missing=lambda path: path[0] == "pooler")
 
 
 class _Setup:
     """Tokenizer, task data, model and initial parameters from `init_from` (or random)."""
 
     def __init__(self, cfg):
-        from pretrainx import interop
         from pretrainx.data.tokenizers import load_tokenizer
         self.pretrained = interop.load(cfg.init_from) if cfg.init_from else None
         if self.pretrained is not None:
@@ -290,7 +265,6 @@ def train(cfg, workdir: str, devices=None) -> dict:
             if best is None or main > best["main"]:
                 best = dict(result, main=main)
                 best_params = jax.device_get(state.params)
-                from pretrainx import interop
                 interop.save_finetuned(workdir, best_params, _info(cfg, setup, data))
             interval = time.perf_counter()
     finally:

@@ -161,3 +161,37 @@ def _load_finetuned(path: str) -> Pretrained:
                       head=info["head"], source=f"{path}/best", labels=tuple(info["labels"]),
                       task=info["task"], peft=info.get("peft"),
                       num_sentinels=info.get("num_sentinels", 0))
+
+
+def graft(fresh: dict, pretrained: Pretrained, keep_fresh=lambda path: False,
+          may_be_missing=lambda path: False) -> tuple:
+    """`fresh` (a model's initialised parameters, numpy) with `pretrained`'s tensors put
+    in their places, except where `keep_fresh(path)`. A tensor `pretrained` lacks must
+    be one `may_be_missing(path)` allows; a shape that differs is refused, naming the
+    tensor, the source and both shapes. Returns (params, tensors taken, fresh names)."""
+    taken, new = 0, []
+
+    def walk(target, have, path):
+        nonlocal taken
+        out = {}
+        for key, value in target.items():
+            here = path + (key,)
+            if isinstance(value, dict):
+                out[key] = walk(value, have.get(key, {}) if isinstance(have, dict) else {}, here)
+                continue
+            name = "/".join(here)
+            if keep_fresh(here) or key not in have:
+                if key not in have and not (keep_fresh(here) or may_be_missing(here)):
+                    raise UserError(f"{pretrained.source}: no parameter {name} for this model")
+                new.append(name)
+                out[key] = value
+                continue
+            if tuple(have[key].shape) != tuple(value.shape):
+                raise UserError(f"{pretrained.source}: parameter {name} has shape "
+                                f"{tuple(have[key].shape)}, the config expects "
+                                f"{tuple(value.shape)}")
+            out[key] = np.asarray(have[key], value.dtype)
+            taken += 1
+        return out
+
+    return walk(fresh, pretrained.params, ()), taken, new

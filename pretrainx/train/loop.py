@@ -182,6 +182,27 @@ def _evaluate(phases, phase, params, objective, eval_steps):
     return objective.eval_metrics(totals)
 
 
+def _continue_from(cfg, state, shardings):
+    """The state with the parameters of cfg.init_from (optimizer state stays fresh).
+    A BERT import without the pretraining heads (an encoder) gets fresh heads."""
+    from pretrainx import interop
+    pretrained = interop.load(cfg.init_from)
+    if pretrained.family != cfg.model.family:
+        raise UserError(f"init_from {cfg.init_from} is a {pretrained.family} model; this config "
+                        f"trains {cfg.model.family}")
+    fresh = jax.device_get(state.params)
+    if cfg.model.scan_layers:
+        fresh = interop.unstack_layers(fresh)
+    params, taken, new = interop.graft(
+        fresh, pretrained,
+        may_be_missing=lambda path: cfg.model.family == "bert" and path[0] != "bert")
+    if cfg.model.scan_layers:
+        params = interop.stack_layers(params, jax.device_get(state.params))
+    metrics_lib.log(f"  initialised from {pretrained.source}: {taken} tensors"
+                    + (f"; fresh: {', '.join(new)}" if new else ""))
+    return state.replace(params=jax.device_put(params, shardings.params))
+
+
 def _summarise(buffer):
     """Average per-step metrics over the log interval, leaving out skipped steps
     (non-finite loss or gradient); learning rate: the last. Also returns which
@@ -258,6 +279,8 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
     else:
         start = 0
         state, _ = state_lib.create_state(model, tx, init_batch, cfg.seed, mesh, rules, shardings)
+        if cfg.init_from:
+            state = _continue_from(cfg, state, shardings)
         iterator = phases.train_iterator(config_lib.phase_at(cfg, 0))
 
     phases.eval_dataset(config_lib.phase_at(cfg, start))  # a bad eval corpus fails now
