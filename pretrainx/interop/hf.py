@@ -82,42 +82,40 @@ def load(path: str) -> Pretrained:
         arch = ",".join(hf.get("architectures") or ["?"])
         raise UserError(f"{config_file}: unsupported architecture {arch} (model_type "
                         f"{model_type!r}); expected one of: {', '.join(SUPPORTED)}")
-    tokenizer, lower_case = _tokenizer_of(path)
     state = _read_weights(path)
-    if model_type == "t5":
-        model = hf_t5.model_config_from_hf(hf, config_lib.default_config("t5").model, config_file)
-        extra_ids = _tokenizer_config(path).get("extra_ids", 100)
-        try:
-            params = hf_t5.from_hf_state(state, model, path)
-        except ValueError as e:
-            raise UserError(f"{path}: weights do not fit its config.json ({e})") from None
-        return Pretrained(model=model, params=params, tokenizer=tokenizer, lower_case=False,
-                          head="seq2seq", source=path, num_sentinels=int(extra_ids))
-    if model_type == "gpt2":
-        model = hf_gpt2.model_config_from_hf(hf, config_lib.default_config("causal_lm").model,
-                                             config_file)
-        try:
-            params = hf_gpt2.from_hf_state(state, model, path)
-        except ValueError as e:
-            raise UserError(f"{path}: weights do not fit its config.json ({e})") from None
-        return Pretrained(model=model, params=params, tokenizer=tokenizer, lower_case=False,
-                          head="causal_lm", source=path)
-    model = hf_bert.model_config_from_hf(hf, config_lib.default_config("bert").model,
-                                         config_file)
-    head = hf_bert.head_of_architecture(hf)
-    labels = None
-    if head in ("classify", "tokens"):
-        if hf.get("problem_type") == "regression":
-            labels = ()
+    extra = {}
+    try:  # a reshape that fails: tensor shapes that do not fit config.json
+        if model_type == "t5":
+            model = hf_t5.model_config_from_hf(hf, config_lib.default_config("t5").model,
+                                               config_file)
+            params, head = hf_t5.from_hf_state(state, model, path), "seq2seq"
+            extra["num_sentinels"] = int(_tokenizer_config(path).get("extra_ids", 100))
+        elif model_type == "gpt2":
+            model = hf_gpt2.model_config_from_hf(
+                hf, config_lib.default_config("causal_lm").model, config_file)
+            params, head = hf_gpt2.from_hf_state(state, model, path), "causal_lm"
         else:
-            id2label = hf.get("id2label") or {"0": "LABEL_0", "1": "LABEL_1"}
-            labels = tuple(id2label[str(i)] for i in range(len(id2label)))
-    try:
-        params = hf_bert.from_hf_state(state, model, head, path)
-    except ValueError as e:  # a reshape: tensor shapes that do not fit config.json
+            model = hf_bert.model_config_from_hf(hf, config_lib.default_config("bert").model,
+                                                 config_file)
+            head = hf_bert.head_of_architecture(hf)
+            params = hf_bert.from_hf_state(state, model, head, path)
+            extra["labels"] = _labels(hf, head)
+    except ValueError as e:
         raise UserError(f"{path}: weights do not fit its config.json ({e})") from None
-    return Pretrained(model=model, params=params, tokenizer=tokenizer, lower_case=lower_case,
-                      head=head, source=path, labels=labels)
+    tokenizer, lower_case = _tokenizer_of(path)
+    return Pretrained(model=model, params=params, tokenizer=tokenizer,
+                      lower_case=lower_case if model_type == "bert" else False, head=head,
+                      source=path, **extra)
+
+
+def _labels(hf: dict, head: str):
+    """A fine-tuned BERT head's labels from config.json: () for regression."""
+    if head not in ("classify", "tokens"):
+        return None
+    if hf.get("problem_type") == "regression":
+        return ()
+    id2label = hf.get("id2label") or {"0": "LABEL_0", "1": "LABEL_1"}
+    return tuple(id2label[str(i)] for i in range(len(id2label)))
 
 
 def _merged_params(pretrained: Pretrained) -> dict:
