@@ -36,24 +36,25 @@ def shared_data():
     return SHARED_DATA
 
 
+def _pretrained(tmp_path_factory, name, cfg):
+    from pretrainx.train import loop
+    workdir = str(tmp_path_factory.mktemp(name) / "w")
+    loop.train(cfg, workdir, devices=jax.devices()[:1])
+    return workdir
+
+
 @pytest.fixture(scope="session")
 def pretrained_workdir(tmp_path_factory):
     """A tiny BERT pretrained for a few steps on real text (a workdir as users have)."""
-    from pretrainx.train import loop
-    workdir = str(tmp_path_factory.mktemp("pretrained") / "w")
-    loop.train(tiny_bert_config(total_steps=3, checkpoint_every=3), workdir,
-               devices=jax.devices()[:1])
-    return workdir
+    return _pretrained(tmp_path_factory, "pretrained",
+                       tiny_bert_config(total_steps=3, checkpoint_every=3))
 
 
 @pytest.fixture(scope="session")
 def pretrained_t5_workdir(tmp_path_factory):
     """A tiny T5 pretrained for a few steps on real text."""
-    from pretrainx.train import loop
-    workdir = str(tmp_path_factory.mktemp("pretrained_t5") / "w")
-    loop.train(tiny_t5_config(total_steps=3, checkpoint_every=3), workdir,
-               devices=jax.devices()[:1])
-    return workdir
+    return _pretrained(tmp_path_factory, "pretrained_t5",
+                       tiny_t5_config(total_steps=3, checkpoint_every=3))
 
 
 def load_config(name: str, arg: str | None = None):
@@ -83,7 +84,7 @@ def tiny_bert_config(**overrides):
     c.data.max_predictions_per_seq = 10
     c.data.dupe_factor = 1
     c.optimizer.warmup_steps = 2
-    return _override(c, overrides)
+    return override(c, overrides)
 
 
 # tiny_bert_config as command-line overrides of configs/quickstart.py, for tests
@@ -104,7 +105,8 @@ def read_metrics(workdir, split="train"):
     return [r for r in records if r.get("split", "train") == split]
 
 
-def _override(c, overrides):
+def override(c, overrides):
+    """Set dotted keys (\"optimizer.learning_rate\") of a config; returns it."""
     for key, value in overrides.items():
         target = c
         *path, last = key.split(".")
@@ -131,4 +133,4 @@ def tiny_t5_config(**overrides):
     c.model.head_dim = 16
     c.model.mlp_dim = 128
     c.optimizer.warmup_steps = 2
-    return _override(c, overrides)
+    return override(c, overrides)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import tiny_bert_config
+from conftest import override, tiny_bert_config
 from pretrainx import interop
 from pretrainx.errors import UserError
 from pretrainx.finetune import glue as tasks, scores
@@ -26,13 +26,7 @@ def ft_config(shared_data, **overrides):
     c.data.max_train_examples = 64
     c.data.max_eval_examples = 64
     c.optimizer.learning_rate = 1e-3
-    for key, value in overrides.items():
-        target = c
-        *path, last = key.split(".")
-        for part in path:
-            target = target[part]
-        target[last] = value
-    return c
+    return override(c, overrides)
 
 
 def test_official_metrics_on_known_cases():

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import load_config, read_metrics
+from conftest import REPO, load_config, override, read_metrics
 from pretrainx import config as config_lib
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.models import gpt2
@@ -32,15 +32,9 @@ def tiny_gpt2_config(vocab, **overrides):
     c.optimizer.learning_rate = 3e-3
     c.optimizer.warmup_steps = 2
     c.data.tokenizer = vocab
-    c.data.train_files = str(config_lib.__file__).replace(
-        "config.py", "assets/text/pg11_alice_in_wonderland.txt")
-    for key, value in overrides.items():
-        target = c
-        *path, last = key.split(".")
-        for part in path:
-            target = target[part]
-        target[last] = value
-    return c
+    c.data.train_files = str(REPO / "pretrainx" / "assets" / "text" /
+                             "pg11_alice_in_wonderland.txt")
+    return override(c, overrides)
 
 
 def test_byte_level_bpe_matches_gpt2_tokenizer(shared_data, vocab):

@@ -125,7 +125,7 @@ def merge_lora(params, lora: layers.Lora):
             tree["kernel"] = kernel + (lora.alpha / lora.rank) * _low_rank_product(
                 a, b, kernel.shape)
         return tree
-    return merge(jax.tree_util.tree_map(lambda x: x, params))
+    return merge(params)
 
 
 def _low_rank_product(a, b, kernel_shape):
