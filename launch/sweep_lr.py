@@ -2,19 +2,32 @@
 
     python launch/sweep_lr.py [--root=sweeps/quickstart_lr] [--steps=2500]
         [--learning_rates=3e-4,1e-3,3e-3] [--emit] [--tpu_vm="--name=... --zone=..."]
+        [--set=model.num_layers=4 --set=data.dupe_factor=1 ...]
 
 Each learning rate is a trial with its own workdir under --root, trained here one
 after another (--emit prints one command per trial instead, to run elsewhere, or on
 a TPU VM with --tpu_vm). The table of every trial's final train loss and eval MLM
 loss/accuracy goes to ROOT/results.csv and ROOT/results.jsonl, and the best trial by
-eval loss is printed. Run it again and finished trials are skipped.
+eval loss is printed. Run it again and finished trials are skipped. --set changes
+the base config for every trial (a Python literal, or else a string).
 """
 
 import argparse
-import importlib.util
+import ast
 import pathlib
+import shlex
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _key_value(item: str):
+    key, sep, text = item.partition("=")
+    if not sep:
+        raise SystemExit(f"error: --set {item!r} is not KEY=VALUE")
+    try:
+        return key, ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return key, text
 
 
 def main():
@@ -24,13 +37,15 @@ def main():
     parser.add_argument("--learning_rates", default="3e-4,1e-3,3e-3")
     parser.add_argument("--emit", action="store_true", help="print commands, do not train")
     parser.add_argument("--tpu_vm", default="", help="launch/tpu_vm.sh train flags")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a base config field for every trial (repeatable)")
     args = parser.parse_args()
 
     from pretrainx import sweep
-    spec = importlib.util.spec_from_file_location("quickstart", REPO / "configs" / "quickstart.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    base = module.get_config()
+    from pretrainx.config import load_file
+    base = load_file(str(REPO / "configs" / "quickstart.py"))
+    fixed = dict(_key_value(item) for item in args.set)
+    base = sweep.apply_overrides(base, fixed)
     base.total_steps = args.steps
     base.eval_every = args.steps
     base.checkpoint_every = args.steps
@@ -40,6 +55,7 @@ def main():
     if args.emit:
         extra = [f"--config.{k}={args.steps}" for k in ("total_steps", "eval_every",
                                                         "checkpoint_every")]
+        extra += [shlex.quote(f"--config.{k}={v}") for k, v in fixed.items()]
         for command in sweep.commands(trials, "configs/quickstart.py", tpu_vm=args.tpu_vm):
             print(command, *extra)
         return

@@ -6,6 +6,8 @@ that a sweep over a misspelt field fails loudly instead of silently training the
 default.
 """
 
+import os
+
 import ml_collections
 
 from pretrainx.errors import UserError
@@ -393,6 +395,16 @@ def phase_at(cfg, step: int) -> Phase:
         if step < phase.end:
             return phase
     return phases(cfg)[-1]
+
+
+def load_file(spec: str) -> ml_collections.ConfigDict:
+    """A recipe file as `--config=` reads it ("configs/t5.py:base,adafactor" passes the
+    part after the colon to get_config), for notebooks and sweeps that build configs
+    in Python."""
+    path, _, arg = spec.partition(":")
+    if not os.path.isfile(path):
+        raise UserError(f"config file {path} not found")
+    return sibling_config(os.path.abspath(path), os.path.basename(path), arg or None)
 
 
 def sibling_config(this_file: str, name: str, arg=None):

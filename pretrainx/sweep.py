@@ -49,7 +49,8 @@ def trial_name(overrides: dict) -> str:
     return ",".join(parts).replace("/", "_").replace(" ", "") or "base"
 
 
-def _apply(base, overrides: dict) -> ml_collections.ConfigDict:
+def apply_overrides(base, overrides: dict) -> ml_collections.ConfigDict:
+    """A copy of `base` with dotted keys set; a key the base lacks is an error."""
     cfg = ml_collections.ConfigDict(base.to_dict())
     for key, value in overrides.items():
         target = cfg
@@ -72,7 +73,7 @@ def _trials(base, combos, root) -> list:
         if name in seen:
             continue
         seen.add(name)
-        out.append(Trial(name, overrides, _apply(base, overrides), os.path.join(root, name)))
+        out.append(Trial(name, overrides, apply_overrides(base, overrides), os.path.join(root, name)))
     return out
 
 

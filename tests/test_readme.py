@@ -1,0 +1,319 @@
+"""Every command in the README runs, so the README cannot rot.
+
+The fenced ```bash and ```python blocks are read from README.md. Placeholders (a
+gs:// bucket, /data/... corpora, DIR) become local stand-ins, each training command
+gets overrides that shrink it to seconds, and every command of a block runs in order
+in one scratch directory, as a reader would paste them. Each command must match a
+rule below; a command that none covers fails the test, so a new one cannot slip in
+untested. The install steps and the test command are what `.ci/run` executes: for
+those the test checks that `.ci/run` runs them as the README says.
+"""
+
+import gzip
+import json
+import os
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, SHARED_DATA, override
+
+README = REPO / "README.md"
+CI = REPO / ".ci" / "run"
+TEXT = REPO / "pretrainx" / "assets" / "text"
+ALICE = TEXT / "pg11_alice_in_wonderland.txt"
+
+BERT_TINY = {"total_steps": 2, "global_batch_size": 8, "seq_len": 32, "log_every": 1,
+             "eval_every": 2, "eval_steps": 1, "checkpoint_every": 2,
+             "model.num_layers": 1, "model.hidden_size": 32, "model.num_heads": 2,
+             "model.mlp_dim": 64, "phase2.fraction": 0.0, "data.dupe_factor": 1,
+             "data.max_predictions_per_seq": 5, "optimizer.warmup_steps": 1}
+T5_TINY = {"total_steps": 2, "global_batch_size": 8, "seq_len": 64, "log_every": 1,
+           "eval_every": 2, "eval_steps": 1, "checkpoint_every": 2,
+           "model.num_layers": 1, "model.num_decoder_layers": 1, "model.hidden_size": 32,
+           "model.num_heads": 2, "model.head_dim": 16, "model.mlp_dim": 64,
+           "optimizer.warmup_steps": 1}
+GPT2_TINY = {"total_steps": 2, "global_batch_size": 8, "seq_len": 32, "log_every": 1,
+             "eval_every": 2, "eval_steps": 1, "checkpoint_every": 2,
+             "model.num_layers": 1, "model.hidden_size": 32, "model.num_heads": 2,
+             "model.mlp_dim": 64, "optimizer.warmup_steps": 1}
+FINETUNE_TINY = {"epochs": 1, "global_batch_size": 8, "eval_batch_size": 8, "seq_len": 32,
+                 "log_every": 1, "data.max_train_examples": 16,
+                 "data.max_eval_examples": 16}
+# The shrinking overrides of each recipe file the README names (by its name's prefix).
+TINY = {"quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BERT_TINY,
+        "t5": {**T5_TINY, "data.train_files": str(ALICE)}, "gpt2": GPT2_TINY,
+        "finetune": FINETUNE_TINY}
+
+
+def fenced_blocks(markdown: str):
+    """(line number, language, body) of every fenced block."""
+    blocks, lines, i = [], markdown.splitlines(), 0
+    while i < len(lines):
+        opening = re.match(r"\s*```(\w*)\s*$", lines[i])
+        if not opening:
+            i += 1
+            continue
+        indent = len(lines[i]) - len(lines[i].lstrip())
+        start, body = i + 1, []
+        i += 1
+        while not lines[i].strip().startswith("```"):
+            body.append(lines[i][indent:])
+            i += 1
+        blocks.append((start, opening.group(1), "\n".join(body)))
+        i += 1
+    return blocks
+
+
+def shell_steps(body: str):
+    """A bash block as its commands, each a list of words ('|' kept as a word); lines
+    joined at trailing backslashes, comments dropped, `&&` splitting commands."""
+    steps = []
+    for line in body.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        while words:
+            cut = words.index("&&") if "&&" in words else len(words)
+            steps.append(words[:cut])
+            words = words[cut + 1:]
+    return steps
+
+
+def _blocks_to_run():
+    return [b for b in fenced_blocks(README.read_text(encoding="utf-8"))
+            if b[1] in ("bash", "python")]
+
+
+def test_readme_has_only_runnable_command_blocks():
+    """A command under another fence language would escape the test below."""
+    languages = {lang for _, lang, _ in fenced_blocks(README.read_text(encoding="utf-8"))}
+    assert languages <= {"", "bash", "python"}, languages
+    for line, lang, body in fenced_blocks(README.read_text(encoding="utf-8")):
+        if lang == "":  # sample output, not commands
+            assert not re.match(r"\s*(\$ |python |pip )", body), f"README.md:{line}"
+
+
+class Sandbox:
+    """A scratch directory standing where the README's reader stands (the checkout's
+    root), with the local stand-ins for what the README's placeholders name."""
+
+    def __init__(self, root: pathlib.Path, pretrained_workdir: str):
+        self.root = root
+        self.pretrained_workdir = pretrained_workdir
+        for name in ("configs", "launch", "benchmarks", "notebooks", "pretrainx"):
+            if (REPO / name).exists():
+                (root / name).symlink_to(REPO / name)
+        self.env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+        guard = root / ".guard"
+        guard.mkdir()
+        (guard / "gcloud").write_text("#!/bin/sh\necho 'error: the real gcloud was called'"
+                                      " >&2\nexit 99\n")
+        (guard / "gcloud").chmod(0o755)
+        self.env["PATH"] = os.pathsep.join([str(guard), os.environ.get("PATH", "")])
+        self.outputs = []
+
+    def words(self, words):
+        """The README's placeholders replaced by what exists here."""
+        bucket = str(self.root / "bucket")
+        subs = [("gs://BUCKET", bucket), ("/data/corpus/*.txt", str(ALICE)),
+                ("/data/c4/*.txt", str(ALICE)), ("texts/*.txt", str(ALICE)),
+                ("/data/t5/spiece.model", str(REPO / "pretrainx/assets/spm_t5_4k.model")),
+                ("/data/bert-base-uncased/vocab.txt",
+                 str(SHARED_DATA / "tokenizers/bert-base-uncased/vocab.txt")),
+                ("/data/gpt2", str(SHARED_DATA / "tokenizers/gpt2")),
+                ("/data/webtext/*.jsonl", self._webtext()),
+                ("/data/books/*.txt.gz", self._gzipped_book()),
+                ("tfds:wikipedia/20230601.en", "tfds:pretrainx_text/wiki@train"),
+                ("/data/bert_prepared", str(self.root / "bert_prepared")),
+                ("--config.data.glue_dir=DIR", f"--config.data.glue_dir={SHARED_DATA / 'glue'}")]
+        out = []
+        for word in words:
+            for old, new in subs:
+                word = word.replace(old, new)
+            out.append(word)
+        return out
+
+    def _webtext(self):
+        path = self.root / "webtext" / "alice.jsonl"
+        if not path.exists():
+            path.parent.mkdir()
+            paragraphs = [p.replace("\n", " ").strip()
+                          for p in ALICE.read_text(encoding="utf-8").split("\n\n")]
+            with open(path, "w", encoding="utf-8") as f:
+                for i in range(0, len(paragraphs), 20):  # documents of 20 paragraphs
+                    f.write(json.dumps({"text": "\n\n".join(paragraphs[i:i + 20])}) + "\n")
+        return str(path.parent / "*.jsonl")
+
+    def _gzipped_book(self):
+        path = self.root / "books" / "alice.txt.gz"
+        if not path.exists():
+            path.parent.mkdir()
+            path.write_bytes(gzip.compress(ALICE.read_bytes()))
+        return str(path.parent / "*.txt.gz")
+
+    def run(self, words, timeout=600, cwd=None):
+        command = " ".join(w if w == "|" else shlex.quote(w) for w in words)
+        result = subprocess.run(["bash", "-c", command], cwd=cwd or self.root, env=self.env,
+                                capture_output=True, text=True, timeout=timeout)
+        assert result.returncode == 0, (f"README command failed ({result.returncode}): "
+                                        f"{command}\n{result.stdout[-2000:]}\n"
+                                        f"{result.stderr[-3000:]}")
+        self.outputs.append(result.stdout)
+        return result.stdout
+
+
+def _flag(words, name):
+    for word in words:
+        if word.startswith(f"--{name}="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def _tiny(words):
+    """The shrinking overrides for the recipe a command names, after its own."""
+    config = pathlib.Path(_flag(words, "config").split(":")[0]).stem
+    family = next((k for k in TINY if config.startswith(k)), None)
+    assert family, f"no tiny overrides in tests/test_readme.py for configs/{config}.py"
+    return [f"--config.{k}={v}" for k, v in TINY[family].items()]
+
+
+def _ci_runs(words):
+    """Install steps and the test command: .ci/run must run them as the README says."""
+    ci = CI.read_text(encoding="utf-8")
+    if words[0] == "pip":
+        spec = words[words.index("-e") + 1]
+        assert re.search(r"pip install .*-e \"?" + re.escape(spec) + r"[\"\[]", ci) or \
+            f'-e "{spec}' in ci, f".ci/run does not install {spec} as the README does"
+    elif words[:3] == ["python", "-m", "pytest"]:
+        assert " ".join(words) in ci, f".ci/run does not run `{' '.join(words)}`"
+
+
+def _needs(words):
+    text = " ".join(words)
+    if str(SHARED_DATA) in text and not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    if words[:3] == ["python", "-m", "pretrainx.plan"]:
+        pytest.importorskip("libtpu")
+
+
+def run_step(sandbox: Sandbox, words):
+    """Run one README command the way its rule says; returns what it checked."""
+    if words[:3] == ["python3", "-m", "venv"] or words[0] == ".":
+        return "setup"  # the venv: .ci/run makes its own
+    if words[0] == "pip" or words[:3] == ["python", "-m", "pytest"]:
+        _ci_runs(words)
+        return "ci"
+    words = sandbox.words(words)
+    _needs(words)
+    module = words[2] if words[:2] == ["python", "-m"] else None
+    if module == "pretrainx.main":
+        if "--describe" in words:
+            described = json.loads(sandbox.run(words).strip().splitlines()[-1])
+            assert described["params"] > 0
+            return "describe"
+        words = words + _tiny(words)
+        if "tfds:pretrainx_text/wiki@train" in " ".join(words):
+            tfds_dir = _flag(words, "config.data.tfds_data_dir")
+            sandbox.run(["python", "-m", "pretrainx.data", "build_tfds", f"--input={ALICE}",
+                         f"--data_dir={tfds_dir}", "--name=wiki"])
+        out = sandbox.run(words)
+        workdir = pathlib.Path(sandbox.root, _flag(words, "workdir"))
+        assert "done:" in out or (workdir / "best").is_dir(), out[-2000:]
+        assert (workdir / "metrics.jsonl").stat().st_size > 0
+        return "train"
+    if module == "pretrainx.data" and "--stats" in words:
+        stats = json.loads(sandbox.run(words + _tiny(words) + ["--num_batches=2"])
+                           .strip().splitlines()[-1])
+        assert stats["tokens_per_sec"] > 0, stats
+        return "stats"
+    if module == "pretrainx.data" and words[3] == "build_tfds":
+        out = sandbox.run(words)
+        assert f"tfds:pretrainx_text/{_flag(words, 'name')}@train" in out, out
+        return "build_tfds"
+    if module == "pretrainx.data" and words[3] == "prepare":
+        sandbox.run(words + _tiny(words) + ["--workers=1"])
+        assert list(pathlib.Path(_flag(words, "output")).glob("*"))
+        return "prepare"
+    if module == "pretrainx.plan":
+        # a tiny model, but a batch that splits over the slice's devices
+        plan = json.loads(sandbox.run(words + _tiny(words) + ["--config.global_batch_size=64"])
+                          .strip().splitlines()[-1])
+        assert plan["fits"] is True, plan
+        return "plan"
+    if module == "pretrainx.export":
+        sandbox.run(words)
+        output = pathlib.Path(sandbox.root, _flag(words, "output"))
+        assert (output / "config.json").is_file() and (output / "model.safetensors").is_file()
+        return "export"
+    if module == "pretrainx.generate":
+        out = sandbox.run(words + ["--max_new_tokens=4"])
+        assert _flag(words, "prompt") in out, out
+        return "generate"
+    if module == "pretrainx.tokenizer" and words[3] == "train":
+        sandbox.run(words + ["--max_sentences=2000", "--vocab_size=500"])
+        assert (sandbox.root / _flag(words, "output") / "spiece.model").is_file()
+        return "tokenizer"
+    if words[0] == "echo" and "pretrainx.tokenizer" in words and "encode" in words:
+        ids = sandbox.run(words).split()
+        assert ids and all(i.isdigit() for i in ids), ids
+        return "encode"
+    if words[:2] == ["python", "launch/sweep_lr.py"]:
+        tiny = {**TINY["quickstart"], "log_every": 2, "eval_every": 2, "checkpoint_every": 2}
+        out = sandbox.run(words + ["--steps=2"] + [f"--set={k}={v}" for k, v in tiny.items()
+                                                     if k != "total_steps"])
+        root = pathlib.Path(sandbox.root, _flag(words, "root"))
+        if "--emit" in words:
+            lines = out.strip().splitlines()
+            assert len(lines) == 3 and all("--config.optimizer.learning_rate=" in x
+                                           for x in lines), out
+            if _flag(words, "tpu_vm"):
+                assert all(x.startswith("launch/tpu_vm.sh train --name=") for x in lines)
+        else:
+            rows = [json.loads(x) for x in (root / "results.jsonl").read_text().splitlines()]
+            assert [r["status"] for r in rows] == ["done"] * 3, rows
+        return "sweep"
+    if words[0] == "launch/tpu_vm.sh":
+        # from the checkout, which the launcher ships with git archive
+        out = sandbox.run([words[0], words[1], "--dry-run", *words[2:]], cwd=REPO)
+        lines = out.strip().splitlines()
+        assert lines and all(line.startswith("+ ") for line in lines), out
+        return "launch"
+    raise AssertionError(f"README command not covered by tests/test_readme.py: "
+                         f"{shlex.join(words)}")
+
+
+def _python_block(sandbox, body, monkeypatch):
+    """A Python block runs in this process with recipes loaded through load_file
+    shrunk the same way as the commands."""
+    from pretrainx import config as config_lib
+    real = config_lib.load_file
+
+    def tiny_load_file(spec):
+        name = pathlib.Path(spec.split(":")[0]).stem
+        family = next((k for k in TINY if name.startswith(k)), None)
+        assert family, f"no tiny overrides in tests/test_readme.py for {spec}"
+        return override(real(spec), TINY[family])
+
+    monkeypatch.setattr(config_lib, "load_file", tiny_load_file)
+    monkeypatch.chdir(sandbox.root)
+    namespace = {"__name__": "readme_block"}
+    exec(compile(body, str(README), "exec"), namespace)
+    for row in namespace.get("rows", []):  # a sweep's table: every trial must have trained
+        assert row["status"] == "done", row
+
+
+@pytest.mark.parametrize("block", _blocks_to_run(), ids=lambda b: f"README.md:{b[0]}")
+def test_readme_block_runs(block, tmp_path, pretrained_workdir, monkeypatch, capsys):
+    line, lang, body = block
+    sandbox = Sandbox(tmp_path, pretrained_workdir)
+    if "workdir/quickstart" in body and "--config.init_from=workdir/quickstart" in body:
+        shutil.copytree(pretrained_workdir, tmp_path / "workdir" / "quickstart")
+    if lang == "python":
+        _python_block(sandbox, body, monkeypatch)
+        return
+    kinds = [run_step(sandbox, words) for words in shell_steps(body)]
+    assert kinds, f"README.md:{line}: an empty command block"
