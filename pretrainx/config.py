@@ -33,7 +33,7 @@ DEFAULT_SHARDING_RULES = (
     ("prefix", None),
 )
 
-OBJECTIVES = ("bert", "t5", "causal_lm")
+OBJECTIVES = ("bert", "t5", "causal_lm", "roberta", "spanbert")
 
 
 def _shared_sections(objective: str, total_steps: int, batch: int, seq_len: int,
@@ -102,11 +102,16 @@ def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
 
     bert: BERT-Base pretraining as the paper and google-research/bert run it.
     t5: T5 1.0 Base span-corruption pretraining (see `t5_config`).
+    causal_lm: GPT-2 small; roberta: RoBERTa-base; spanbert: SpanBERT-base.
     """
     if objective == "t5":
         return t5_config()
     if objective == "causal_lm":
         return gpt2_config()
+    if objective == "roberta":
+        return roberta_config()
+    if objective == "spanbert":
+        return spanbert_config()
     if objective != "bert":
         raise UserError(f"config key 'objective' is {objective!r}; expected one of "
                         f"{', '.join(OBJECTIVES)}")
@@ -185,6 +190,59 @@ def t5_config() -> ml_collections.ConfigDict:
     c.data.num_sentinels = 100
     c.data.docs_per_concat = 128  # t5 reduce_concat_tokens: documents joined before splitting
     c.data.max_doc_tokens = 65536  # t5 select_random_chunk
+    return c
+
+
+def _mlm_only(objective: str, family: str) -> ml_collections.ConfigDict:
+    """BERT's keys without NSP's pairing and the two-phase schedule: one length."""
+    c = default_config("bert")
+    c.objective = objective
+    c.model.family = family
+    del c["phase2"]
+    for key in ("short_seq_prob", "dupe_factor"):
+        del c.data[key]
+    return c
+
+
+def roberta_config() -> ml_collections.ConfigDict:
+    """RoBERTa-base (Liu et al. 2019): MLM only with dynamic masks, FULL-SENTENCES rows
+    of 512 tokens that cross documents, byte-level BPE; see configs/roberta.py."""
+    c = _mlm_only("roberta", "roberta")
+    c.total_steps, c.global_batch_size, c.seq_len = 500_000, 8192, 512
+    c.optimizer.learning_rate = 6e-4
+    c.optimizer.warmup_steps = 24_000
+    c.optimizer.schedule = "warmup_linear"
+    c.optimizer.b2 = 0.98
+    c.optimizer.eps = 1e-6
+    c.optimizer.grad_clip = 0.0  # fairseq's recipe: --clip-norm 0.0
+    c.model.vocab_size = 50265  # GPT-2's 50,257 pieces + <s> <pad> </s> <unk> + <mask>
+    c.model.max_position_embeddings = 514
+    c.model.position_offset = 2  # positions start at padding_idx + 1, as fairseq and HF
+    c.model.type_vocab_size = 1
+    c.model.layer_norm_eps = 1e-5
+    c.model.hidden_act = "gelu"
+    c.data.lower_case = False
+    c.data.max_predictions_per_seq = 80  # 15% of 510 rounds to at most 77: never binds
+    del c.data["whole_word_masking"]
+    return c
+
+
+def spanbert_config() -> ml_collections.ConfigDict:
+    """SpanBERT-base (Joshi et al. 2020): span masking + span boundary objective, single
+    512-token segments, cased WordPiece; see configs/spanbert.py."""
+    c = _mlm_only("spanbert", "spanbert")
+    c.total_steps, c.global_batch_size, c.seq_len = 2_400_000, 256, 512
+    c.optimizer.learning_rate = 1e-4
+    c.optimizer.warmup_steps = 10_000
+    c.optimizer.schedule = "warmup_linear"
+    c.model.vocab_size = 28996  # bert-base-cased
+    c.model.hidden_act = "gelu"
+    c.model.sbo_max_span_tokens = 32  # relative positions of the SBO head (longer: clipped)
+    c.data.lower_case = False
+    c.data.max_predictions_per_seq = 80
+    c.data.geometric_p = 0.2
+    c.data.max_span_words = 10
+    del c.data["whole_word_masking"]  # spans are whole words by definition
     return c
 
 
@@ -267,29 +325,34 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     _check_keys(cfg)
     check_positive(cfg, "total_steps", "global_batch_size", "seq_len", "micro_batches", "log_every",
               "eval_every", "eval_steps", "checkpoint_every", "keep_checkpoints",
-              "max_skipped_steps", "model.num_layers", "model.hidden_size",
-              "model.num_heads", "model.mlp_dim", "model.vocab_size")
+              "max_skipped_steps", "model.num_layers", "model.vocab_size")
     m = cfg.model
     _choice(cfg.optimizer.name, "optimizer.name", _OPTIMIZERS)
+    check_positive(cfg, "model.hidden_size", "model.num_heads", "model.mlp_dim")
     if cfg.objective == "t5":
         return _validate_t5(cfg)
     if cfg.objective == "causal_lm":
         return _validate_causal_lm(cfg)
-    check_positive(cfg, "model.max_position_embeddings", "data.max_predictions_per_seq",
-              "data.dupe_factor")
+    check_positive(cfg, "model.max_position_embeddings", "data.max_predictions_per_seq")
+    if cfg.objective == "bert":
+        check_positive(cfg, "data.dupe_factor")
+    if cfg.objective == "spanbert":
+        _validate_spanbert(cfg)
     if m.hidden_size % m.num_heads:
         raise UserError(f"model.hidden_size={m.hidden_size} is not divisible by "
                         f"model.num_heads={m.num_heads}")
     _validate_common(cfg)
-    if not 0.0 <= cfg.phase2.fraction < 1.0:
+    if "phase2" in cfg and not 0.0 <= cfg.phase2.fraction < 1.0:
         raise UserError(f"phase2.fraction={cfg.phase2.fraction} must be in [0, 1)")
     if not 0.0 < cfg.data.mask_prob < 1.0:
         raise UserError(f"data.mask_prob={cfg.data.mask_prob} must be in (0, 1)")
     for phase in phases(cfg):
-        if phase.seq_len > m.max_position_embeddings:
+        offset = m.get("position_offset", 0)
+        if phase.seq_len + offset > m.max_position_embeddings:
             raise UserError(
-                f"{phase.prefix}seq_len={phase.seq_len} exceeds "
-                f"model.max_position_embeddings={m.max_position_embeddings}")
+                f"{phase.prefix}seq_len={phase.seq_len}"
+                + (f" + model.position_offset={offset}" if offset else "")
+                + f" exceeds model.max_position_embeddings={m.max_position_embeddings}")
         if phase.global_batch_size % cfg.micro_batches:
             raise UserError(
                 f"{phase.prefix}global_batch_size={phase.global_batch_size} is not divisible "
@@ -298,6 +361,12 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
             raise UserError(f"max_predictions_per_seq={phase.max_predictions} exceeds "
                             f"{phase.prefix}seq_len={phase.seq_len}")
     return cfg
+
+
+def _validate_spanbert(cfg):
+    check_positive(cfg, "data.max_span_words", "model.sbo_max_span_tokens")
+    if not 0.0 < cfg.data.geometric_p <= 1.0:
+        raise UserError(f"data.geometric_p={cfg.data.geometric_p} must be in (0, 1]")
 
 
 def _validate_common(cfg):

@@ -60,15 +60,21 @@ class ByteLevelBPETokenizer(Tokenizer):
         self._unbytes = {c: b for b, c in self._bytes.items()}
         self._cache = {}
         self.vocab_size = max(self._encoder.values()) + 1
-        if END_OF_TEXT not in self._encoder:
+        if "<s>" in self._encoder and "</s>" in self._encoder:
+            # RoBERTa's vocab.json: fairseq's <s> <pad> </s> <unk> and a <mask>.
+            get = self._encoder.get
+            self.cls_id, self.sep_id = get("<s>"), get("</s>")
+            self.pad_id, self.unk_id = get("<pad>", self.sep_id), get("<unk>", self.sep_id)
+            self.eot_id = get(END_OF_TEXT, self.sep_id)
+        elif END_OF_TEXT not in self._encoder:
             raise UserError(f"{vocab_file} has no {END_OF_TEXT} token")
-        self.eot_id = self._encoder[END_OF_TEXT]
-        # GPT-2 has one special token; it ends documents, starts generation, pads.
-        self.pad_id = self.unk_id = self.cls_id = self.sep_id = self.eot_id
+        else:
+            self.eot_id = self._encoder[END_OF_TEXT]
+            # GPT-2 has one special token; it ends documents, starts generation, pads.
+            self.pad_id = self.unk_id = self.cls_id = self.sep_id = self.eot_id
         self.mask_id = self._encoder.get("<mask>", -1)
-        self._special = np.array(sorted({self.eot_id} | ({self.mask_id} - {-1}
-                                                        if self.mask_id >= 0 else set())),
-                                 np.int32)
+        named = {self.eot_id, self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id}
+        self._special = np.array(sorted(named - {-1}), np.int32)
         starts = np.zeros(self.vocab_size, bool)
         for piece, i in self._encoder.items():
             starts[i] = piece.startswith("\u0120") or not piece[:1].isalnum()
@@ -111,6 +117,58 @@ class ByteLevelBPETokenizer(Tokenizer):
 
     def id_to_piece(self, i: int) -> str:
         return self._decoder[int(i)]
+
+
+class RobertaLayout(Tokenizer):
+    """RoBERTa's ids over GPT-2's vocab.json: fairseq's dictionary layout, <s>=0 <pad>=1
+    </s>=2 <unk>=3, then GPT-2's pieces shifted by 4, filler ids up to a multiple of 8,
+    and <mask> last (50,265 ids for GPT-2's 50,257, <mask>=50264, as roberta-base).
+    fairseq orders the pieces by corpus frequency, HF's roberta vocab.json too; here they
+    keep GPT-2's order, so the ids are not roberta-base's (a RoBERTa vocab.json loads
+    as it is, with its own ids)."""
+
+    spaces_are_tokens = True
+    SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")
+
+    def __init__(self, base: ByteLevelBPETokenizer):
+        self.base, self.path = base, base.path
+        self.offset = len(self.SPECIALS)
+        used = self.offset + base.vocab_size
+        self.mask_id = -(-used // 8) * 8
+        self.vocab_size = self.mask_id + 1
+        self.cls_id, self.pad_id, self.sep_id, self.unk_id = range(4)
+        self.eot_id = base.eot_id + self.offset  # an ordinary token here: </s> ends documents
+        self._special = np.array(list(range(4)) + list(range(used, self.vocab_size)), np.int32)
+        starts = np.ones(self.vocab_size, bool)
+        starts[self.offset:used] = base._word_start
+        self._word_start = starts
+
+    def encode(self, text: str) -> list[int]:
+        return [i + self.offset for i in self.base.encode(text)]
+
+    def decode(self, ids) -> str:
+        ids = np.asarray(ids, np.int64).reshape(-1)
+        self._check_ids(ids)
+        words = ids[(ids >= self.offset) & (ids < self.offset + self.base.vocab_size)]
+        return self.base.decode(words - self.offset)
+
+    def id_to_piece(self, i: int) -> str:
+        i = int(i)
+        if i < self.offset:
+            return self.SPECIALS[i]
+        if i == self.mask_id:
+            return "<mask>"
+        if i >= self.offset + self.base.vocab_size:
+            return f"madeupword{i - self.offset - self.base.vocab_size:04d}"
+        return self.base.id_to_piece(i - self.offset)
+
+
+def roberta_ids(tokenizer):
+    """The tokenizer RoBERTa trains with: a RoBERTa vocab.json as it is, GPT-2's
+    (no <s>, no <mask>) in RoBERTa's layout (RobertaLayout)."""
+    if isinstance(tokenizer, ByteLevelBPETokenizer) and tokenizer.cls_id == tokenizer.eot_id:
+        return RobertaLayout(tokenizer)
+    return tokenizer
 
 
 def files_in(path: str):

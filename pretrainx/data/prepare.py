@@ -38,7 +38,9 @@ def _init_worker(cfg_dict):
 
     cfg = ml_collections.ConfigDict(cfg_dict)
     tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case)
-    _WORKER.update(cfg=cfg, tokenizer=tokenizer, objective=objectives.build(cfg, tokenizer))
+    objective = objectives.build(cfg, tokenizer)
+    # The objective's view of the vocabulary (RoBERTa lays GPT-2's ids out its own way).
+    _WORKER.update(cfg=cfg, tokenizer=objective.tokenizer, objective=objective)
 
 
 def _write(path, records) -> int:

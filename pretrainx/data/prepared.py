@@ -32,7 +32,8 @@ WRITER_OPTIONS = "group_size:1"
 # things are. Every other data key, the seed and the tokenizer's bytes must match.
 _BATCH_TIME_KEYS = ("mask_prob", "max_predictions_per_seq", "whole_word_masking",
                     "prepared_dir", "train_weights", "train_files", "eval_files",
-                    "tokenizer", "tfds_data_dir", "tfds_reader", "worker_processes")
+                    "tokenizer", "tfds_data_dir", "tfds_reader", "worker_processes",
+                    "geometric_p", "max_span_words")
 
 
 def encode(example) -> bytes:

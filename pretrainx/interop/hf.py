@@ -135,6 +135,9 @@ def save(pretrained: Pretrained, output: str) -> list:
     """Write an HF directory; returns the files written."""
     from safetensors.numpy import save_file
     from pretrainx.data.tokenizers import load_tokenizer
+    if pretrained.family not in ("bert", "gpt2", "t5"):
+        raise UserError(f"{pretrained.source} is a {pretrained.family} model; HF export "
+                        "writes bert, gpt2 and t5 models")
     if os.path.isdir(output) and os.listdir(output):
         raise UserError(f"output directory {output} is not empty")
     os.makedirs(output, exist_ok=True)

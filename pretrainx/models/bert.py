@@ -80,7 +80,10 @@ class BertEncoder(nn.Module):
             token_type_ids = pad(token_type_ids, 0)
             attention_mask = pad(attention_mask, 1)
         length = x.shape[1]
-        x = x + self.type_embed(token_type_ids) + self.position_embed(jnp.arange(length))[None]
+        # RoBERTa (fairseq, HF) numbers positions from padding_idx + 1 = 2: rows 0 and 1
+        # of its 514-row table are never used by a real token.
+        positions = jnp.arange(length) + self.cfg.get("position_offset", 0)
+        x = x + self.type_embed(token_type_ids) + self.position_embed(positions)[None]
         x = self.embed_norm(x)
         x = self.embed_dropout(x, deterministic=deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
@@ -91,8 +94,8 @@ class BertEncoder(nn.Module):
         return x[:, prompt:] if prompt else x
 
 
-class BertForPreTraining(nn.Module):
-    """Masked LM logits at the gathered positions and next-sentence logits."""
+class BertForMaskedLM(nn.Module):
+    """The encoder and the masked LM head, at the gathered positions (RoBERTa, SpanBERT)."""
     cfg: ml_collections.ConfigDict
 
     def setup(self):
@@ -100,32 +103,55 @@ class BertForPreTraining(nn.Module):
         self.dtype = jnp.dtype(cfg.dtype)
         init = layers.truncated_normal(cfg.initializer_range)
         self.bert = BertEncoder(cfg)
-        self.pooler = layers.Dense(cfg.hidden_size, ("embed", "mlp"), dtype=self.dtype,
-                                   kernel_init=init)
-        self.nsp = layers.Dense(2, ("mlp", "classes"), dtype=self.dtype, kernel_init=init)
         self.mlm_transform = layers.Dense(cfg.hidden_size, ("embed", "mlp"), dtype=self.dtype,
                                           kernel_init=init)
         self.mlm_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
         self.mlm_bias = self.param("mlm_bias", nn.with_logical_partitioning(
             nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
 
-    def __call__(self, batch, deterministic: bool = True):
-        x = self.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
-                      deterministic)
+    def encode(self, batch, deterministic):
+        return self.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                         deterministic)
+
+    def decode(self, h):
+        """[batch, pred, embed] -> vocabulary logits through the tied embedding."""
+        logits = self.bert.token_embed.attend(h) + self.mlm_bias.astype(self.dtype)
+        return layers.constrain(logits, ("batch", "pred", "vocab")).astype(jnp.float32)
+
+    def mlm_logits(self, x, positions):
         # Every head activation is constrained explicitly: left to propagation, XLA's
         # partitioner computed wrong gradients for the tied projection on a
         # (data, fsdp, tensor) = (2, 2, 2) CPU mesh (jax 0.10.2).
-        pooled = jnp.tanh(self.pooler(x[:, 0]))
-        pooled = layers.constrain(pooled, ("batch", "embed"))
-        nsp_logits = self.nsp(pooled).astype(jnp.float32)
-        picked = jnp.take_along_axis(x, batch["masked_lm_positions"][..., None], axis=1)
+        picked = jnp.take_along_axis(x, positions[..., None], axis=1)
         picked = layers.constrain(picked, ("batch", "pred", "embed"))
         h = layers.activation(self.cfg.hidden_act)(self.mlm_transform(picked))
         h = layers.constrain(h, ("batch", "pred", "embed"))
         h = layers.constrain(self.mlm_norm(h), ("batch", "pred", "embed"))
-        logits = self.bert.token_embed.attend(h) + self.mlm_bias.astype(self.dtype)
-        logits = layers.constrain(logits, ("batch", "pred", "vocab"))
-        return {"mlm_logits": logits.astype(jnp.float32), "nsp_logits": nsp_logits}
+        return self.decode(h)
+
+    def __call__(self, batch, deterministic: bool = True):
+        x = self.encode(batch, deterministic)
+        return {"mlm_logits": self.mlm_logits(x, batch["masked_lm_positions"])}
+
+
+class BertForPreTraining(BertForMaskedLM):
+    """Masked LM logits at the gathered positions and next-sentence logits."""
+
+    def setup(self):
+        super().setup()
+        cfg = self.cfg
+        init = layers.truncated_normal(cfg.initializer_range)
+        self.pooler = layers.Dense(cfg.hidden_size, ("embed", "mlp"), dtype=self.dtype,
+                                   kernel_init=init)
+        self.nsp = layers.Dense(2, ("mlp", "classes"), dtype=self.dtype, kernel_init=init)
+
+    def __call__(self, batch, deterministic: bool = True):
+        x = self.encode(batch, deterministic)
+        pooled = jnp.tanh(self.pooler(x[:, 0]))
+        pooled = layers.constrain(pooled, ("batch", "embed"))
+        nsp_logits = self.nsp(pooled).astype(jnp.float32)
+        return {"mlm_logits": self.mlm_logits(x, batch["masked_lm_positions"]),
+                "nsp_logits": nsp_logits}
 
 
 class BertForFineTuning(nn.Module):

@@ -1,16 +1,22 @@
 """Objectives by name: each owns its model head, examples, transform and loss."""
 
+import importlib
+
 from pretrainx.errors import UserError
+
+# config key `objective` -> (module, class); config.OBJECTIVES lists the same names.
+REGISTRY = {
+    "bert": ("pretrainx.objectives.mlm_nsp", "MlmNsp"),
+    "t5": ("pretrainx.objectives.span_corruption", "SpanCorruption"),
+    "causal_lm": ("pretrainx.objectives.causal_lm", "CausalLM"),
+    "roberta": ("pretrainx.objectives.roberta_mlm", "RobertaMlm"),
+    "spanbert": ("pretrainx.objectives.span_mlm", "SpanMlm"),
+}
 
 
 def build(cfg, tokenizer):
-    if cfg.objective == "bert":
-        from pretrainx.objectives.mlm_nsp import MlmNsp
-        return MlmNsp(cfg, tokenizer)
-    if cfg.objective == "t5":
-        from pretrainx.objectives.span_corruption import SpanCorruption
-        return SpanCorruption(cfg, tokenizer)
-    if cfg.objective == "causal_lm":
-        from pretrainx.objectives.causal_lm import CausalLM
-        return CausalLM(cfg, tokenizer)
-    raise UserError(f"config key 'objective' is {cfg.objective!r}; known: bert, t5, causal_lm")
+    if cfg.objective not in REGISTRY:
+        raise UserError(f"config key 'objective' is {cfg.objective!r}; known: "
+                        f"{', '.join(REGISTRY)}")
+    module, name = REGISTRY[cfg.objective]
+    return getattr(importlib.import_module(module), name)(cfg, tokenizer)

@@ -1,0 +1,218 @@
+"""SpanBERT's objective (Joshi et al. 2020): span masking, MLM + span boundary objective.
+
+Examples are single segments of whole sentences from one document, up to
+seq_len - 2 tokens, [CLS] ... [SEP] (no NSP, no second segment: the paper's
+section 3.3). At batch time (a new draw every epoch, as RoBERTa's dynamic
+masking) spans are masked until 15% of the tokens are (`mask_spans`):
+
+* a span's length in words is drawn from Geo(p = 0.2) on 1..10, renormalised
+  (SpanBERT's code: the distribution cut at 10, mean 3.8 words; clamping the
+  tail at 10 instead would give a mean of 4.46);
+* its first word is uniform among the words not yet masked; a span is whole
+  words (WordPiece continuations go with their word), so its length in tokens
+  is longer than in words;
+* a span stops early at the row's end, at a word already masked, and where its
+  next word would overshoot the 15% budget (its first word is always taken);
+* 80% of the spans become all [MASK], 10% all random tokens, 10% stay as they were
+  (decided per span, not per token).
+
+The span boundary objective predicts every masked token from the encoder outputs
+at the span's boundary tokens and its position in the span (models/spanbert.py);
+the loss is the MLM cross-entropy plus the SBO cross-entropy, both means over the
+masked tokens.
+"""
+
+import numpy as np
+
+from pretrainx.errors import UserError
+from pretrainx.models import spanbert
+from pretrainx.objectives import mlm
+from pretrainx.objectives.roberta_mlm import RobertaMlm
+
+
+def span_length_probs(p: float, max_words: int) -> np.ndarray:
+    """P(length = 1..max_words): Geo(p) cut at max_words and renormalised."""
+    lengths = np.arange(1, max_words + 1)
+    probs = p * (1.0 - p) ** (lengths - 1)
+    return probs / probs.sum()
+
+
+def mask_spans(input_ids, rng, *, vocab_size, mask_id, special_ids, word_starts,
+               max_predictions, mask_prob=0.15, geometric_p=0.2, max_span_words=10,
+               record=None):
+    """Span masking of one padded sequence (see the module docstring).
+
+    Returns BERT's masked-LM features (positions sorted, padded to
+    `max_predictions`) plus, per prediction, the span's boundary positions
+    `sbo_left` = s - 1 and `sbo_right` = e + 1 and `sbo_offset` = i - s. With a
+    `record` list, appends one (sampled words, taken words, taken tokens) per span.
+    """
+    input_ids = np.asarray(input_ids)
+    special_ids = np.asarray(special_ids, np.int64)
+    is_special = (input_ids[:, None] == special_ids[None, :]).any(axis=1)
+    candidates = np.flatnonzero(~is_special)
+    word_of = mlm.word_ids(candidates, np.asarray(word_starts))
+    n_words = int(word_of[-1]) + 1 if candidates.size else 0
+    # Words as [first, end) token positions; a word follows its neighbour directly
+    # unless a special token (or a gap) sits between them.
+    first = candidates[np.searchsorted(word_of, np.arange(n_words))]
+    last_pos = candidates[np.append(np.searchsorted(word_of, np.arange(1, n_words)) - 1,
+                                    candidates.size - 1)] if n_words else first
+    end = last_pos + 1
+    joined = np.append(first[1:] == end[:-1], False)  # word w runs straight into w + 1
+    budget = mlm.num_to_predict(candidates.size, max_predictions, mask_prob, rng)
+    probs = span_length_probs(geometric_p, max_span_words)
+    taken = np.zeros(n_words, bool)
+    spans, count = [], 0
+    while count < budget and not taken.all():
+        want = int(rng.choice(max_span_words, p=probs)) + 1
+        free = np.flatnonzero(~taken)
+        w0 = int(free[rng.integers(free.size)])
+        if count + end[w0] - first[w0] > max_predictions:
+            break  # the first word alone would pass the cap
+        w = w0
+        count += end[w] - first[w]
+        taken[w] = True
+        while (w - w0 + 1 < want and count < budget and joined[w] and not taken[w + 1]
+               and count + end[w + 1] - first[w + 1] <= budget):
+            w += 1
+            count += end[w] - first[w]
+            taken[w] = True
+        spans.append((int(first[w0]), int(end[w])))
+        if record is not None:
+            record.append((want, w - w0 + 1, int(end[w] - first[w0])))
+
+    masked = input_ids.astype(np.int32, copy=True)
+    positions, left, right, offset = [], [], [], []
+    for s, e in spans:
+        u = rng.random()
+        if u < mlm.MASK_FRACTION:
+            masked[s:e] = mask_id
+        elif u >= mlm.MASK_FRACTION + mlm.KEEP_FRACTION:
+            masked[s:e] = mlm.random_non_special(e - s, vocab_size, special_ids, rng)
+        positions.append(np.arange(s, e))
+        left.append(np.full(e - s, s - 1))
+        right.append(np.full(e - s, e))
+        offset.append(np.arange(e - s))
+    out = {k: np.zeros(max_predictions, np.int32)
+           for k in ("masked_lm_positions", "masked_lm_ids", "sbo_left", "sbo_right",
+                     "sbo_offset")}
+    weights = np.zeros(max_predictions, np.float32)
+    if spans:
+        pos = np.concatenate(positions)
+        order = np.argsort(pos)
+        n = pos.size
+        out["masked_lm_positions"][:n] = pos[order]
+        out["masked_lm_ids"][:n] = input_ids[pos[order]]
+        for key, parts in (("sbo_left", left), ("sbo_right", right), ("sbo_offset", offset)):
+            out[key][:n] = np.concatenate(parts)[order]
+        weights[:n] = 1.0
+    return dict(out, input_ids=masked, masked_lm_weights=weights)
+
+
+class SpanMlm(RobertaMlm):
+    flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) + P*2*(5*h^2 + 2*h*V) / seq), "
+                     "P = max_predictions_per_seq")
+    cross_documents = False  # single segments: a row holds one document's sentences
+
+    def make_model(self, model_cfg):
+        return spanbert.SpanBertForPreTraining(model_cfg)
+
+    def ids_of(self, tokenizer):
+        if tokenizer.cls_id == tokenizer.sep_id:
+            raise UserError(f"tokenizer {tokenizer.path} has no separate [CLS] and [SEP]; "
+                            "SpanBERT's rows are [CLS] ... [SEP] (a WordPiece vocab.txt)")
+        return tokenizer
+
+    def transform(self, phase, train: bool):
+        tok, data = self.tokenizer, self.cfg.data
+        specials = tok.special_ids()
+        seq_len, max_pred = phase.seq_len, phase.max_predictions
+
+        def fn(example, rng):
+            padded, attention = self._padded(example, seq_len)
+            masked = mask_spans(padded, rng, vocab_size=tok.vocab_size, mask_id=tok.mask_id,
+                                special_ids=specials, word_starts=tok.word_start_mask(padded),
+                                max_predictions=max_pred, mask_prob=data.mask_prob,
+                                geometric_p=data.geometric_p,
+                                max_span_words=data.max_span_words)
+            return dict(masked, token_type_ids=np.zeros(seq_len, np.int32),
+                        attention_mask=attention)
+
+        return fn
+
+    def example_batch(self, batch_size: int, phase) -> dict:
+        out = super().example_batch(batch_size, phase)
+        for key in ("sbo_left", "sbo_right", "sbo_offset"):
+            out[key] = np.zeros((batch_size, phase.max_predictions), np.int32)
+        return out
+
+    # ---- loss -------------------------------------------------------------
+    def loss_sums(self, outputs, batch) -> dict:
+        sums = super().loss_sums(outputs, batch)
+        sbo = mlm.mlm_loss_and_metrics(outputs["sbo_logits"], batch["masked_lm_ids"],
+                                       batch["masked_lm_weights"])
+        sums.update(sbo_loss_sum=sbo["mlm_loss_sum"], sbo_correct_sum=sbo["mlm_correct_sum"])
+        return sums
+
+    def loss(self, sums, norms):
+        """MLM + SBO: mean cross-entropies over the masked tokens."""
+        return (sums["mlm_loss_sum"] + sums["sbo_loss_sum"]) / norms["mlm"]
+
+    def metrics(self, sums, norms) -> dict:
+        return dict(super().metrics(sums, norms), sbo_loss=sums["sbo_loss_sum"] / norms["mlm"],
+                    sbo_accuracy=sums["sbo_correct_sum"] / norms["mlm"])
+
+    def eval_metrics(self, totals) -> dict:
+        out = super().eval_metrics(totals)
+        n = max(float(totals["mlm_weight_sum"]), 1.0)
+        out.update(sbo_loss=float(totals["sbo_loss_sum"]) / n,
+                   sbo_accuracy=float(totals["sbo_correct_sum"]) / n)
+        out["loss"] = out["mlm_loss"] + out["sbo_loss"]
+        return out
+
+    def flops_per_token(self, phase) -> float:
+        return spanbert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
+
+    # ---- statistics ----------------------------------------------------------
+    def batch_stats(self, batch) -> dict:
+        """Per span (a run of predictions sharing boundaries): its length in tokens and
+        words and whether it became all [MASK] / all random / stayed."""
+        ids, w = batch["input_ids"], batch["masked_lm_weights"] > 0
+        positions = batch["masked_lm_positions"]
+        at = np.take_along_axis(ids, positions, axis=1)
+        real = batch["attention_mask"] > 0
+        original = ids.copy()
+        np.put_along_axis(original, positions, np.where(w, batch["masked_lm_ids"], at), 1)
+        starts = self.tokenizer.word_start_mask(original)
+        candidates = real & ~np.isin(original, self.tokenizer.special_ids())
+        out = {"real_tokens": int(real.sum()), "all_tokens": ids.size, "rows": ids.shape[0],
+               "examples": ids.shape[0], "candidates": int(candidates.sum()),
+               "masked": int(w.sum()), "spans": 0, "span_words": 0, "span_tokens": 0,
+               "mask_spans": 0, "random_spans": 0, "kept_spans": 0}
+        for row in range(ids.shape[0]):
+            n = int(w[row].sum())
+            key = batch["sbo_left"][row][:n]
+            for s in np.unique(key):
+                members = positions[row][:n][key == s]
+                now, was = ids[row][members], original[row][members]
+                out["spans"] += 1
+                out["span_tokens"] += members.size
+                out["span_words"] += int(starts[row][members].sum()) or 1
+                if (now == self.tokenizer.mask_id).all():
+                    out["mask_spans"] += 1
+                elif (now == was).all():
+                    out["kept_spans"] += 1
+                else:
+                    out["random_spans"] += 1
+        return out
+
+    def summarize_stats(self, totals, phase) -> dict:
+        spans = max(totals["spans"], 1)
+        return {"masked_fraction": totals["masked"] / max(totals["candidates"], 1),
+                "mean_span_words": totals["span_words"] / spans,
+                "mean_span_tokens": totals["span_tokens"] / spans,
+                "mask_span_fraction": totals["mask_spans"] / spans,
+                "random_span_fraction": totals["random_spans"] / spans,
+                "kept_span_fraction": totals["kept_spans"] / spans,
+                "max_predictions_per_seq": phase.max_predictions}
