@@ -33,7 +33,7 @@ DEFAULT_SHARDING_RULES = (
     ("prefix", None),
 )
 
-OBJECTIVES = ("bert", "t5", "causal_lm", "roberta", "spanbert")
+OBJECTIVES = ("bert", "t5", "causal_lm", "roberta", "spanbert", "elmo")
 
 
 def _shared_sections(objective: str, total_steps: int, batch: int, seq_len: int,
@@ -112,6 +112,8 @@ def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
         return roberta_config()
     if objective == "spanbert":
         return spanbert_config()
+    if objective == "elmo":
+        return elmo_config()
     if objective != "bert":
         raise UserError(f"config key 'objective' is {objective!r}; expected one of "
                         f"{', '.join(OBJECTIVES)}")
@@ -227,6 +229,39 @@ def roberta_config() -> ml_collections.ConfigDict:
     return c
 
 
+def elmo_config() -> ml_collections.ConfigDict:
+    """ELMo "original" (Peters et al. 2018; bilm-tf's 2x4096_512_2048cnn_2xhighway):
+    the 1B Word Benchmark's 793,471-word vocabulary, 20-word rows, batch 3 x 128,
+    10 epochs of its 769M words (1M steps), Adagrad at 0.2 (accumulators from 1.0),
+    gradients clipped at norm 10, dropout 0.1. bilm-tf trains the softmax by sampling
+    8,192 negatives; here it is computed in full."""
+    c = _shared_sections("elmo", total_steps=1_000_000, batch=384, seq_len=20,
+                         learning_rate=0.2, schedule="constant")
+    c.optimizer.name = "adagrad"
+    c.optimizer.warmup_steps = 0
+    c.optimizer.weight_decay = 0.0
+    c.optimizer.grad_clip = 10.0
+    c.optimizer.initial_accumulator = 1.0
+    c.model = ml_collections.ConfigDict()
+    c.model.family = "elmo"
+    c.model.char_embed_dim = 16
+    c.model.filters = "1:32,2:32,3:64,4:128,5:256,6:512,7:1024"  # width:count, 2048 in all
+    c.model.max_chars = 50  # bytes of a word, with its begin and end markers
+    c.model.num_highway = 2
+    c.model.lstm_dim = 4096
+    c.model.projection_dim = 512
+    c.model.num_layers = 2
+    c.model.cell_clip = 3.0
+    c.model.proj_clip = 3.0
+    c.model.vocab_size = 793_471  # softmax words; rarer words are read but predicted as <UNK>
+    c.model.dropout_rate = 0.1
+    c.model.dtype = "float32"
+    c.model.remat = "none"
+    c.model.scan_layers = False
+    c.data.lower_case = False
+    return c
+
+
 def spanbert_config() -> ml_collections.ConfigDict:
     """SpanBERT-base (Joshi et al. 2020): span masking + span boundary objective, single
     512-token segments, cased WordPiece; see configs/spanbert.py."""
@@ -280,7 +315,7 @@ def gpt2_config() -> ml_collections.ConfigDict:
 _DTYPES = ("float32", "bfloat16", "float16")
 _REMAT = ("none", "full", "dots")
 _SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt", "cosine")
-_OPTIMIZERS = ("adamw", "adafactor")
+_OPTIMIZERS = ("adamw", "adafactor", "adagrad")
 
 
 def flatten(cfg, prefix="") -> dict:
@@ -328,6 +363,8 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
               "max_skipped_steps", "model.num_layers", "model.vocab_size")
     m = cfg.model
     _choice(cfg.optimizer.name, "optimizer.name", _OPTIMIZERS)
+    if cfg.objective == "elmo":
+        return _validate_elmo(cfg)
     check_positive(cfg, "model.hidden_size", "model.num_heads", "model.mlp_dim")
     if cfg.objective == "t5":
         return _validate_t5(cfg)
@@ -410,6 +447,25 @@ def _validate_t5(cfg):
                         "must be >= 1")
     if cfg.z_loss < 0:
         raise UserError(f"z_loss={cfg.z_loss} must be >= 0")
+    return cfg
+
+
+def _validate_elmo(cfg):
+    check_positive(cfg, "model.char_embed_dim", "model.max_chars", "model.lstm_dim",
+                   "model.projection_dim")
+    _validate_common(cfg)
+    try:
+        from pretrainx.models.elmo import parse_filters
+        filters = parse_filters(cfg.model.filters)
+    except ValueError:
+        raise UserError(f"model.filters={cfg.model.filters!r}: expected width:count pairs "
+                        "separated by commas, e.g. 1:32,2:32,3:64") from None
+    widest = max(w for w, _ in filters)
+    if widest > cfg.model.max_chars:
+        raise UserError(f"model.filters has width {widest} > model.max_chars="
+                        f"{cfg.model.max_chars}")
+    if cfg.model.max_chars < 3:
+        raise UserError(f"model.max_chars={cfg.model.max_chars} must be at least 3")
     return cfg
 
 

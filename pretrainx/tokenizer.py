@@ -5,7 +5,8 @@
       [--style=bert|t5] [--max_sentences=N]
 
 unigram and bpe write a SentencePiece model (T5 and ALBERT use unigram); wordpiece
-writes DIR/vocab.txt as BERT's. --max_sentences samples that many lines of a
+writes DIR/vocab.txt as BERT's; words writes DIR/vocab.words, every word of the input
+most frequent first (ELMo's; --vocab_size caps it, cased as the text is). --max_sentences samples that many lines of a
 large corpus (uniformly, with a fixed seed).
   python -m pretrainx.tokenizer encode --tokenizer=PATH < text > ids
   python -m pretrainx.tokenizer decode --tokenizer=PATH < ids > text
@@ -30,8 +31,9 @@ def _define_flags() -> None:
     # Defined on demand so importing this module never clashes with other CLIs' flags.
     flags.DEFINE_string("input", None, "Comma-separated globs of UTF-8 text files (train).")
     flags.DEFINE_integer("vocab_size", None, "Number of pieces (train).")
-    flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe", "wordpiece"],
-                      "unigram/bpe: a SentencePiece model; wordpiece: a BERT vocab.txt (train).")
+    flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe", "wordpiece", "words"],
+                      "unigram/bpe: a SentencePiece model; wordpiece: a BERT vocab.txt; "
+                      "words: ELMo's word list, most frequent first (train).")
     flags.DEFINE_integer("max_sentences", 2_000_000,
                          "Lines sampled from the input for training (train).")
     flags.DEFINE_string("output", None, "Directory (gets spiece.model) or file prefix (train).")
@@ -75,6 +77,15 @@ def _train() -> None:
 
     if FLAGS.max_sentences < 1:
         raise UserError(f"--max_sentences={FLAGS.max_sentences} must be positive")
+    if FLAGS.model_type == "words":
+        from pretrainx.data import words
+        output = os.path.expanduser(_require("output"))
+        if not output.endswith(".words"):
+            output = os.path.join(output, "vocab.words")
+        count = words.build_vocab(_expand_globs(_require("input")), output,
+                                  max_words=FLAGS.vocab_size)
+        print(f"{output} ({count} words)")
+        return
     if FLAGS.model_type == "wordpiece":
         output = os.path.expanduser(_require("output"))
         if output.endswith(".txt"):

@@ -315,7 +315,11 @@ def load_tokenizer(path: str, lower_case: bool = True) -> Tokenizer:
         return WordPieceTokenizer(path, lower_case=lower_case)
     if path.endswith(".model"):
         return SentencePieceTokenizer(path)
-    raise UserError(f"unknown tokenizer type for {path}: expected a .txt vocab or a .model file")
+    if path.endswith(".words"):
+        from pretrainx.data import words
+        return words.WordTokenizer(path)
+    raise UserError(f"unknown tokenizer type for {path}: expected a .txt vocab, a .model "
+                    "or a .words file")
 
 
 def _tokenizer_file_in(directory: str) -> str:

@@ -11,6 +11,7 @@ REGISTRY = {
     "causal_lm": ("pretrainx.objectives.causal_lm", "CausalLM"),
     "roberta": ("pretrainx.objectives.roberta_mlm", "RobertaMlm"),
     "spanbert": ("pretrainx.objectives.span_mlm", "SpanMlm"),
+    "elmo": ("pretrainx.objectives.bilm", "BiLM"),
 }
 
 

@@ -226,7 +226,9 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
     config_lib.require_data(cfg)
     from pretrainx.data.tokenizers import load_tokenizer
     tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case)
-    if tokenizer.vocab_size > cfg.model.vocab_size:
+    # ELMo reads any listed word by its characters; only its softmax is model.vocab_size
+    if tokenizer.vocab_size > cfg.model.vocab_size and not getattr(
+            tokenizer, "softmax_may_be_smaller", False):
         raise UserError(f"tokenizer {cfg.data.tokenizer} has {tokenizer.vocab_size} ids but "
                         f"model.vocab_size={cfg.model.vocab_size}")
     objective = objectives.build(cfg, tokenizer)

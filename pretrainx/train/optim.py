@@ -49,8 +49,9 @@ def decay_mask(params):
 
 
 def make_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation:
-    """AdamW (decoupled decay, masked) or T5's Adafactor (factored second moments,
-    no momentum, decay 0.8, updates clipped at RMS 1 and scaled by parameter RMS)."""
+    """AdamW (decoupled decay, masked), T5's Adafactor (factored second moments,
+    no momentum, decay 0.8, updates clipped at RMS 1 and scaled by parameter RMS), or
+    ELMo's Adagrad."""
     schedule = learning_rate_schedule(opt_cfg, total_steps)
     parts = []
     if opt_cfg.grad_clip and opt_cfg.grad_clip > 0:
@@ -60,6 +61,8 @@ def make_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation:
                                      multiply_by_parameter_scale=True, momentum=None,
                                      weight_decay_rate=opt_cfg.weight_decay or None,
                                      weight_decay_mask=decay_mask))
+    elif opt_cfg.name == "adagrad":  # ELMo's (bilm-tf: TF Adagrad, accumulators from 1.0)
+        parts.append(optax.adagrad(schedule, opt_cfg.get("initial_accumulator", 0.1), eps=1e-7))
     else:
         parts.append(optax.adamw(schedule, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps,
                                  weight_decay=opt_cfg.weight_decay, mask=decay_mask))
