@@ -216,11 +216,13 @@ def _summarise(buffer):
     return out, skipped
 
 
-def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
+def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=None) -> dict:
     """Train (or resume) to cfg.total_steps. Returns the last train and eval records.
 
     `devices` restricts the mesh (tests compare 1 device with 8); `stop_at` ends the
-    run early at that step with a checkpoint, as a preemption would.
+    run early at that step with a checkpoint, as a preemption would. `on_step(step,
+    records)`, if given, is called after every step with the records logged at it
+    (usually none): what drives a notebook's progress bar (pretrainx.notebook).
     """
     config_lib.validate(cfg)
     config_lib.require_data(cfg)
@@ -306,6 +308,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
     stop = preemption.StopRequest().install()
     try:
         while step < end:
+            logged = []
             batch = phases.to_global(next(iterator))
             profiler.before_step(step)
             state, step_metrics = phases.train_step(phase)(state, batch, base_key)
@@ -337,6 +340,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
                 writer.write(record)
                 writer.progress(record, seconds_per_step)
                 last_train = record
+                logged.append(record)
                 buffer, interval_steps, interval_start = [], 0, time.perf_counter()
             if step % cfg.eval_every == 0 or step == cfg.total_steps:
                 result = _evaluate(phases, phase, state.params, objective, cfg.eval_steps)
@@ -344,6 +348,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
                     last_eval = dict(result, step=step, split="eval")
                     writer.write(last_eval)
                     writer.progress(last_eval, seconds_per_step)
+                    logged.append(last_eval)
                 interval_steps, interval_start = 0, time.perf_counter()
             if step >= phase.end and step < cfg.total_steps:
                 # Switch before saving so the saved iterator is the next phase's.
@@ -353,6 +358,8 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
             if step % cfg.checkpoint_every == 0 or step == end or preempted:
                 ckpt.save(step, state, iterator, cfg.to_json(sort_keys=True),
                           force=step == end or preempted)
+            if on_step is not None:
+                on_step(step, logged)
             if preempted:
                 break
     finally:
