@@ -42,13 +42,20 @@ GPT2_TINY = {"total_steps": 2, "global_batch_size": 8, "seq_len": 32, "log_every
              "eval_every": 2, "eval_steps": 1, "checkpoint_every": 2,
              "model.num_layers": 1, "model.hidden_size": 32, "model.num_heads": 2,
              "model.mlp_dim": 64, "optimizer.warmup_steps": 1}
+ELMO_TINY = {"total_steps": 2, "global_batch_size": 8, "seq_len": 8, "log_every": 1,
+             "eval_every": 2, "eval_steps": 1, "checkpoint_every": 2,
+             "model.filters": "1:8,2:8", "model.num_highway": 1, "model.lstm_dim": 32,
+             "model.projection_dim": 16, "model.vocab_size": 512}
 FINETUNE_TINY = {"epochs": 1, "global_batch_size": 8, "eval_batch_size": 8, "seq_len": 32,
                  "log_every": 1, "data.max_train_examples": 16,
                  "data.max_eval_examples": 16}
 # The shrinking overrides of each recipe file the README names (by its name's prefix).
 TINY = {"quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BERT_TINY,
         "t5": {**T5_TINY, "data.train_files": str(ALICE)}, "gpt2": GPT2_TINY,
-        "finetune": FINETUNE_TINY}
+        "elmo": {**ELMO_TINY, "data.train_files": str(ALICE)}, "finetune": FINETUNE_TINY,
+        "roberta": {**GPT2_TINY, "data.max_predictions_per_seq": 5},
+        "spanbert": {**GPT2_TINY, "data.max_predictions_per_seq": 5,
+                     "model.vocab_size": 30522}}
 
 
 def fenced_blocks(markdown: str):
@@ -121,8 +128,12 @@ class Sandbox:
         bucket = str(self.root / "bucket")
         subs = [("gs://BUCKET", bucket), ("/data/corpus/*.txt", str(ALICE)),
                 ("/data/c4/*.txt", str(ALICE)), ("texts/*.txt", str(ALICE)),
+                ("/data/1b/*.txt", str(ALICE)), ("/data/1b", str(self.root / "1b")),
                 ("/data/t5/spiece.model", str(REPO / "pretrainx/assets/spm_t5_4k.model")),
                 ("/data/bert-base-uncased/vocab.txt",
+                 str(SHARED_DATA / "tokenizers/bert-base-uncased/vocab.txt")),
+                # no cased BERT vocabulary is at hand: the uncased one stands in
+                ("/data/bert-base-cased/vocab.txt",
                  str(SHARED_DATA / "tokenizers/bert-base-uncased/vocab.txt")),
                 ("/data/gpt2", str(SHARED_DATA / "tokenizers/gpt2")),
                 ("/data/webtext/*.jsonl", self._webtext()),
@@ -255,7 +266,9 @@ def run_step(sandbox: Sandbox, words):
         return "generate"
     if module == "pretrainx.tokenizer" and words[3] == "train":
         sandbox.run(words + ["--max_sentences=2000", "--vocab_size=500"])
-        assert (sandbox.root / _flag(words, "output") / "spiece.model").is_file()
+        written = {"words": "vocab.words", "wordpiece": "vocab.txt"}.get(
+            _flag(words, "model_type"), "spiece.model")
+        assert (sandbox.root / _flag(words, "output") / written).is_file()
         return "tokenizer"
     if words[0] == "echo" and "pretrainx.tokenizer" in words and "encode" in words:
         ids = sandbox.run(words).split()
