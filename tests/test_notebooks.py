@@ -150,6 +150,7 @@ def _run(name: str, tmp_path: pathlib.Path, steps: int):
     pytest.importorskip("ipykernel")
     pytest.importorskip("matplotlib")
     env = dict(os.environ, PRETRAINX_NOTEBOOK_STEPS=str(steps), JAX_PLATFORMS="cpu",
+               PRETRAINX_NOTEBOOK_EXAMPLES="320",
                MPLBACKEND="module://matplotlib_inline.backend_inline")
     for name_ in ("PRETRAINX_NOTEBOOK_DIR", "PRETRAINX_GLUE_DIR"):  # the defaults are tested
         env.pop(name_, None)
@@ -169,10 +170,10 @@ def _text(nb, cell_id: str) -> str:
 
 
 def test_quickstart_notebook_runs(tmp_path):
-    nb = _run("quickstart.ipynb", tmp_path, steps=60)
+    nb = _run("quickstart.ipynb", tmp_path, steps=40)
     root = tmp_path / "workdir"
     records = read_metrics(str(root / "notebook_quickstart"))
-    assert records[-1]["step"] == 60 and records[-1]["loss"] < records[0]["loss"] - 0.5
+    assert records[-1]["step"] == 40 and records[-1]["loss"] < records[0]["loss"] - 0.5
     assert read_metrics(str(root / "notebook_quickstart"), "eval")
     curves = next(c for c in nb.cells if c.get("id") == "curves")
     assert any("image/png" in o.get("data", {}) for o in curves.outputs)
@@ -192,9 +193,9 @@ def test_quickstart_notebook_runs(tmp_path):
 
 
 def test_t5_notebook_runs(tmp_path):
-    nb = _run("t5_span_corruption.ipynb", tmp_path, steps=40)
+    nb = _run("t5_span_corruption.ipynb", tmp_path, steps=24)
     records = read_metrics(str(tmp_path / "workdir" / "notebook_t5"))
-    assert records[-1]["step"] == 40 and records[-1]["loss"] < records[0]["loss"]
+    assert records[-1]["step"] == 24 and records[-1]["loss"] < records[0]["loss"]
     spans = _text(nb, "spans")
     assert spans.count("inputs: ") == 3 and spans.count("<extra_id_0>") == 6
     assert "<extra_id_1>" in spans

@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, SHARED_DATA, override
+from conftest import REPO, SHARED_DATA
 
 README = REPO / "README.md"
 CI = REPO / ".ci" / "run"
@@ -115,6 +115,9 @@ class Sandbox:
             if (REPO / name).exists():
                 (root / name).symlink_to(REPO / name)
         self.env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+        # one CPU device, as on the reader's machine (conftest gives the tests 8)
+        self.env["XLA_FLAGS"] = self.env.get("XLA_FLAGS", "").replace(
+            "--xla_force_host_platform_device_count=8", "").strip()
         guard = root / ".guard"
         guard.mkdir()
         (guard / "gcloud").write_text("#!/bin/sh\necho 'error: the real gcloud was called'"
@@ -299,34 +302,49 @@ def run_step(sandbox: Sandbox, words):
                          f"{shlex.join(words)}")
 
 
-def _python_block(sandbox, body, monkeypatch):
-    """A Python block runs in this process with recipes loaded through load_file
-    shrunk the same way as the commands."""
-    from pretrainx import config as config_lib
-    real = config_lib.load_file
+_PYTHON_PREAMBLE = """
+import json as _json, pathlib as _pathlib
+from pretrainx import config as _config_lib
+_TINY, _real = _json.loads({tiny!r}), _config_lib.load_file
 
-    def tiny_load_file(spec):
-        name = pathlib.Path(spec.split(":")[0]).stem
-        family = next((k for k in TINY if name.startswith(k)), None)
-        assert family, f"no tiny overrides in tests/test_readme.py for {spec}"
-        return override(real(spec), TINY[family])
+def _tiny_load_file(spec):
+    name = _pathlib.Path(spec.split(":")[0]).stem
+    family = next((k for k in _TINY if name.startswith(k)), None)
+    assert family, "no tiny overrides in tests/test_readme.py for " + spec
+    cfg = _real(spec)
+    for key, value in _TINY[family].items():
+        *path, last = key.split(".")
+        target = cfg
+        for part in path:
+            target = target[part]
+        target[last] = value
+    return cfg
 
-    monkeypatch.setattr(config_lib, "load_file", tiny_load_file)
-    monkeypatch.chdir(sandbox.root)
-    namespace = {"__name__": "readme_block"}
-    exec(compile(body, str(README), "exec"), namespace)
-    for row in namespace.get("rows", []):  # a sweep's table: every trial must have trained
+_config_lib.load_file = _tiny_load_file
+"""
+
+
+def _python_block(sandbox, body):
+    """A Python block runs as a script in the sandbox, with recipes loaded through
+    load_file shrunk the same way as the commands; a sweep's table must be all done."""
+    script = sandbox.root / "readme_block.py"
+    script.write_text(_PYTHON_PREAMBLE.format(tiny=json.dumps(TINY)) + body
+                      + '\nprint("ROWS " + _json.dumps(globals().get("rows", [])))\n',
+                      encoding="utf-8")
+    out = sandbox.run(["python", str(script)])
+    rows = json.loads(out.strip().splitlines()[-1][len("ROWS "):])
+    for row in rows:
         assert row["status"] == "done", row
 
 
 @pytest.mark.parametrize("block", _blocks_to_run(), ids=lambda b: f"README.md:{b[0]}")
-def test_readme_block_runs(block, tmp_path, pretrained_workdir, monkeypatch, capsys):
+def test_readme_block_runs(block, tmp_path, pretrained_workdir):
     line, lang, body = block
     sandbox = Sandbox(tmp_path, pretrained_workdir)
     if "workdir/quickstart" in body and "--config.init_from=workdir/quickstart" in body:
         shutil.copytree(pretrained_workdir, tmp_path / "workdir" / "quickstart")
     if lang == "python":
-        _python_block(sandbox, body, monkeypatch)
+        _python_block(sandbox, body)
         return
     kinds = [run_step(sandbox, words) for words in shell_steps(body)]
     assert kinds, f"README.md:{line}: an empty command block"
