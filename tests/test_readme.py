@@ -108,9 +108,8 @@ class Sandbox:
     """A scratch directory standing where the README's reader stands (the checkout's
     root), with the local stand-ins for what the README's placeholders name."""
 
-    def __init__(self, root: pathlib.Path, pretrained_workdir: str):
+    def __init__(self, root: pathlib.Path):
         self.root = root
-        self.pretrained_workdir = pretrained_workdir
         for name in ("configs", "launch", "benchmarks", "notebooks", "pretrainx"):
             if (REPO / name).exists():
                 (root / name).symlink_to(REPO / name)
@@ -124,7 +123,6 @@ class Sandbox:
                                       " >&2\nexit 99\n")
         (guard / "gcloud").chmod(0o755)
         self.env["PATH"] = os.pathsep.join([str(guard), os.environ.get("PATH", "")])
-        self.outputs = []
 
     def words(self, words):
         """The README's placeholders replaced by what exists here."""
@@ -176,7 +174,6 @@ class Sandbox:
         assert result.returncode == 0, (f"README command failed ({result.returncode}): "
                                         f"{command}\n{result.stdout[-2000:]}\n"
                                         f"{result.stderr[-3000:]}")
-        self.outputs.append(result.stdout)
         return result.stdout
 
 
@@ -338,11 +335,12 @@ def _python_block(sandbox, body):
 
 
 @pytest.mark.parametrize("block", _blocks_to_run(), ids=lambda b: f"README.md:{b[0]}")
-def test_readme_block_runs(block, tmp_path, pretrained_workdir):
+def test_readme_block_runs(block, tmp_path, request):
     line, lang, body = block
-    sandbox = Sandbox(tmp_path, pretrained_workdir)
+    sandbox = Sandbox(tmp_path)
     if "workdir/quickstart" in body and "--config.init_from=workdir/quickstart" in body:
-        shutil.copytree(pretrained_workdir, tmp_path / "workdir" / "quickstart")
+        shutil.copytree(request.getfixturevalue("pretrained_workdir"),  # a pretrained BERT
+                        tmp_path / "workdir" / "quickstart")
     if lang == "python":
         _python_block(sandbox, body)
         return
