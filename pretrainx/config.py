@@ -33,7 +33,7 @@ DEFAULT_SHARDING_RULES = (
     ("prefix", None),
 )
 
-OBJECTIVES = ("bert", "t5", "causal_lm", "roberta", "spanbert", "elmo")
+OBJECTIVES = ("bert", "t5", "causal_lm", "roberta", "spanbert", "elmo", "albert", "electra")
 
 
 def _shared_sections(objective: str, total_steps: int, batch: int, seq_len: int,
@@ -69,7 +69,7 @@ def _shared_sections(objective: str, total_steps: int, batch: int, seq_len: int,
     c.sharding_rules = DEFAULT_SHARDING_RULES
 
     c.optimizer = ml_collections.ConfigDict()
-    c.optimizer.name = "adamw"  # adamw | adafactor
+    c.optimizer.name = "adamw"  # adamw | adafactor | adagrad | lamb
     c.optimizer.learning_rate = learning_rate
     c.optimizer.warmup_steps = 10_000
     c.optimizer.schedule = schedule  # bert_linear | warmup_linear | constant | rsqrt | cosine
@@ -102,7 +102,8 @@ def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
 
     bert: BERT-Base pretraining as the paper and google-research/bert run it.
     t5: T5 1.0 Base span-corruption pretraining (see `t5_config`).
-    causal_lm: GPT-2 small; roberta: RoBERTa-base; spanbert: SpanBERT-base.
+    causal_lm: GPT-2 small; roberta: RoBERTa-base; spanbert: SpanBERT-base;
+    albert: ALBERT-base v2.
     """
     if objective == "t5":
         return t5_config()
@@ -114,6 +115,10 @@ def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
         return spanbert_config()
     if objective == "elmo":
         return elmo_config()
+    if objective == "albert":
+        return albert_config()
+    if objective == "electra":
+        return electra_config()
     if objective != "bert":
         raise UserError(f"config key 'objective' is {objective!r}; expected one of "
                         f"{', '.join(OBJECTIVES)}")
@@ -137,6 +142,9 @@ def default_config(objective: str = "bert") -> ml_collections.ConfigDict:
     c.model.remat = "none"  # none | full | dots
     c.model.scan_layers = False  # True: one nn.scan over layers (compile time flat in depth)
     c.model.float32_attention_logits = False  # True: scores + softmax in float32
+    # ALBERT: embedding tables E wide, projected to hidden_size (0: E = hidden_size)
+    c.model.embedding_size = 0
+    c.model.share_layers = False  # ALBERT: one layer's parameters for every layer
 
     c.data.lower_case = True
     c.data.short_seq_prob = 0.1
@@ -281,6 +289,62 @@ def spanbert_config() -> ml_collections.ConfigDict:
     return c
 
 
+def albert_config() -> ml_collections.ConfigDict:
+    """ALBERT-base v2 (Lan et al. 2020, google-research/albert): BERT's encoder with
+    128-wide factorised embeddings and one layer's parameters shared by all 12,
+    n-gram masking (n <= 3) and sentence-order prediction instead of NSP; 125K steps
+    of 4,096 x 512 tokens (10% of pairs shorter), LAMB lr 0.00176, 3,125 warmup
+    steps, linear decay, dropout 0 (v2; v1 had 0.1), 30,000 SentencePiece pieces;
+    see configs/albert.py."""
+    c = default_config("bert")
+    c.objective = "albert"
+    c.model.family = "albert"
+    del c["phase2"]  # one length throughout
+    del c.data["whole_word_masking"]  # n-grams are whole words by definition
+    c.total_steps, c.global_batch_size, c.seq_len = 125_000, 4096, 512
+    c.optimizer.name = "lamb"
+    c.optimizer.learning_rate = 0.00176
+    c.optimizer.warmup_steps = 3125
+    c.optimizer.schedule = "bert_linear"  # albert's optimization.py: BERT's, to the letter
+    c.optimizer.b1, c.optimizer.b2, c.optimizer.eps = 0.9, 0.999, 1e-6
+    c.optimizer.weight_decay = 0.01
+    c.optimizer.grad_clip = 1.0
+    c.model.vocab_size = 30000
+    c.model.embedding_size = 128
+    c.model.share_layers = True
+    c.model.dropout_rate = 0.0
+    c.model.attention_dropout_rate = 0.0
+    c.model.hidden_act = "gelu_tanh"  # albert's modeling.py gelu (HF: gelu_new)
+    c.data.lower_case = True
+    c.data.short_seq_prob = 0.1
+    c.data.dupe_factor = 40  # create_pretraining_data's default (masks are dynamic here)
+    # 15% of 509 tokens is at most 77; google-research/albert's flag default of 20
+    # would cap the rate at 4% of a 512-token row.
+    c.data.max_predictions_per_seq = 80
+    c.data.max_ngram = 3
+    return c
+
+
+def electra_config() -> ml_collections.ConfigDict:
+    """ELECTRA-Small (Clark et al. 2020; google-research/electra's defaults): a generator
+    1/4 as wide trained by MLM and the discriminator by replaced token detection, loss
+    MLM + 50 x RTD, one embedding block (E = 128) for both; see configs/electra.py."""
+    c = _mlm_only("electra", "electra")
+    c.total_steps, c.global_batch_size, c.seq_len = 1_000_000, 128, 128
+    c.optimizer.learning_rate = 5e-4
+    c.optimizer.warmup_steps = 10_000
+    c.optimizer.schedule = "bert_linear"
+    c.model.update(num_layers=12, hidden_size=256, num_heads=4, mlp_dim=1024,
+                   embedding_size=128)
+    c.model.generator_size = 0.25  # of hidden size, FFN size and heads (1/3 for Base)
+    c.model.generator_layers = 1.0  # of num_layers
+    c.gen_weight = 1.0  # the generator's MLM loss
+    c.disc_weight = 50.0  # the discriminator's replaced token detection loss
+    c.data.max_predictions_per_seq = 19  # int((0.15 + 0.005) * 128), ELECTRA's rule
+    del c.data["whole_word_masking"]
+    return c
+
+
 def gpt2_config() -> ml_collections.ConfigDict:
     """GPT-2 small (124M) as Radford et al. (2019) describe it: context 1024, batch 512,
     50,257 byte-level BPE tokens, pre-LN, dropout 0.1. The paper leaves the optimizer
@@ -315,7 +379,7 @@ def gpt2_config() -> ml_collections.ConfigDict:
 _DTYPES = ("float32", "bfloat16", "float16")
 _REMAT = ("none", "full", "dots")
 _SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt", "cosine")
-_OPTIMIZERS = ("adamw", "adafactor", "adagrad")
+_OPTIMIZERS = ("adamw", "adafactor", "adagrad", "lamb")
 
 
 def flatten(cfg, prefix="") -> dict:
@@ -371,13 +435,25 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     if cfg.objective == "causal_lm":
         return _validate_causal_lm(cfg)
     check_positive(cfg, "model.max_position_embeddings", "data.max_predictions_per_seq")
-    if cfg.objective == "bert":
+    if cfg.objective in ("bert", "albert"):
         check_positive(cfg, "data.dupe_factor")
+    if cfg.objective == "albert":
+        check_positive(cfg, "data.max_ngram")
     if cfg.objective == "spanbert":
         _validate_spanbert(cfg)
+    if cfg.objective == "electra":
+        _validate_electra(cfg)
     if m.hidden_size % m.num_heads:
         raise UserError(f"model.hidden_size={m.hidden_size} is not divisible by "
                         f"model.num_heads={m.num_heads}")
+    embedding_size = m.get("embedding_size", 0)
+    if isinstance(embedding_size, bool) or not isinstance(embedding_size, int) \
+            or embedding_size < 0:
+        raise UserError(f"config key 'model.embedding_size' must be an integer >= 0 "
+                        f"(0: hidden_size), got {embedding_size!r}")
+    if not isinstance(m.get("share_layers", False), bool):
+        raise UserError(f"config key 'model.share_layers' must be True or False, "
+                        f"got {m.share_layers!r}")
     _validate_common(cfg)
     if "phase2" in cfg and not 0.0 <= cfg.phase2.fraction < 1.0:
         raise UserError(f"phase2.fraction={cfg.phase2.fraction} must be in [0, 1)")
@@ -398,6 +474,17 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
             raise UserError(f"max_predictions_per_seq={phase.max_predictions} exceeds "
                             f"{phase.prefix}seq_len={phase.seq_len}")
     return cfg
+
+
+def _validate_electra(cfg):
+    m = cfg.model
+    for name, value in (("model.generator_size", m.generator_size),
+                        ("model.generator_layers", m.generator_layers)):
+        if not 0.0 < value <= 1.0:
+            raise UserError(f"{name}={value} must be in (0, 1]")
+    for name in ("gen_weight", "disc_weight"):
+        if cfg[name] < 0:
+            raise UserError(f"{name}={cfg[name]} must be >= 0")
 
 
 def _validate_spanbert(cfg):

@@ -107,9 +107,9 @@ def _load_pretraining(path: str) -> Pretrained:
     from pretrainx import config as config_lib
     cfg = ml_collections.ConfigDict(_read_json(os.path.join(path, "config.json")))
     objective = cfg.get("objective")
-    if objective not in ("bert", "t5", "causal_lm"):
-        raise UserError(f"{path}: a {objective!r} pretraining run; export takes BERT, T5 and "
-                        "GPT-2 runs")
+    if objective not in ("bert", "t5", "causal_lm", "electra"):
+        raise UserError(f"{path}: a {objective!r} pretraining run; export takes BERT, T5, "
+                        "GPT-2 and ELECTRA runs")
     manager = ocp.CheckpointManager(os.path.abspath(os.path.join(path, "checkpoints")),
                                     item_names=("state", "data", "config"))
     step = manager.latest_step()
@@ -125,9 +125,14 @@ def _load_pretraining(path: str) -> Pretrained:
         manager.close()
     model = config_lib.default_config(objective).model
     model.update(cfg.model)
-    return Pretrained(model=model, params=unstack_layers(_to_numpy(state["params"])),
+    params = unstack_layers(_to_numpy(state["params"]))
+    if objective == "electra":  # the discriminator is the model: a BERT encoder
+        from pretrainx.models import electra
+        model, params = electra.discriminator_as_bert(model, params)
+    return Pretrained(model=model, params=params,
                       tokenizer=cfg.data.tokenizer, lower_case=cfg.data.lower_case,
-                      head={"bert": "pretrain", "t5": "seq2seq"}.get(objective, "causal_lm"),
+                      head={"bert": "pretrain", "t5": "seq2seq",
+                            "electra": "encoder"}.get(objective, "causal_lm"),
                       source=f"{path}/checkpoints/{step}",
                       num_sentinels=cfg.data.get("num_sentinels", 0))
 

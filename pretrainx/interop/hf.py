@@ -138,6 +138,13 @@ def save(pretrained: Pretrained, output: str) -> list:
     if pretrained.family not in ("bert", "gpt2", "t5"):
         raise UserError(f"{pretrained.source} is a {pretrained.family} model; HF export "
                         "writes bert, gpt2 and t5 models")
+    m = pretrained.model
+    if pretrained.family == "bert" and (
+            m.get("embedding_size", 0) not in (0, m.hidden_size) or m.get("share_layers")):
+        # ELECTRA-Small's projected embeddings (and shared layers) have no place in BertModel
+        raise UserError(f"{pretrained.source} has factorised embeddings or shared layers "
+                        "(model.embedding_size / model.share_layers), which an HF BERT "
+                        "cannot hold; HF export writes plain BERT, GPT-2 and T5")
     if os.path.isdir(output) and os.listdir(output):
         raise UserError(f"output directory {output} is not empty")
     os.makedirs(output, exist_ok=True)

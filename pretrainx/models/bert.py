@@ -5,6 +5,13 @@ Post-LN encoder, learned positions (512), token-type embeddings, tanh pooler on
 `max_predictions_per_seq` gathered positions (as run_pretraining.py does): the
 vocabulary projection is most of a small model's cost, and 85% of it is wasted
 on positions with no label.
+
+ALBERT (Lan et al. 2020) is this model with two keys set:
+model.embedding_size = E (0 or hidden_size: no factorisation) makes the word,
+position and type embeddings and their LayerNorm E-wide, projects E -> hidden_size
+("embedding_projection") before the first layer, and makes the MLM head's
+transform hidden_size -> E so that it decodes through the tied E-wide table;
+model.share_layers = True applies one BertLayer's parameters num_layers times.
 """
 
 import jax.numpy as jnp
@@ -13,6 +20,16 @@ from flax import linen as nn
 
 from pretrainx.models import layers
 from pretrainx.models import peft as peft_lib
+
+
+def embedding_size(cfg) -> int:
+    """E: the width of the embedding tables (hidden_size unless factorised)."""
+    return cfg.get("embedding_size", 0) or cfg.hidden_size
+
+
+def factorised(cfg) -> bool:
+    return embedding_size(cfg) != cfg.hidden_size
+
 
 class BertLayer(nn.Module):
     cfg: ml_collections.ConfigDict
@@ -54,19 +71,25 @@ class BertEncoder(nn.Module):
         cfg = self.cfg
         self.dtype = jnp.dtype(cfg.dtype)
         init = layers.truncated_normal(cfg.initializer_range)
-        self.token_embed = layers.Embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
+        width = embedding_size(cfg)
+        self.token_embed = layers.Embed(cfg.vocab_size, width, ("vocab", "embed"),
                                         self.dtype, init)
-        self.position_embed = layers.Embed(cfg.max_position_embeddings, cfg.hidden_size,
+        self.position_embed = layers.Embed(cfg.max_position_embeddings, width,
                                            ("position", "embed"), self.dtype, init)
-        self.type_embed = layers.Embed(cfg.type_vocab_size, cfg.hidden_size,
+        self.type_embed = layers.Embed(cfg.type_vocab_size, width,
                                        ("type_vocab", "embed"), self.dtype, init)
         self.embed_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
         self.embed_dropout = layers.Dropout(cfg.dropout_rate)
+        if factorised(cfg):  # ALBERT: E-wide embeddings, one E -> hidden projection
+            # The E side of the kernel stays whole (None): "embed" names its other side.
+            self.embedding_projection = layers.Dense(cfg.hidden_size, (None, "embed"),
+                                                     dtype=self.dtype, kernel_init=init)
         self.layers = layers.layer_stack(BertLayer, cfg, self.dtype, cfg.num_layers, "layer",
-                                         static_argnums=(3,), peft=self.peft)
+                                         static_argnums=(3,),
+                                         shared=cfg.get("share_layers", False), peft=self.peft)
         if self.peft.prompt_length:
             self.prompt = self.param("prompt", nn.with_logical_partitioning(
-                init, ("prefix", "embed")), (self.peft.prompt_length, cfg.hidden_size),
+                init, ("prefix", "embed")), (self.peft.prompt_length, width),
                 jnp.float32)
 
     def __call__(self, input_ids, token_type_ids, attention_mask, deterministic):
@@ -87,6 +110,8 @@ class BertEncoder(nn.Module):
         x = self.embed_norm(x)
         x = self.embed_dropout(x, deterministic=deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
+        if factorised(self.cfg):
+            x = layers.constrain(self.embedding_projection(x), ("batch", "length", "embed"))
         # attention_mask doubles as segment ids (1 real, 0 pad); packed inputs pass
         # true segment ids and get block-diagonal attention for free.
         bias = layers.mask_to_bias(layers.segment_mask(attention_mask, attention_mask), self.dtype)
@@ -103,8 +128,9 @@ class BertForMaskedLM(nn.Module):
         self.dtype = jnp.dtype(cfg.dtype)
         init = layers.truncated_normal(cfg.initializer_range)
         self.bert = BertEncoder(cfg)
-        self.mlm_transform = layers.Dense(cfg.hidden_size, ("embed", "mlp"), dtype=self.dtype,
-                                          kernel_init=init)
+        # hidden -> E: the tied decoder is E-wide when the embeddings are factorised
+        self.mlm_transform = layers.Dense(embedding_size(cfg), ("embed", "mlp"),
+                                          dtype=self.dtype, kernel_init=init)
         self.mlm_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
         self.mlm_bias = self.param("mlm_bias", nn.with_logical_partitioning(
             nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
@@ -198,9 +224,12 @@ def flops_per_token(cfg: ml_collections.ConfigDict, seq_len: int, max_prediction
     multiply-add), plus scores and the weighted sum (2 x 2 x seq_len x h). The MLM
     head runs on `max_predictions` rows per sequence (transform h x h + decoder
     h x vocab); pooler and NSP head once per sequence. Embedding lookups are free.
+    Factorised (ALBERT): the E -> h projection per token, a transform h x E and an
+    E x vocab decoder. Shared layers cost what unshared ones do.
     """
-    h, mlp, n = cfg.hidden_size, cfg.mlp_dim, cfg.num_layers
+    h, mlp, n, e = cfg.hidden_size, cfg.mlp_dim, cfg.num_layers, embedding_size(cfg)
     per_layer = 2 * (4 * h * h + 2 * h * mlp) + 2 * 2 * seq_len * h
-    head_per_seq = max_predictions * 2 * (h * h + h * cfg.vocab_size) + 2 * (h * h + 2 * h)
-    forward = n * per_layer + head_per_seq / seq_len
+    head_per_seq = max_predictions * 2 * (h * e + e * cfg.vocab_size) + 2 * (h * h + 2 * h)
+    projection = 2 * e * h if e != h else 0
+    forward = n * per_layer + projection + head_per_seq / seq_len
     return 3.0 * forward

@@ -84,18 +84,30 @@ REMAT_POLICIES = {  # what a layer keeps for the backward pass; the rest is reco
 }
 
 
-def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple, **kwargs):
+def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple,
+                shared: bool = False, **kwargs):
     """`count` layers of `cls` applied in sequence (call with `apply_stack`).
 
     Unrolled: modules named prefix_0, prefix_1, ... With cfg.scan_layers: one
     nn.scan named `prefix`s whose parameters stack on a leading `layers` axis, so
     the compiled program holds one layer whatever the depth (MaxText's scan_layers).
     `static_argnums` (counting self) marks the `deterministic` flag for remat.
+
+    shared (ALBERT's cross-layer sharing): one layer's parameters, named
+    prefix_shared, applied `count` times; scanned, the parameters are broadcast to
+    every iteration instead of stacked, so both forms have the same parameter tree.
     """
     scan = cfg.scan_layers
     if cfg.remat != "none":
         cls = nn.remat(cls, policy=REMAT_POLICIES[cfg.remat], static_argnums=static_argnums,
                        prevent_cse=not scan)
+    if shared and not scan:  # (module, repeats): see apply_stack
+        return (cls(cfg, dtype, name=f"{prefix}_shared", **kwargs), count)
+    if shared:
+        scanned = nn.scan(cls, variable_broadcast="params",
+                          split_rngs={"params": False, "dropout": True}, in_axes=nn.broadcast,
+                          length=count)
+        return scanned(cfg, dtype, scanned=True, name=f"{prefix}_shared", **kwargs)
     if not scan:
         return [cls(cfg, dtype, name=f"{prefix}_{i}", **kwargs) for i in range(count)]
     scanned = nn.scan(cls, variable_axes={"params": 0},
@@ -108,6 +120,11 @@ def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple,
 def apply_stack(stack, x, *args):
     if isinstance(stack, nn.Module):  # scanned: returns (carry, per-layer outputs)
         return stack(x, *args)[0]
+    if len(stack) == 2 and isinstance(stack[1], int):  # one shared layer, repeated
+        layer, repeats = stack
+        for _ in range(repeats):
+            x = layer(x, *args)
+        return x
     for layer in stack:
         x = layer(x, *args)
     return x

@@ -12,6 +12,8 @@ REGISTRY = {
     "roberta": ("pretrainx.objectives.roberta_mlm", "RobertaMlm"),
     "spanbert": ("pretrainx.objectives.span_mlm", "SpanMlm"),
     "elmo": ("pretrainx.objectives.bilm", "BiLM"),
+    "electra": ("pretrainx.objectives.electra_rtd", "ElectraRtd"),
+    "albert": ("pretrainx.objectives.albert_mlm_sop", "AlbertMlmSop"),
 }
 
 

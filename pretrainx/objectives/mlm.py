@@ -89,11 +89,13 @@ def random_non_special(count, vocab_size, special_ids, rng):
 
 
 def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predictions,
-                mask_prob=0.15, word_starts=None):
+                mask_prob=0.15, word_starts=None, mask_fraction=MASK_FRACTION,
+                keep_fraction=KEEP_FRACTION):
     """Dynamic BERT masking of one padded sequence.
 
     Chosen positions become [MASK] 80%, a random non-special id 10%, and stay
-    unchanged 10% (one uniform draw per position). Returns the masked
+    unchanged 10% (one uniform draw per position; ELECTRA passes mask_fraction
+    0.85 and keep_fraction 0.15: no random ids). Returns the masked
     ``input_ids`` and ``masked_lm_positions``/``masked_lm_ids`` (int32,
     sorted, zero-padded to ``max_predictions``) with ``masked_lm_weights``.
     """
@@ -115,8 +117,8 @@ def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predict
     n = positions.size
 
     u = rng.random(n)
-    to_mask = u < MASK_FRACTION
-    to_random = u >= MASK_FRACTION + KEEP_FRACTION
+    to_mask = u < mask_fraction
+    to_random = u >= mask_fraction + keep_fraction
     masked = input_ids.astype(np.int32, copy=True)
     masked[positions[to_mask]] = mask_id
     masked[positions[to_random]] = random_non_special(

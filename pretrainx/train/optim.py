@@ -50,8 +50,8 @@ def decay_mask(params):
 
 def make_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation:
     """AdamW (decoupled decay, masked), T5's Adafactor (factored second moments,
-    no momentum, decay 0.8, updates clipped at RMS 1 and scaled by parameter RMS), or
-    ELMo's Adagrad."""
+    no momentum, decay 0.8, updates clipped at RMS 1 and scaled by parameter RMS),
+    ELMo's Adagrad, or ALBERT's LAMB (layer-wise trust ratio, You et al. 2020)."""
     schedule = learning_rate_schedule(opt_cfg, total_steps)
     parts = []
     if opt_cfg.grad_clip and opt_cfg.grad_clip > 0:
@@ -63,6 +63,14 @@ def make_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation:
                                      weight_decay_mask=decay_mask))
     elif opt_cfg.name == "adagrad":  # ELMo's (bilm-tf: TF Adagrad, accumulators from 1.0)
         parts.append(optax.adagrad(schedule, opt_cfg.get("initial_accumulator", 0.1), eps=1e-7))
+    elif opt_cfg.name == "lamb":
+        # optax.lamb's chain, with ALBERT's masks (google-research/albert lamb_optimizer):
+        # LayerNorm scales and biases get neither weight decay nor the trust ratio.
+        # Adam moments are bias-corrected, as the LAMB paper (albert's code does not).
+        parts += [optax.scale_by_adam(b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps),
+                  optax.add_decayed_weights(opt_cfg.weight_decay, mask=decay_mask),
+                  optax.masked(optax.scale_by_trust_ratio(), decay_mask),
+                  optax.scale_by_learning_rate(schedule)]
     else:
         parts.append(optax.adamw(schedule, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps,
                                  weight_decay=opt_cfg.weight_decay, mask=decay_mask))

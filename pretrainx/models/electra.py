@@ -1,0 +1,208 @@
+"""ELECTRA's pretraining model (Clark et al. 2020): a small generator and a
+discriminator, trained together.
+
+* One embedding block (word, position and type tables, their LayerNorm; E wide,
+  `model.embedding_size`, 0 meaning the discriminator's hidden size) feeds both
+  networks, as google-research/electra builds both under the scope
+  "electra/embeddings". Each network projects E to its own width when that differs
+  (BertEncoder's `embedding_projection`).
+* The generator is BERT's encoder `model.generator_size` as wide (1/4 for Small and
+  Large, 1/3 for Base): hidden g = round(H x size), FFN 4g, g / 64 heads (at least
+  one), `model.generator_layers` x L layers (ELECTRA's get_generator_config), with
+  BERT's MLM head at the masked positions (g -> E transform, LayerNorm, the tied
+  E-wide table + bias).
+* At each masked position a token is sampled from the generator's softmax
+  (Gumbel-max: argmax(logits + Gumbel noise), on stop_gradient(logits): nothing
+  flows back through the sample) and written in place of the masked token. The
+  discriminator (BERT's encoder at full size, the network that fine-tuning keeps)
+  reads the result and a per-token head (dense H -> H, activation, dense H -> 1)
+  says whether each token is the original; a sampled token that equals the
+  original counts as original (ELECTRA's labels).
+
+The Gumbel noise hashes each element's index with a per-call seed (as
+layers.Dropout does), so the sample is the same however the batch and the
+vocabulary are sharded. Training draws the seed from the "dropout" stream; with
+deterministic=True (evaluation, init) the seed is fixed, so evaluation is
+repeatable.
+"""
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+from flax import linen as nn
+
+from pretrainx.models import bert, layers
+
+_EVAL_SEEDS = (0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35)
+
+
+def generator_config(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """The generator's model keys: ELECTRA's get_generator_config (hidden x size,
+    FFN 4 x hidden, hidden / 64 heads, layers x generator_layers), E-wide embeddings."""
+    g = ml_collections.ConfigDict(cfg.to_dict())
+    g.hidden_size = max(1, int(round(cfg.hidden_size * cfg.generator_size)))
+    g.mlp_dim = 4 * g.hidden_size
+    g.num_heads = max(1, g.hidden_size // 64)
+    g.num_layers = max(1, int(round(cfg.num_layers * cfg.generator_layers)))
+    g.embedding_size = bert.embedding_size(cfg)
+    return g
+
+
+def discriminator_config(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    d = ml_collections.ConfigDict(cfg.to_dict())
+    d.embedding_size = bert.embedding_size(cfg)
+    return d
+
+
+class _Embeddings(bert.BertEncoder):
+    """BertEncoder's embedding block alone (its layers are never built)."""
+
+    def __call__(self, input_ids, token_type_ids, deterministic):
+        x = self.token_embed(input_ids)
+        positions = jnp.arange(x.shape[1]) + self.cfg.get("position_offset", 0)
+        x = x + self.type_embed(token_type_ids) + self.position_embed(positions)[None]
+        x = self.embed_dropout(self.embed_norm(x), deterministic=deterministic)
+        return layers.constrain(x, ("batch", "length", "embed"))
+
+
+class _Tower(bert.BertEncoder):
+    """BertEncoder's E -> hidden projection and layer stack over embeddings computed
+    elsewhere (its own tables are never built): the parameter names are BertEncoder's,
+    so the discriminator's load into BertForFineTuning as they are."""
+
+    def __call__(self, embedded, attention_mask, deterministic):
+        x = embedded
+        if bert.factorised(self.cfg):
+            x = layers.constrain(self.embedding_projection(x), ("batch", "length", "embed"))
+        bias = layers.mask_to_bias(layers.segment_mask(attention_mask, attention_mask), self.dtype)
+        return layers.apply_stack(self.layers, x, bias, deterministic)
+
+
+def gumbel_noise(shape, seeds):
+    """Gumbel(0, 1) noise of `shape` [batch, ...]: two rounds of an integer hash of
+    each element's index within its row, mixed with a hash of the row and the seeds;
+    iotas partition with the array, so the noise does not depend on the sharding
+    (and rows of a large batch never share an index space that could wrap)."""
+    inner_shape = shape[1:]
+    inner = jnp.zeros(shape, jnp.uint32)
+    stride = 1
+    for dim in reversed(range(1, len(shape))):
+        inner = inner + jax.lax.broadcasted_iota(jnp.uint32, shape, dim) * jnp.uint32(stride)
+        stride = (stride * inner_shape[dim - 1]) & 0xFFFFFFFF
+    row = jax.lax.broadcasted_iota(jnp.uint32, shape, 0)
+    h = layers._mix32(layers._mix32(inner + seeds[0]) ^ layers._mix32(row ^ seeds[1]))
+    h = layers._mix32(h ^ seeds[2])
+    u = ((h >> 8).astype(jnp.float32) + 0.5) * (2.0 ** -24)  # in (0, 1)
+    return -jnp.log(-jnp.log(u))
+
+
+class ElectraForPreTraining(nn.Module):
+    """mlm_logits (generator, at the masked positions), disc_logits [batch, length]
+    (discriminator), disc_labels (1 where the discriminator's input differs from the
+    original) and the discriminator's input ids."""
+    cfg: ml_collections.ConfigDict
+
+    def setup(self):
+        cfg = self.cfg
+        self.dtype = jnp.dtype(cfg.dtype)
+        init = layers.truncated_normal(cfg.initializer_range)
+        gen, disc = generator_config(cfg), discriminator_config(cfg)
+        self.embeddings = _Embeddings(disc)
+        self.generator = _Tower(gen)
+        self.discriminator = _Tower(disc)
+        self.mlm_transform = layers.Dense(bert.embedding_size(cfg), ("embed", "mlp"),
+                                          dtype=self.dtype, kernel_init=init)
+        self.mlm_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
+        self.mlm_bias = self.param("mlm_bias", nn.with_logical_partitioning(
+            nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
+        self.discriminator_dense = layers.Dense(cfg.hidden_size, ("embed", "mlp"),
+                                                dtype=self.dtype, kernel_init=init)
+        self.discriminator_out = layers.Dense(1, ("mlp", "classes"), dtype=self.dtype,
+                                              kernel_init=init)
+
+    def mlm_logits(self, x, positions):
+        axes = ("batch", "pred", "embed")
+        picked = layers.constrain(jnp.take_along_axis(x, positions[..., None], axis=1), axes)
+        h = layers.activation(self.cfg.hidden_act)(self.mlm_transform(picked))
+        h = layers.constrain(self.mlm_norm(layers.constrain(h, axes)), axes)
+        logits = self.embeddings.token_embed.attend(h) + self.mlm_bias.astype(self.dtype)
+        return layers.constrain(logits, ("batch", "pred", "vocab")).astype(jnp.float32)
+
+    def sample(self, logits, deterministic):
+        """Gumbel-max samples of softmax(logits) [batch, pred, vocab], no gradient."""
+        if deterministic:
+            seeds = jnp.asarray(_EVAL_SEEDS, jnp.uint32)
+        else:
+            seeds = jax.random.bits(self.make_rng("dropout"), (3,), jnp.uint32)
+        noisy = jax.lax.stop_gradient(logits) + gumbel_noise(logits.shape, seeds)
+        noisy = layers.constrain(noisy, ("batch", "pred", "vocab"))
+        return jnp.argmax(noisy, axis=-1).astype(jnp.int32)
+
+    def __call__(self, batch, deterministic: bool = True):
+        ids, types, mask = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+        positions = batch["masked_lm_positions"]
+        x = self.generator(self.embeddings(ids, types, deterministic), mask, deterministic)
+        mlm_logits = self.mlm_logits(x, positions)
+        sampled = self.sample(mlm_logits, deterministic)
+        # Scatter without a scatter: [batch, pred, length] hits of the (distinct) positions.
+        hit = ((positions[..., None] == jnp.arange(ids.shape[1])[None, None, :])
+               & (batch["masked_lm_weights"] > 0)[..., None])
+        replaced = hit.any(axis=1)
+        sampled_at = jnp.sum(jnp.where(hit, sampled[..., None], 0), axis=1)
+        original_at = jnp.sum(jnp.where(hit, batch["masked_lm_ids"][..., None], 0), axis=1)
+        disc_ids = jax.lax.stop_gradient(jnp.where(replaced, sampled_at, ids).astype(jnp.int32))
+        labels = (replaced & (sampled_at != original_at)).astype(jnp.float32)
+        y = self.discriminator(self.embeddings(disc_ids, types, deterministic), mask,
+                               deterministic)
+        h = layers.activation(self.cfg.hidden_act)(self.discriminator_dense(y))
+        h = layers.constrain(h, ("batch", "length", "mlp"))
+        disc_logits = self.discriminator_out(h)[..., 0].astype(jnp.float32)
+        return {"mlm_logits": mlm_logits, "disc_logits": disc_logits,
+                "disc_labels": layers.constrain(labels, ("batch", "length")),
+                "disc_input_ids": disc_ids, "sampled_ids": sampled}
+
+
+def split_counts(params) -> dict:
+    """Parameters of the discriminator (shared embeddings + its encoder + its head: what
+    HF's ElectraForPreTraining holds), of its encoder alone (what fine-tuning takes),
+    and of the generator without the shared embeddings."""
+    params = nn.unbox(params)
+    size = lambda tree: int(sum(x.size for x in jax.tree_util.tree_leaves(tree)))
+    encoder = size(params["embeddings"]) + size(params["discriminator"])
+    head = size(params["discriminator_dense"]) + size(params["discriminator_out"])
+    generator = size(params["generator"]) + sum(
+        size(params[k]) for k in ("mlm_transform", "mlm_norm", "mlm_bias"))
+    return {"discriminator_params": encoder + head, "discriminator_encoder_params": encoder,
+            "generator_params": generator}
+
+
+def discriminator_as_bert(model_cfg, params: dict) -> tuple:
+    """An ELECTRA pretraining run's model keys and parameters -> a BERT encoder's
+    (family bert, E-wide embeddings projected to the hidden size when they differ;
+    BertEncoder's tree under "bert": the shared embeddings and the discriminator), as
+    BertForFineTuning reads them. The generator and both heads are left behind."""
+    from pretrainx import config as config_lib
+    model = config_lib.default_config("bert").model
+    for key in model:
+        if key in model_cfg:
+            model[key] = model_cfg[key]
+    model.family = "bert"
+    model.embedding_size = bert.embedding_size(model_cfg)
+    return model, {"bert": {**params["embeddings"], **params["discriminator"]}}
+
+
+def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
+    """Training FLOPs per token: both encoders (bert.flops_per_token's per-layer terms),
+    their E -> width projections, the generator's MLM head at max_predictions rows
+    (g x E transform, E x V decoder) and the discriminator's head (H x H + H) per
+    token. The sampling's elementwise work is left out."""
+    e = bert.embedding_size(cfg)
+    total = 0.0
+    for tower in (generator_config(cfg), discriminator_config(cfg)):
+        h, n = tower.hidden_size, tower.num_layers
+        total += n * (2 * (4 * h * h + 2 * h * tower.mlp_dim) + 2 * 2 * seq_len * h)
+        total += 2 * e * h if e != h else 0
+    g, h = generator_config(cfg).hidden_size, cfg.hidden_size
+    total += max_predictions * 2 * (g * e + e * cfg.vocab_size) / seq_len
+    total += 2 * (h * h + h)
+    return 3.0 * total

@@ -1,0 +1,308 @@
+"""ALBERT's objective (Lan et al. 2020): n-gram masked LM + sentence-order prediction.
+
+Pairs (`create_sop_examples`), built once per `dupe_factor` pass as BERT's are:
+google-research/albert's create_instances_from_document with its default
+random_next_sentence=False. A chunk of whole sentences of one document, about
+`target` tokens long (10% of the targets are short), is split at a random sentence
+boundary into A (the first part) and B (the rest); with probability 0.5 the pair
+is [CLS] A [SEP] B [SEP] (label 0, in order), otherwise [CLS] B [SEP] A [SEP]
+(label 1, swapped). There is no NSP: B never comes from another document. Two
+deliberate differences: a chunk of one sentence takes the next sentence as B (the
+original pairs it with a random document's text and labels it 1, which is NSP,
+not SOP), and a document's last sentence left alone in a chunk is dropped; the
+short target is drawn per pair, as in our BERT pairs.
+
+Masks (`mask_ngrams`), drawn at batch time from the example's RNG (a fresh mask
+every epoch, as our BERT objective):
+
+* units are n-grams of whole words (SentencePiece "▁" / WordPiece "##" decide
+  where a word starts), n in 1..3 with p(n) proportional to 1/n: 6/11, 3/11, 2/11
+  (create_masked_lm_predictions with ngram=3, favor_shorter_ngram=True,
+  do_whole_word_mask=True);
+* start words in random order; n is drawn from p renormalised over the lengths
+  that fit before the row's end or a special token (an n-gram never spans
+  [SEP]); while the n-gram would pass the 15% budget it is shortened, and if even
+  one word does not fit, or a word is already masked, the start is skipped;
+* 15% of the row's non-special tokens (stochastic rounding, capped at
+  `max_predictions_per_seq`), as our BERT objective;
+* 80/10/10 is decided per token, not per n-gram, as google-research/albert does:
+  each masked token becomes [MASK] with p 0.8, stays with p 0.1, becomes a random
+  non-special token with p 0.1.
+
+Every prediction also carries its unit's first position (`ngram_start`) and its
+length in words (`ngram_words`), for `--stats`; the model does not read them.
+"""
+
+import jax.numpy as jnp
+import numpy as np
+
+from pretrainx.errors import UserError
+from pretrainx.objectives import mlm, nsp
+from pretrainx.objectives.mlm_nsp import MlmNsp
+
+IN_ORDER = 0
+SWAPPED = 1
+_PAIR_KEYS = ("input_ids", "token_type_ids", "sentence_order_label")
+
+
+def ngram_probs(max_ngram: int) -> np.ndarray:
+    """p(n) for n = 1..max_ngram, proportional to 1/n (ALBERT's favor_shorter_ngram)."""
+    probs = 1.0 / np.arange(1, max_ngram + 1)
+    return probs / probs.sum()
+
+
+# ---- sentence-order pairs ------------------------------------------------------
+def _document_pairs(doc, max_seq_length, short_seq_prob, rng, cls_id, sep_id):
+    sentences = doc[2]
+    max_num_tokens = max_seq_length - 3
+
+    def draw_target():
+        if rng.random() < short_seq_prob:
+            return int(rng.integers(2, max_num_tokens + 1))
+        return max_num_tokens
+
+    target = draw_target()
+    examples = []
+    chunk_start, current_length, i = 0, 0, 0
+    while i < len(sentences):
+        current_length += len(sentences[i])
+        if i == len(sentences) - 1 or current_length >= target:
+            if i == chunk_start and i + 1 < len(sentences):
+                i += 1  # one sentence: the next one is B
+            chunk = sentences[chunk_start:i + 1]
+            if len(chunk) >= 2:  # else: a document's last sentence, alone: dropped
+                a_end = int(rng.integers(1, len(chunk)))
+                first, second = nsp._concat(chunk[:a_end]), nsp._concat(chunk[a_end:])
+                first_span = nsp._span(doc, chunk_start, chunk_start + a_end)
+                second_span = nsp._span(doc, chunk_start + a_end, chunk_start + len(chunk))
+                label = SWAPPED if rng.random() < 0.5 else IN_ORDER
+                tokens_a, tokens_b = (second, first) if label == SWAPPED else (first, second)
+                a_span, b_span = ((second_span, first_span) if label == SWAPPED
+                                  else (first_span, second_span))
+                tokens_a, tokens_b = nsp.truncate_seq_pair(tokens_a, tokens_b, max_num_tokens,
+                                                           rng)
+                input_ids, token_type_ids = nsp.pack_pair(tokens_a, tokens_b, cls_id, sep_id)
+                examples.append({"input_ids": input_ids, "token_type_ids": token_type_ids,
+                                 "sentence_order_label": np.int32(label),
+                                 "doc_index": doc[0], "a_span": a_span, "b_span": b_span})
+            chunk_start, current_length = i + 1, 0
+            target = draw_target()
+        i += 1
+    return examples
+
+
+def create_sop_examples(documents, max_seq_length, short_seq_prob, rng, cls_id, sep_id):
+    """Sentence-order pairs from tokenized documents (lists of int id arrays).
+
+    Each example has `input_ids`, `token_type_ids` (unpadded, at most
+    `max_seq_length`), `sentence_order_label` (0 in order, 1 swapped) and
+    provenance: `doc_index`, and `a_span`/`b_span` = (doc, first sentence, end)
+    of the segments as they stand in the row (swapped: a_span follows b_span in
+    the document). Documents of one sentence give no pair.
+    """
+    if max_seq_length < 5:
+        raise UserError(f"max_seq_length={max_seq_length} is too small for a "
+                        "sentence pair; need at least 5")
+    if not 0.0 <= short_seq_prob <= 1.0:
+        raise UserError(f"short_seq_prob={short_seq_prob} must be in [0, 1]")
+    examples = []
+    for doc in nsp._nonempty(documents):
+        examples.extend(_document_pairs(doc, max_seq_length, short_seq_prob, rng,
+                                        cls_id, sep_id))
+    if not examples:
+        raise UserError(f"no document of two or more sentences to make a sentence-order "
+                        f"pair ({len(documents)} documents)")
+    return examples
+
+
+# ---- n-gram masking -------------------------------------------------------------
+def mask_ngrams(input_ids, rng, *, vocab_size, mask_id, special_ids, word_starts,
+                max_predictions, mask_prob=0.15, max_ngram=3, record=None):
+    """ALBERT's n-gram masking of one padded sequence (see the module docstring).
+
+    Returns BERT's masked-LM features (positions sorted, padded to
+    `max_predictions`) plus, per prediction, `ngram_start` (the first position of
+    its n-gram) and `ngram_words` (the n-gram's n). With a `record` list, appends
+    (n that fits, n drawn, n taken or 0 if skipped) per start word tried.
+    """
+    input_ids = np.asarray(input_ids)
+    special_ids = np.asarray(special_ids, np.int64)
+    is_special = (input_ids[:, None] == special_ids[None, :]).any(axis=1)
+    candidates = np.flatnonzero(~is_special)
+    word_of = mlm.word_ids(candidates, np.asarray(word_starts))
+    n_words = int(word_of[-1]) + 1 if candidates.size else 0
+    first = candidates[np.searchsorted(word_of, np.arange(n_words))]
+    last_pos = candidates[np.append(np.searchsorted(word_of, np.arange(1, n_words)) - 1,
+                                    candidates.size - 1)] if n_words else first
+    end = last_pos + 1
+    joined = np.append(first[1:] == end[:-1], False)  # word w runs straight into w + 1
+    reach = np.ones(n_words, np.int64)  # words of an n-gram that may start at w
+    for w in range(n_words - 2, -1, -1):
+        if joined[w]:
+            reach[w] = min(reach[w + 1] + 1, max_ngram)
+    cdfs = [np.cumsum(ngram_probs(max_ngram)[:a]) / ngram_probs(max_ngram)[:a].sum()
+            for a in range(1, max_ngram + 1)]
+    budget = mlm.num_to_predict(candidates.size, max_predictions, mask_prob, rng)
+    covered = np.zeros(n_words, bool)
+    units, count = [], 0
+    for w in rng.permutation(n_words):
+        if count >= budget:
+            break
+        fits = int(reach[w])
+        # min: the cdf's last entry is 1.0 only up to rounding
+        drawn = min(int(np.searchsorted(cdfs[fits - 1], rng.random(), side="right")) + 1, fits)
+        n = drawn
+        while n > 1 and count + end[w + n - 1] - first[w] > budget:
+            n -= 1
+        ok = count + end[w + n - 1] - first[w] <= budget and not covered[w:w + n].any()
+        if record is not None:
+            record.append((fits, drawn, n if ok else 0))
+        if not ok:
+            continue
+        covered[w:w + n] = True
+        count += int(end[w + n - 1] - first[w])
+        units.append((int(first[w]), int(end[w + n - 1]), n))
+
+    out = {k: np.zeros(max_predictions, np.int32)
+           for k in ("masked_lm_positions", "masked_lm_ids", "ngram_start", "ngram_words")}
+    weights = np.zeros(max_predictions, np.float32)
+    masked = input_ids.astype(np.int32, copy=True)
+    if units:
+        positions = np.concatenate([np.arange(s, e) for s, e, _ in units])
+        starts = np.concatenate([np.full(e - s, s) for s, e, _ in units])
+        words = np.concatenate([np.full(e - s, n) for s, e, n in units])
+        order = np.argsort(positions)
+        positions, starts, words = positions[order], starts[order], words[order]
+        k = positions.size
+        u = rng.random(k)  # per token, as google-research/albert
+        to_mask = u < mlm.MASK_FRACTION
+        to_random = u >= mlm.MASK_FRACTION + mlm.KEEP_FRACTION
+        masked[positions[to_mask]] = mask_id
+        masked[positions[to_random]] = mlm.random_non_special(
+            int(to_random.sum()), vocab_size, special_ids, rng)
+        out["masked_lm_positions"][:k] = positions
+        out["masked_lm_ids"][:k] = input_ids[positions]
+        out["ngram_start"][:k] = starts
+        out["ngram_words"][:k] = words
+        weights[:k] = 1.0
+    return dict(out, input_ids=masked, masked_lm_weights=weights)
+
+
+class AlbertMlmSop(MlmNsp):
+    """BERT's model and pipeline with ALBERT's pairs, masks and SOP loss. The model is
+    models/bert.py with model.embedding_size and model.share_layers; its 2-way head on
+    the pooled [CLS] (named `nsp`, as BERT's) classifies sentence order."""
+    flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) + 2*E*h "
+                     "+ (P*2*(h*E + E*V) + 2*(h^2 + 2*h)) / seq), P = max_predictions_per_seq")
+
+    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
+        """SOP pairs for `phase.seq_len`; `dupe_factor` independent pairings for training."""
+        passes = self.cfg.data.dupe_factor if train else 1
+        out = []
+        for dupe in range(passes):
+            key = [self.cfg.seed, phase.seq_len, dupe, int(train)] + ([group] if group else [])
+            rng = np.random.default_rng(key)
+            pairs = create_sop_examples(docs, phase.seq_len, self.cfg.data.short_seq_prob, rng,
+                                        self.tokenizer.cls_id, self.tokenizer.sep_id)
+            out.extend({k: p[k] for k in _PAIR_KEYS} for p in pairs)
+        return out
+
+    def transform(self, phase, train: bool):
+        """(pair, rng) -> padded, n-gram-masked example of length phase.seq_len."""
+        tok, data = self.tokenizer, self.cfg.data
+        specials = tok.special_ids()
+        seq_len, max_pred = phase.seq_len, phase.max_predictions
+
+        def fn(example, rng):
+            ids = example["input_ids"]
+            n = ids.size
+            padded = np.full(seq_len, tok.pad_id, np.int32)
+            padded[:n] = ids
+            types = np.zeros(seq_len, np.int32)
+            types[:n] = example["token_type_ids"]
+            attention = np.zeros(seq_len, np.int32)
+            attention[:n] = 1
+            masked = mask_ngrams(padded, rng, vocab_size=tok.vocab_size, mask_id=tok.mask_id,
+                                 special_ids=specials, word_starts=tok.word_start_mask(padded),
+                                 max_predictions=max_pred, mask_prob=data.mask_prob,
+                                 max_ngram=data.max_ngram)
+            return dict(masked, token_type_ids=types, attention_mask=attention,
+                        sentence_order_label=np.int32(example["sentence_order_label"]))
+
+        return fn
+
+    def example_batch(self, batch_size: int, phase) -> dict:
+        out = super().example_batch(batch_size, phase)
+        del out["next_sentence_label"]
+        out["sentence_order_label"] = np.zeros((batch_size,), np.int32)
+        for key in ("ngram_start", "ngram_words"):
+            out[key] = np.zeros((batch_size, phase.max_predictions), np.int32)
+        return out
+
+    # ---- loss -------------------------------------------------------------
+    def loss_sums(self, outputs, batch) -> dict:
+        sums = mlm.mlm_loss_and_metrics(outputs["mlm_logits"], batch["masked_lm_ids"],
+                                        batch["masked_lm_weights"])
+        sop = nsp.nsp_loss_and_metrics(outputs["nsp_logits"], batch["sentence_order_label"])
+        sums.update(sop_loss_sum=sop["nsp_loss_sum"], sop_correct_sum=sop["nsp_correct_sum"],
+                    sop_count=sop["nsp_count"])
+        return sums
+
+    def normalizers(self, batch) -> dict:
+        return {"mlm": jnp.maximum(jnp.sum(batch["masked_lm_weights"]), 1.0),
+                "sop": jnp.asarray(batch["sentence_order_label"].shape[0], jnp.float32)}
+
+    def loss(self, sums, norms):
+        """Mean MLM cross-entropy over real masked positions + mean SOP cross-entropy."""
+        return sums["mlm_loss_sum"] / norms["mlm"] + sums["sop_loss_sum"] / norms["sop"]
+
+    def metrics(self, sums, norms) -> dict:
+        return {"mlm_loss": sums["mlm_loss_sum"] / norms["mlm"],
+                "mlm_accuracy": sums["mlm_correct_sum"] / norms["mlm"],
+                "sop_loss": sums["sop_loss_sum"] / norms["sop"],
+                "sop_accuracy": sums["sop_correct_sum"] / norms["sop"]}
+
+    def eval_metrics(self, totals) -> dict:
+        mlm_n = max(float(totals["mlm_weight_sum"]), 1.0)
+        sop_n = max(float(totals["sop_count"]), 1.0)
+        out = {"mlm_loss": float(totals["mlm_loss_sum"]) / mlm_n,
+               "mlm_accuracy": float(totals["mlm_correct_sum"]) / mlm_n,
+               "sop_loss": float(totals["sop_loss_sum"]) / sop_n,
+               "sop_accuracy": float(totals["sop_correct_sum"]) / sop_n}
+        out["loss"] = out["mlm_loss"] + out["sop_loss"]
+        return out
+
+    # ---- statistics (python -m pretrainx.data --stats) ----------------------
+    def batch_stats(self, batch) -> dict:
+        chosen = batch["masked_lm_weights"] > 0
+        swapped = batch["sentence_order_label"] == SWAPPED
+        batch = dict(batch, next_sentence_label=swapped.astype(np.int32))
+        out = super().batch_stats(batch)
+        del out["is_next"]
+        out["swapped"] = int(swapped.sum())
+        # One n-gram per distinct start in a row.
+        rows = np.broadcast_to(np.arange(chosen.shape[0])[:, None], chosen.shape)
+        unit = np.unique(np.stack([rows[chosen], batch["ngram_start"][chosen],
+                                   batch["ngram_words"][chosen]]), axis=1)
+        lengths = np.bincount(unit[2], minlength=4)
+        for n in (1, 2, 3):
+            out[f"ngrams_{n}"] = int(lengths[n])
+        out["ngrams"] = int(unit.shape[1])
+        out["ngram_words"] = int(unit[2].sum())
+        return out
+
+    def summarize_stats(self, totals, phase) -> dict:
+        out = super().summarize_stats(dict(totals, is_next=0), phase)
+        del out["nsp_positive_fraction"]
+        units = max(totals["ngrams"], 1)
+        out.update({f"ngram_{n}_fraction": totals[f"ngrams_{n}"] / units for n in (1, 2, 3)},
+                   mean_ngram_words=totals["ngram_words"] / units,
+                   mean_ngram_tokens=totals["masked"] / units,
+                   sop_swapped_fraction=totals["swapped"] / max(totals["examples"], 1))
+        return out
+
+    def show(self, batch, count: int) -> list:
+        labels = np.asarray(batch["sentence_order_label"])
+        texts = super().show(dict(batch, next_sentence_label=labels), count)
+        return [t.replace("(IsNext)", "(InOrder)").replace("(NotNext)", "(Swapped)")
+                for t in texts]
