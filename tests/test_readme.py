@@ -55,7 +55,11 @@ TINY = {"quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BER
         "elmo": {**ELMO_TINY, "data.train_files": str(ALICE)}, "finetune": FINETUNE_TINY,
         "roberta": {**GPT2_TINY, "data.max_predictions_per_seq": 5},
         "spanbert": {**GPT2_TINY, "data.max_predictions_per_seq": 5,
-                     "model.vocab_size": 30522}}
+                     "model.vocab_size": 30522},
+        "electra": {**GPT2_TINY, "model.hidden_size": 48, "model.embedding_size": 16,
+                    "data.max_predictions_per_seq": 5},
+        "albert": {**GPT2_TINY, "data.max_predictions_per_seq": 5, "data.dupe_factor": 1,
+                   "model.vocab_size": 4096, "model.embedding_size": 16}}
 
 
 def fenced_blocks(markdown: str):
@@ -137,6 +141,7 @@ class Sandbox:
                 ("/data/bert-base-cased/vocab.txt",
                  str(SHARED_DATA / "tokenizers/bert-base-uncased/vocab.txt")),
                 ("/data/gpt2", str(SHARED_DATA / "tokenizers/gpt2")),
+                ("/data/albert/30k-clean.model", str(REPO / "pretrainx/assets/spm_4k.model")),
                 ("/data/webtext/*.jsonl", self._webtext()),
                 ("/data/books/*.txt.gz", self._gzipped_book()),
                 ("tfds:wikipedia/20230601.en", "tfds:pretrainx_text/wiki@train"),
