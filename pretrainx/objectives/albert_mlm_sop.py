@@ -214,14 +214,7 @@ class AlbertMlmSop(MlmNsp):
         seq_len, max_pred = phase.seq_len, phase.max_predictions
 
         def fn(example, rng):
-            ids = example["input_ids"]
-            n = ids.size
-            padded = np.full(seq_len, tok.pad_id, np.int32)
-            padded[:n] = ids
-            types = np.zeros(seq_len, np.int32)
-            types[:n] = example["token_type_ids"]
-            attention = np.zeros(seq_len, np.int32)
-            attention[:n] = 1
+            padded, types, attention = mlm.pad_pair(example, seq_len, tok.pad_id)
             masked = mask_ngrams(padded, rng, vocab_size=tok.vocab_size, mask_id=tok.mask_id,
                                  special_ids=specials, word_starts=tok.word_start_mask(padded),
                                  max_predictions=max_pred, mask_prob=data.mask_prob,

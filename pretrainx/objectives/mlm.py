@@ -138,6 +138,45 @@ def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predict
     }
 
 
+def pad_pair(example, seq_len: int, pad_id: int):
+    """A pair example's input_ids / token_type_ids padded to seq_len, and its attention mask."""
+    ids = example["input_ids"]
+    n = ids.size
+    padded = np.full(seq_len, pad_id, np.int32)
+    padded[:n] = ids
+    types = np.zeros(seq_len, np.int32)
+    types[:n] = example["token_type_ids"]
+    attention = np.zeros(seq_len, np.int32)
+    attention[:n] = 1
+    return padded, types, attention
+
+
+def unmasked_ids(batch):
+    """A masked batch's input_ids as they were before masking."""
+    ids, positions = batch["input_ids"], batch["masked_lm_positions"]
+    at = np.take_along_axis(ids, positions, axis=1)
+    original = ids.copy()
+    np.put_along_axis(original, positions,
+                      np.where(batch["masked_lm_weights"] > 0, batch["masked_lm_ids"], at), 1)
+    return original
+
+
+def masking_counts(batch, mask_id: int, special_ids) -> dict:
+    """--stats counts of BERT-style masking: real tokens, candidates (real, non-special
+    tokens before masking), masked, and how many became [MASK] / random / stayed."""
+    ids, positions = batch["input_ids"], batch["masked_lm_positions"]
+    chosen = batch["masked_lm_weights"] > 0
+    at = np.take_along_axis(ids, positions, axis=1)
+    is_mask = chosen & (at == mask_id)
+    kept = chosen & (at == batch["masked_lm_ids"])
+    real = batch["attention_mask"] > 0
+    candidates = real & ~np.isin(unmasked_ids(batch), special_ids)
+    return {"real_tokens": int(real.sum()), "all_tokens": ids.size, "rows": ids.shape[0],
+            "candidates": int(candidates.sum()), "masked": int(chosen.sum()),
+            "mask_token": int(is_mask.sum()), "kept": int(kept.sum()),
+            "random": int((chosen & ~is_mask & ~kept).sum())}
+
+
 def mlm_loss_and_metrics(logits, masked_lm_ids, masked_lm_weights):
     """Sums (not means) of MLM cross-entropy, accuracy and weight, in float32.
 

@@ -55,14 +55,7 @@ class MlmNsp:
         seq_len, max_pred = phase.seq_len, phase.max_predictions
 
         def fn(example, rng):
-            ids = example["input_ids"]
-            n = ids.size
-            padded = np.full(seq_len, tok.pad_id, np.int32)
-            padded[:n] = ids
-            types = np.zeros(seq_len, np.int32)
-            types[:n] = example["token_type_ids"]
-            attention = np.zeros(seq_len, np.int32)
-            attention[:n] = 1
+            padded, types, attention = mlm.pad_pair(example, seq_len, tok.pad_id)
             starts = tok.word_start_mask(padded) if data.whole_word_masking else None
             masked = mlm.mask_tokens(padded, rng, vocab_size=tok.vocab_size, mask_id=tok.mask_id,
                                      special_ids=specials, max_predictions=max_pred,
@@ -125,21 +118,8 @@ class MlmNsp:
     token_features = ("input_ids",)
 
     def batch_stats(self, batch) -> dict:
-        ids, positions = batch["input_ids"], batch["masked_lm_positions"]
-        chosen = batch["masked_lm_weights"] > 0
-        at = np.take_along_axis(ids, positions, axis=1)
-        is_mask = chosen & (at == self.tokenizer.mask_id)
-        kept = chosen & (at == batch["masked_lm_ids"])
-        real = batch["attention_mask"] > 0
-        # Candidates: real, non-special tokens of the sequence before masking.
-        original = ids.copy()
-        np.put_along_axis(original, positions, np.where(chosen, batch["masked_lm_ids"], at), 1)
-        candidates = real & ~np.isin(original, self.tokenizer.special_ids())
-        n_candidates = int(candidates.sum())
-        return {"real_tokens": int(real.sum()), "all_tokens": ids.size, "rows": ids.shape[0],
-                "examples": ids.shape[0], "candidates": n_candidates,
-                "masked": int(chosen.sum()), "mask_token": int(is_mask.sum()),
-                "kept": int(kept.sum()), "random": int((chosen & ~is_mask & ~kept).sum()),
+        counts = mlm.masking_counts(batch, self.tokenizer.mask_id, self.tokenizer.special_ids())
+        return {**counts, "examples": counts["rows"],
                 "is_next": int((batch["next_sentence_label"] == 0).sum())}
 
     def summarize_stats(self, totals, phase) -> dict:

@@ -172,25 +172,15 @@ class RobertaMlm:
     token_features = ("input_ids",)
 
     def batch_stats(self, batch) -> dict:
-        ids, positions = batch["input_ids"], batch["masked_lm_positions"]
-        chosen = batch["masked_lm_weights"] > 0
-        at = np.take_along_axis(ids, positions, axis=1)
-        is_mask = chosen & (at == self.tokenizer.mask_id)
-        kept = chosen & (at == batch["masked_lm_ids"])
+        ids = batch["input_ids"]
         real = batch["attention_mask"] > 0
-        original = ids.copy()
-        np.put_along_axis(original, positions, np.where(chosen, batch["masked_lm_ids"], at), 1)
-        candidates = real & ~np.isin(original, self.tokenizer.special_ids())
+        counts = mlm.masking_counts(batch, self.tokenizer.mask_id, self.tokenizer.special_ids())
         # </s> inside a row (not its last real token) is a document boundary.
         last = real.sum(axis=1) - 1
-        inner = (original == self.tokenizer.sep_id) & real
+        inner = (mlm.unmasked_ids(batch) == self.tokenizer.sep_id) & real
         inner[np.arange(ids.shape[0]), last] = False
         boundaries = inner.sum(axis=1)
-        return {"real_tokens": int(real.sum()), "all_tokens": ids.size, "rows": ids.shape[0],
-                "examples": int(ids.shape[0] + boundaries.sum()),
-                "candidates": int(candidates.sum()), "masked": int(chosen.sum()),
-                "mask_token": int(is_mask.sum()), "kept": int(kept.sum()),
-                "random": int((chosen & ~is_mask & ~kept).sum()),
+        return {**counts, "examples": int(ids.shape[0] + boundaries.sum()),
                 "rows_crossing_documents": int((boundaries > 0).sum()),
                 "full_rows": int((real.sum(axis=1) >= 0.95 * ids.shape[1]).sum())}
 

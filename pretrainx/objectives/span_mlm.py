@@ -182,8 +182,7 @@ class SpanMlm(RobertaMlm):
         positions = batch["masked_lm_positions"]
         at = np.take_along_axis(ids, positions, axis=1)
         real = batch["attention_mask"] > 0
-        original = ids.copy()
-        np.put_along_axis(original, positions, np.where(w, batch["masked_lm_ids"], at), 1)
+        original = mlm.unmasked_ids(batch)
         starts = self.tokenizer.word_start_mask(original)
         candidates = real & ~np.isin(original, self.tokenizer.special_ids())
         out = {"real_tokens": int(real.sum()), "all_tokens": ids.size, "rows": ids.shape[0],
