@@ -80,7 +80,10 @@ def _root_cause(e):
 
 
 def _fail(message: str, at_once: bool = False):
-    print(f"error: {message}", file=sys.stderr, flush=True)
+    # One write of the whole line: print() writes the text and the newline apart, and
+    # tensorstore's threads, still reporting cut-short writes, could land between them.
+    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.flush()
     if at_once:
         sys.stdout.flush()
         os._exit(2)

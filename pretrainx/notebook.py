@@ -48,8 +48,7 @@ def load_recipe(name: str, arg: str | None = None) -> ml_collections.ConfigDict:
     if not os.path.isfile(path):
         raise UserError(f"config {name} not found: the recipes are in the checkout's "
                         "configs/ (install with `pip install -e CHECKOUT`) or give a path")
-    path = os.path.abspath(path)
-    return config_lib.sibling_config(path, os.path.basename(path), arg)
+    return config_lib.load_file(path if arg is None else f"{path}:{arg}")
 
 
 def _progress_bar(total: int, desc: str):

@@ -87,6 +87,28 @@ def tiny_bert_config(**overrides):
     return override(c, overrides)
 
 
+def shrink_recipe(name: str, *, learning_rate: float, model: dict | None = None,
+                  **overrides):
+    """A family's recipe at test size: 2 layers 64 wide, 8 rows of 64 tokens of Alice,
+    16 steps, data-parallel; `model` and `overrides` (dotted keys) add what the family
+    needs on top."""
+    c = load_config(name)
+    c.total_steps = 16
+    c.global_batch_size = 8
+    c.seq_len = 64
+    c.log_every = 1
+    c.eval_every = 1000
+    c.checkpoint_every = 1000
+    c.mesh.data, c.mesh.fsdp = -1, 1
+    c.model.update(num_layers=2, hidden_size=64, num_heads=4, mlp_dim=128, dtype="float32",
+                   **(model or {}))
+    c.data.max_predictions_per_seq = 10
+    c.data.train_files = str(REPO / "pretrainx" / "assets" / "text" / "pg11_alice_in_wonderland.txt")
+    c.optimizer.learning_rate = learning_rate
+    c.optimizer.warmup_steps = 2
+    return override(c, overrides)
+
+
 # tiny_bert_config as command-line overrides of configs/quickstart.py, for tests
 # that run the CLI in a subprocess (add total_steps, checkpoint_every, ...).
 TINY_CLI = ["--config.global_batch_size=8", "--config.seq_len=64", "--config.log_every=1",

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import REPO, load_config, override, read_metrics
+from conftest import REPO, load_config, read_metrics, shrink_recipe
 from pretrainx import config as config_lib
 from pretrainx import objectives
 from pretrainx.data import pipeline
@@ -19,27 +19,13 @@ from pretrainx.train import loop
 ASSETS = REPO / "pretrainx" / "assets"
 SPM = str(ASSETS / "spm_4k.model")
 PRIDE = str(ASSETS / "text" / "pg1342_pride_and_prejudice.txt")
-ALICE = str(ASSETS / "text" / "pg11_alice_in_wonderland.txt")
 
 
 def tiny_albert_config(**overrides):
-    c = load_config("albert_base.py")
-    c.total_steps = 16
-    c.global_batch_size = 8
-    c.seq_len = 64
-    c.log_every = 1
-    c.eval_every = 1000
-    c.checkpoint_every = 1000
-    c.mesh.data, c.mesh.fsdp = -1, 1
-    c.model.update(num_layers=2, hidden_size=64, num_heads=4, mlp_dim=128, embedding_size=32,
-                   dtype="float32", vocab_size=4096)
-    c.data.max_predictions_per_seq = 10
-    c.data.dupe_factor = 1
-    c.optimizer.learning_rate = 0.3  # LAMB: a step moves each tensor by lr x its norm
-    c.optimizer.warmup_steps = 2
-    c.data.tokenizer = SPM
-    c.data.train_files = ALICE
-    return override(c, overrides)
+    # LAMB's lr 0.3: a step moves each tensor by lr x its norm.
+    return shrink_recipe("albert_base.py", learning_rate=0.3,
+                         model={"embedding_size": 32, "vocab_size": 4096},
+                         **{"data.tokenizer": SPM, "data.dupe_factor": 1, **overrides})
 
 
 @pytest.fixture(scope="module")

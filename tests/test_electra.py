@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from flax import linen as nn
 
-from conftest import REPO, load_config, override, read_metrics
+from conftest import REPO, load_config, read_metrics, shrink_recipe
 from pretrainx import config as config_lib
 from pretrainx import objectives
 from pretrainx.data import pipeline
@@ -28,22 +28,9 @@ SPM = str(ASSETS / "spm_4k.model")
 
 def tiny_electra_config(**overrides):
     """ELECTRA-Small's recipe at 2 layers: discriminator 64 wide, E 32, generator 16."""
-    c = load_config("electra_small.py")
-    c.total_steps = 16
-    c.global_batch_size = 8
-    c.seq_len = 64
-    c.log_every = 1
-    c.eval_every = 1000
-    c.checkpoint_every = 1000
-    c.model.update(num_layers=2, hidden_size=64, num_heads=4, mlp_dim=128, embedding_size=32,
-                   dtype="float32", vocab_size=4096)
-    c.data.max_predictions_per_seq = 10
-    c.optimizer.learning_rate = 1e-2
-    c.optimizer.warmup_steps = 2
-    c.data.tokenizer = SPM
-    c.data.lower_case = False
-    c.data.train_files = ALICE
-    return override(c, overrides)
+    return shrink_recipe("electra_small.py", learning_rate=1e-2,
+                         model={"embedding_size": 32, "vocab_size": 4096},
+                         **{"data.tokenizer": SPM, "data.lower_case": False, **overrides})
 
 
 @pytest.fixture(scope="module")

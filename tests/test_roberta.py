@@ -10,7 +10,7 @@ import numpy as np
 from flax import linen as nn
 import pytest
 
-from conftest import REPO, load_config, override, read_metrics
+from conftest import REPO, load_config, read_metrics, shrink_recipe
 from pretrainx import config as config_lib
 from pretrainx import objectives
 from pretrainx.data import pipeline
@@ -28,22 +28,9 @@ def vocab(shared_data):
 
 
 def tiny_roberta_config(vocab, **overrides):
-    c = load_config("roberta_base.py")
-    c.total_steps = 16
-    c.global_batch_size = 8
-    c.seq_len = 64
-    c.log_every = 1
-    c.eval_every = 1000
-    c.checkpoint_every = 1000
-    c.mesh.data, c.mesh.fsdp = -1, 1
-    c.model.update(num_layers=2, hidden_size=64, num_heads=4, mlp_dim=128, dtype="float32",
-                   max_position_embeddings=66)
-    c.data.max_predictions_per_seq = 10
-    c.optimizer.learning_rate = 1e-2
-    c.optimizer.warmup_steps = 2
-    c.data.tokenizer = vocab
-    c.data.train_files = ALICE
-    return override(c, overrides)
+    return shrink_recipe("roberta_base.py", learning_rate=1e-2,
+                         model={"max_position_embeddings": 66},
+                         **{"data.tokenizer": vocab, **overrides})
 
 
 @pytest.fixture(scope="module")

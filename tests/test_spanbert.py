@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import REPO, load_config, override, read_metrics
+from conftest import REPO, load_config, read_metrics, shrink_recipe
 from pretrainx import config as config_lib
 from pretrainx import objectives
 from pretrainx.data.tokenizers import load_tokenizer
@@ -18,26 +18,11 @@ from pretrainx.train import loop
 
 ASSETS = REPO / "pretrainx" / "assets"
 PRIDE = str(ASSETS / "text" / "pg1342_pride_and_prejudice.txt")
-ALICE = str(ASSETS / "text" / "pg11_alice_in_wonderland.txt")
 
 
 def tiny_spanbert_config(**overrides):
-    c = load_config("spanbert_base.py")
-    c.total_steps = 16
-    c.global_batch_size = 8
-    c.seq_len = 64
-    c.log_every = 1
-    c.eval_every = 1000
-    c.checkpoint_every = 1000
-    c.mesh.data, c.mesh.fsdp = -1, 1
-    c.model.update(num_layers=2, hidden_size=64, num_heads=4, mlp_dim=128, dtype="float32",
-                   vocab_size=4096)
-    c.data.max_predictions_per_seq = 10
-    c.optimizer.learning_rate = 1e-2
-    c.optimizer.warmup_steps = 2
-    c.data.tokenizer = str(ASSETS / "spm_4k.model")
-    c.data.train_files = ALICE
-    return override(c, overrides)
+    return shrink_recipe("spanbert_base.py", learning_rate=1e-2, model={"vocab_size": 4096},
+                         **{"data.tokenizer": str(ASSETS / "spm_4k.model"), **overrides})
 
 
 @pytest.fixture(scope="module")
