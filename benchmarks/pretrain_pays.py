@@ -1,6 +1,6 @@
 """Does pretraining pay? A small BERT pretrained on the shared books, then SST-2.
 
-    python benchmarks/pretrain_pays.py [--workdir=/tmp/pretrain_pays] [--steps=6000]
+    python benchmarks/pretrain_pays.py [--workdir=/tmp/pretrain_pays] [--steps=7000]
 
 1. Trains an 8k lower-cased SentencePiece vocabulary on seven public-domain novels and
    WikiText-2's raw articles (Alice in Wonderland held out for the pretraining eval).
@@ -10,12 +10,21 @@
 3. Fine-tunes it, and a randomly initialised model of the same shape, on all of
    SST-2's training set with the same recipe, batches, dropout draws and seeds
    (3 epochs, batch 32, length 64, lr 1e-4 with 10% warmup then linear decay).
-4. Does the same on the first --slice training sentences (the low-resource regime).
-5. Prints the dev accuracies, the gap, the majority-class baseline and the time of
+4. The low-resource regime: the first N training sentences (--slices), 10 epochs, and
+   for each model the best dev accuracy over a learning-rate grid (--lrs), as Turc et
+   al. select per model; a grid is fair to the random model, which does not move at
+   the small learning rates that suit a pretrained one.
+5. Prints the dev accuracies, the gaps, the majority-class baseline and the time of
    each part, as one JSON line at the end.
 
-Re-running with the same --workdir reuses what is done (the pretraining resumes).
-Needs ../shared/data (the books and GLUE) beside the repository.
+Re-running with the same --workdir reuses what is done (the pretraining resumes, a
+fine-tuning run with all its epochs' dev results is read back). Needs ../shared/data
+(the books and GLUE) beside the repository.
+
+For scale: Google's BERT-Tiny, pretrained on BooksCorpus + Wikipedia for 1M steps on
+TPUs, scores 83.2 on SST-2's test set (the best of 20 fine-tuning settings; Turc et
+al. 2019), about 2.5 points above what a randomly initialised model of its shape
+reaches here on dev.
 """
 
 import argparse
@@ -78,18 +87,31 @@ def finetune_config(model_cfg, tokenizer: str, init_from: str):
     return c
 
 
+def finetune_once(fcfg, workdir: str) -> float:
+    """Best dev accuracy of one fine-tuning run; read back if it finished before."""
+    from pretrainx.finetune import loop as finetune
+    metrics = pathlib.Path(workdir) / "metrics.jsonl"
+    if (pathlib.Path(workdir) / "finetune.json").exists() and metrics.exists():
+        dev = [json.loads(ln) for ln in metrics.read_text().splitlines() if '"dev"' in ln]
+        if len(dev) == fcfg.epochs:
+            return max(r["accuracy"] for r in dev)
+    return finetune.train(fcfg, workdir)["best"]["accuracy"]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--workdir", default="/tmp/pretrain_pays")
     parser.add_argument("--steps", type=int, default=7000)
-    parser.add_argument("--slice", type=int, default=2000,
+    parser.add_argument("--slices", default="500,2000",
                         help="also fine-tune both on the first N training sentences")
+    parser.add_argument("--slice_epochs", type=int, default=10)
+    parser.add_argument("--lrs", default="1e-4,3e-4,1e-3",
+                        help="the slices' learning-rate grid (best dev per model)")
     args = parser.parse_args()
     if not SHARED.is_dir():
         raise SystemExit(f"needs the shared data at {SHARED}")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from pretrainx.data.tokenizers import train_sentencepiece
-    from pretrainx.finetune import loop as finetune
     from pretrainx.finetune import glue as tasks
     from pretrainx.train import loop as pretrain
 
@@ -108,36 +130,52 @@ def main():
     times["pretrain_s"] = time.perf_counter() - t
     mlm_accuracy = (result["eval"] or {}).get("mlm_accuracy")
 
-    accuracies, sliced = {}, {}
-    for name, init_from in (("pretrained", str(work / "pretrain")), ("random_init", "")):
+    inits = (("pretrained", str(work / "pretrain")), ("random_init", ""))
+    accuracies = {}
+    for name, init_from in inits:
         t = time.perf_counter()
-        fcfg = finetune_config(cfg.model, tokenizer, init_from)
-        out = finetune.train(fcfg, str(work / f"sst2_{name}"))
-        accuracies[name] = out["best"]["accuracy"]
+        accuracies[name] = finetune_once(finetune_config(cfg.model, tokenizer, init_from),
+                                         str(work / f"sst2_{name}"))
         times[f"finetune_{name}_s"] = time.perf_counter() - t
-        if args.slice:  # the low-resource regime: the same recipe on a slice
-            fcfg.data.max_train_examples = args.slice
-            sliced[name] = finetune.train(fcfg, str(work / f"sst2_{name}_{args.slice}"))[
-                "best"]["accuracy"]
+
+    sliced = {}  # (n, name) -> {lr: best dev accuracy}
+    slices = [int(n) for n in args.slices.split(",") if n.strip()]
+    lrs = [float(x) for x in args.lrs.split(",")]
+    t = time.perf_counter()
+    for n in slices:
+        for name, init_from in inits:
+            for lr in lrs:
+                fcfg = finetune_config(cfg.model, tokenizer, init_from)
+                fcfg.data.max_train_examples = n
+                fcfg.epochs = args.slice_epochs
+                fcfg.optimizer.learning_rate = lr
+                sliced.setdefault((n, name), {})[lr] = finetune_once(
+                    fcfg, str(work / f"sst2_{name}_{n}_lr{lr:g}"))
+    times["slices_s"] = time.perf_counter() - t
 
     dev = tasks.read_split(tasks.get_task("sst2"), str(SHARED / "glue" / "SST-2" / "dev.tsv"), True)
     majority = max(dev.labels.count(0), dev.labels.count(1)) / len(dev.labels)
     gap = accuracies["pretrained"] - accuracies["random_init"]
-    print(f"SST-2 dev accuracy: pretrained {accuracies['pretrained']:.4f}, random init "
-          f"{accuracies['random_init']:.4f}, gap {100 * gap:+.1f} points (target >= +3.0); "
-          f"majority class {majority:.4f}")
-    if sliced:
-        print(f"on the first {args.slice} training sentences: pretrained "
-              f"{sliced['pretrained']:.4f}, random init {sliced['random_init']:.4f}, gap "
-              f"{100 * (sliced['pretrained'] - sliced['random_init']):+.1f} points")
-    print(json.dumps({"pretrained_dev_accuracy": accuracies["pretrained"],
-                      "random_init_dev_accuracy": accuracies["random_init"],
-                      "gap_points": 100 * gap, "majority_class_accuracy": majority,
-                      "pretrain_eval_mlm_accuracy": mlm_accuracy,
-                      "pretrain_eval_nsp_accuracy": (result["eval"] or {}).get("nsp_accuracy"),
-                      "pretrain_steps": args.steps,
-                      **({f"slice_{args.slice}_{k}_dev_accuracy": v for k, v in sliced.items()}),
-                      **{k: round(v, 1) for k, v in times.items()}}))
+    print(f"SST-2 dev accuracy, all training sentences: pretrained {accuracies['pretrained']:.4f}, "
+          f"random init {accuracies['random_init']:.4f}, gap {100 * gap:+.1f} points "
+          f"(target >= +3.0); majority class {majority:.4f}")
+    report = {"pretrained_dev_accuracy": accuracies["pretrained"],
+              "random_init_dev_accuracy": accuracies["random_init"],
+              "gap_points": 100 * gap, "majority_class_accuracy": majority,
+              "pretrain_eval_mlm_accuracy": mlm_accuracy,
+              "pretrain_eval_nsp_accuracy": (result["eval"] or {}).get("nsp_accuracy"),
+              "pretrain_steps": args.steps}
+    for n in slices:
+        best = {name: max(sliced[(n, name)].values()) for name, _ in inits}
+        grid = ", ".join(f"{name} " + " ".join(f"{lr:g}:{acc:.4f}" for lr, acc in
+                                               sliced[(n, name)].items())
+                         for name, _ in inits)
+        print(f"first {n} training sentences, {args.slice_epochs} epochs, best over lr: "
+              f"pretrained {best['pretrained']:.4f}, random init {best['random_init']:.4f}, "
+              f"gap {100 * (best['pretrained'] - best['random_init']):+.1f} points  ({grid})")
+        report.update({f"slice_{n}_{name}_best_dev_accuracy": v for name, v in best.items()})
+        report[f"slice_{n}_gap_points"] = 100 * (best["pretrained"] - best["random_init"])
+    print(json.dumps({**report, **{k: round(v, 1) for k, v in times.items()}}))
 
 
 if __name__ == "__main__":

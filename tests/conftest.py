@@ -87,6 +87,9 @@ def tiny_bert_config(**overrides):
     return override(c, overrides)
 
 
+ALICE = str(REPO / "pretrainx" / "assets" / "text" / "pg11_alice_in_wonderland.txt")
+
+
 def shrink_recipe(name: str, *, learning_rate: float, model: dict | None = None,
                   **overrides):
     """A family's recipe at test size: 2 layers 64 wide, 8 rows of 64 tokens of Alice,
@@ -103,7 +106,7 @@ def shrink_recipe(name: str, *, learning_rate: float, model: dict | None = None,
     c.model.update(num_layers=2, hidden_size=64, num_heads=4, mlp_dim=128, dtype="float32",
                    **(model or {}))
     c.data.max_predictions_per_seq = 10
-    c.data.train_files = str(REPO / "pretrainx" / "assets" / "text" / "pg11_alice_in_wonderland.txt")
+    c.data.train_files = ALICE
     c.optimizer.learning_rate = learning_rate
     c.optimizer.warmup_steps = 2
     return override(c, overrides)
@@ -117,7 +120,7 @@ TINY_CLI = ["--config.global_batch_size=8", "--config.seq_len=64", "--config.log
             "--config.model.num_heads=4", "--config.model.mlp_dim=128",
             "--config.data.max_predictions_per_seq=10", "--config.data.dupe_factor=1",
             "--config.optimizer.warmup_steps=2",
-            f"--config.data.train_files={REPO}/pretrainx/assets/text/pg11_alice_in_wonderland.txt"]
+            f"--config.data.train_files={ALICE}"]
 
 
 def read_metrics(workdir, split="train"):
