@@ -127,15 +127,8 @@ def mask_ngrams(input_ids, rng, *, vocab_size, mask_id, special_ids, word_starts
     """
     input_ids = np.asarray(input_ids)
     special_ids = np.asarray(special_ids, np.int64)
-    is_special = (input_ids[:, None] == special_ids[None, :]).any(axis=1)
-    candidates = np.flatnonzero(~is_special)
-    word_of = mlm.word_ids(candidates, np.asarray(word_starts))
-    n_words = int(word_of[-1]) + 1 if candidates.size else 0
-    first = candidates[np.searchsorted(word_of, np.arange(n_words))]
-    last_pos = candidates[np.append(np.searchsorted(word_of, np.arange(1, n_words)) - 1,
-                                    candidates.size - 1)] if n_words else first
-    end = last_pos + 1
-    joined = np.append(first[1:] == end[:-1], False)  # word w runs straight into w + 1
+    candidates, first, end, joined = mlm.word_spans(input_ids, special_ids, word_starts)
+    n_words = first.size
     reach = np.ones(n_words, np.int64)  # words of an n-gram that may start at w
     for w in range(n_words - 2, -1, -1):
         if joined[w]:
@@ -197,15 +190,11 @@ class AlbertMlmSop(MlmNsp):
 
     def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
         """SOP pairs for `phase.seq_len`; `dupe_factor` independent pairings for training."""
-        passes = self.cfg.data.dupe_factor if train else 1
-        out = []
-        for dupe in range(passes):
-            key = [self.cfg.seed, phase.seq_len, dupe, int(train)] + ([group] if group else [])
-            rng = np.random.default_rng(key)
-            pairs = create_sop_examples(docs, phase.seq_len, self.cfg.data.short_seq_prob, rng,
-                                        self.tokenizer.cls_id, self.tokenizer.sep_id)
-            out.extend({k: p[k] for k in _PAIR_KEYS} for p in pairs)
-        return out
+        tok = self.tokenizer
+        return mlm.pairings(
+            self.cfg, phase, train, group,
+            lambda rng: create_sop_examples(docs, phase.seq_len, self.cfg.data.short_seq_prob,
+                                            rng, tok.cls_id, tok.sep_id), _PAIR_KEYS)
 
     def transform(self, phase, train: bool):
         """(pair, rng) -> padded, n-gram-masked example of length phase.seq_len."""

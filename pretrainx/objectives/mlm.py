@@ -49,6 +49,25 @@ def word_ids(candidates, word_starts):
     return np.cumsum(starts) - 1
 
 
+def word_spans(input_ids, special_ids, word_starts):
+    """The words of a padded sequence as [first, end) token positions (special tokens
+    are not words) and whether word w runs straight into word w + 1 (no special token
+    between): the units that span and n-gram masking grow over.
+    Returns (candidate positions, first, end, joined)."""
+    input_ids = np.asarray(input_ids)
+    special_ids = np.asarray(special_ids, np.int64)
+    is_special = (input_ids[:, None] == special_ids[None, :]).any(axis=1)
+    candidates = np.flatnonzero(~is_special)
+    word_of = word_ids(candidates, np.asarray(word_starts))
+    n_words = int(word_of[-1]) + 1 if candidates.size else 0
+    first = candidates[np.searchsorted(word_of, np.arange(n_words))]
+    last = candidates[np.append(np.searchsorted(word_of, np.arange(1, n_words)) - 1,
+                                candidates.size - 1)] if n_words else first
+    end = last + 1
+    joined = np.append(first[1:] == end[:-1], False)
+    return candidates, first, end, joined
+
+
 def choose_whole_words(word_of, budget, rng):
     """Indices into candidates: whole words in random order while they fit.
 
@@ -136,6 +155,18 @@ def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predict
         "masked_lm_ids": out_ids,
         "masked_lm_weights": weights,
     }
+
+
+def pairings(cfg, phase, train: bool, group: int, create_pairs, keys) -> list:
+    """`dupe_factor` independent pairings of the documents for training (one for eval),
+    each from its own seeded rng, as create_pretraining_data.py's dupe_factor;
+    `create_pairs(rng)` makes one pass's pairs, of which `keys` are kept."""
+    out = []
+    for dupe in range(cfg.data.dupe_factor if train else 1):
+        key = [cfg.seed, phase.seq_len, dupe, int(train)] + ([group] if group else [])
+        pairs = create_pairs(np.random.default_rng(key))
+        out.extend({k: p[k] for k in keys} for p in pairs)
+    return out
 
 
 def pad_pair(example, seq_len: int, pad_id: int):

@@ -38,15 +38,11 @@ class MlmNsp:
 
     def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
         """NSP pairs for `phase.seq_len`; `dupe_factor` independent pairings for training."""
-        passes = self.cfg.data.dupe_factor if train else 1
-        out = []
-        for dupe in range(passes):
-            key = [self.cfg.seed, phase.seq_len, dupe, int(train)] + ([group] if group else [])
-            rng = np.random.default_rng(key)
-            pairs = nsp.create_pair_examples(docs, phase.seq_len, self.cfg.data.short_seq_prob,
-                                             rng, self.tokenizer.cls_id, self.tokenizer.sep_id)
-            out.extend({k: p[k] for k in _PAIR_KEYS} for p in pairs)
-        return out
+        tok = self.tokenizer
+        return mlm.pairings(
+            self.cfg, phase, train, group,
+            lambda rng: nsp.create_pair_examples(docs, phase.seq_len, self.cfg.data.short_seq_prob,
+                                                 rng, tok.cls_id, tok.sep_id), _PAIR_KEYS)
 
     def transform(self, phase, train: bool):
         """(pair, rng) -> padded, masked example of length phase.seq_len."""

@@ -49,17 +49,8 @@ def mask_spans(input_ids, rng, *, vocab_size, mask_id, special_ids, word_starts,
     """
     input_ids = np.asarray(input_ids)
     special_ids = np.asarray(special_ids, np.int64)
-    is_special = (input_ids[:, None] == special_ids[None, :]).any(axis=1)
-    candidates = np.flatnonzero(~is_special)
-    word_of = mlm.word_ids(candidates, np.asarray(word_starts))
-    n_words = int(word_of[-1]) + 1 if candidates.size else 0
-    # Words as [first, end) token positions; a word follows its neighbour directly
-    # unless a special token (or a gap) sits between them.
-    first = candidates[np.searchsorted(word_of, np.arange(n_words))]
-    last_pos = candidates[np.append(np.searchsorted(word_of, np.arange(1, n_words)) - 1,
-                                    candidates.size - 1)] if n_words else first
-    end = last_pos + 1
-    joined = np.append(first[1:] == end[:-1], False)  # word w runs straight into w + 1
+    candidates, first, end, joined = mlm.word_spans(input_ids, special_ids, word_starts)
+    n_words = first.size
     budget = mlm.num_to_predict(candidates.size, max_predictions, mask_prob, rng)
     probs = span_length_probs(geometric_p, max_span_words)
     taken = np.zeros(n_words, bool)
