@@ -128,9 +128,7 @@ class ElectraRtd(RobertaMlm):
         seq_len, max_pred = phase.seq_len, phase.max_predictions
 
         def fn(example, rng):
-            padded, attention = self._padded(example, seq_len)
-            types = np.zeros(seq_len, np.int32)
-            types[:example["token_type_ids"].size] = example["token_type_ids"]
+            padded, types, attention = mlm.pad_pair(example, seq_len, tok.pad_id)
             masked = mlm.mask_tokens(padded, rng, vocab_size=tok.vocab_size, mask_id=tok.mask_id,
                                      special_ids=specials, max_predictions=max_pred,
                                      mask_prob=data.mask_prob, mask_fraction=MASK_FRACTION,
