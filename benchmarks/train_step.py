@@ -74,7 +74,7 @@ def make_batch(batch_size: int, seed: int = 0) -> dict:
 
 def model_config(size: str):
     layers, hidden, heads, mlp, batch = SIZES[size]
-    c = config_lib.default_config()
+    c = objectives.default_config("bert")
     c.model.num_layers, c.model.hidden_size, c.model.num_heads = layers, hidden, heads
     c.model.mlp_dim, c.model.vocab_size, c.model.dtype = mlp, VOCAB, "float32"
     c.global_batch_size, c.seq_len, c.data.max_predictions_per_seq = batch, SEQ, MAX_PRED

@@ -26,7 +26,7 @@ The argument picks the size (the paper's table 1; all E = 128): base (L12/H768,
 12M), large (L24/H1024, 18M), xlarge (L24/H2048, 60M), xxlarge (L12/H4096, 235M).
 """
 
-from pretrainx.config import default_config
+from pretrainx.objectives import default_config
 
 SIZES = {  # layers, hidden, heads, mlp
     "base": (12, 768, 12, 3072),
@@ -45,7 +45,6 @@ def get_config(size: str = "base"):
     c.model.hidden_size = hidden
     c.model.num_heads = heads
     c.model.mlp_dim = mlp
-    c.model.embedding_size = 128
     c.model.dtype = "bfloat16"  # compute; parameters and optimizer state stay float32
     c.mesh.data = 1
     c.mesh.fsdp = -1  # FSDP over every device, as the BERT recipes

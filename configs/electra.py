@@ -27,7 +27,7 @@ The discriminator is the model to fine-tune: `init_from` of an ELECTRA workdir l
 it (with the shared embeddings) as a BERT encoder.
 """
 
-from pretrainx.config import default_config
+from pretrainx.objectives import default_config
 
 SIZES = {  # layers, hidden, heads, E, generator size, batch, seq, lr, steps, mask_prob
     "small": (12, 256, 4, 128, 0.25, 128, 128, 5e-4, 1_000_000, 0.15),

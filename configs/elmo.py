@@ -12,7 +12,7 @@ Sizes (parameters without the softmax, as AllenNLP publishes them):
     128, 256 filters, 1 highway layer, the 8,192 most frequent words in the softmax.
 
 The recipe (optimizer, rows of 20 words, dropout) is `default_config("elmo")`; see
-pretrainx/config.py. The paper-size configs need `data.train_files` and a `.words`
+pretrainx/objectives/bilm.py. The paper-size configs need `data.train_files` and a `.words`
 vocabulary of the corpus:
     python -m pretrainx.tokenizer train --model_type=words --input=... --output=DIR
 """
@@ -20,7 +20,7 @@ vocabulary of the corpus:
 import os
 
 import pretrainx
-from pretrainx.config import default_config
+from pretrainx.objectives import default_config
 
 ASSETS = os.path.join(os.path.dirname(pretrainx.__file__), "assets")
 SIZES = {  # lstm_dim, projection_dim, num_highway

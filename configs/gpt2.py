@@ -6,11 +6,11 @@
 
 Sizes: small (124M: 12 layers, d 768), medium (355M: 24, 1024), large (774M: 36,
 1280), xl (1.5B: 48, 1600); 50,257 byte-level BPE tokens, context 1024, batch 512.
-The recipe is `default_config("causal_lm")` (see pretrainx/config.py): Adam at
+The recipe is `default_config("causal_lm")` (see pretrainx/objectives/causal_lm.py): Adam at
 2.5e-4 with 2,000 warmup steps and cosine decay, weight decay 0.01, dropout 0.1.
 """
 
-from pretrainx.config import default_config
+from pretrainx.objectives import default_config
 
 SIZES = {  # layers, d_model, heads
     "small": (12, 768, 12),

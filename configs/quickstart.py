@@ -25,14 +25,13 @@ about 0.27 in about 7 minutes).
 import os
 
 import pretrainx
-from pretrainx.config import default_config
+from pretrainx.objectives import default_config
 
 ASSETS = os.path.join(os.path.dirname(pretrainx.__file__), "assets")
 
 
 def get_config():
-    c = default_config()
-    c.seed = 0
+    c = default_config("bert")
     c.total_steps = 2500
     c.global_batch_size = 128
     c.seq_len = 32
@@ -51,8 +50,6 @@ def get_config():
 
     c.optimizer.learning_rate = 1e-3
     c.optimizer.warmup_steps = 100
-    c.optimizer.weight_decay = 0.01
-    c.optimizer.grad_clip = 1.0
 
     books = os.path.join(ASSETS, "text")
     c.data.train_files = ",".join([

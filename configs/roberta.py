@@ -20,7 +20,7 @@ What differs from BERT, as the paper's section 4 sets it:
   RobertaModel), the MLM head tied to the embeddings; no pooler.
 """
 
-from pretrainx.config import default_config
+from pretrainx.objectives import default_config
 
 SIZES = {  # layers, hidden, heads, peak lr, warmup steps
     "base": (12, 768, 12, 6e-4, 24_000),

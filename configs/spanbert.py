@@ -17,7 +17,7 @@ The paper's recipe (section 4.1 and appendix; its fairseq implementation):
   2.4M steps.
 """
 
-from pretrainx.config import default_config
+from pretrainx.objectives import default_config
 
 SIZES = {  # layers, hidden, heads
     "base": (12, 768, 12),

@@ -17,7 +17,7 @@ T5's own: Adafactor with learning rate 1/sqrt(max(step, 10^4)), no weight decay,
 no clipping beyond Adafactor's update clipping.
 """
 
-from pretrainx.config import default_config
+from pretrainx.objectives import default_config
 
 SIZES = {  # encoder/decoder layers, d_model, heads, d_kv, d_ff
     "small": (6, 512, 8, 64, 2048),
@@ -37,12 +37,6 @@ def get_config(arg: str = "base"):
     layers, d_model, heads, d_kv, d_ff = SIZES[size]
     v1_1 = size.startswith("v1_1")
     c = default_config("t5")
-    c.total_steps = 2 ** 19
-    c.global_batch_size = 128
-    c.seq_len = 512
-    c.log_every = 100
-    c.eval_every = 10_000
-    c.checkpoint_every = 10_000
 
     # FSDP over every device, as the BERT recipes: parameters and optimizer state
     # sharded, the batch split the same way. Compiler cost-model estimates (python -m
@@ -57,28 +51,17 @@ def get_config(arg: str = "base"):
     c.model.num_heads = heads
     c.model.head_dim = d_kv
     c.model.mlp_dim = d_ff
-    c.model.vocab_size = 32128
-    c.model.feed_forward = "gated-gelu" if v1_1 else "relu"
-    c.model.tie_output = not v1_1
-    c.model.dropout_rate = 0.0 if v1_1 else 0.1
+    if v1_1:  # gated GELU, untied output layer, no dropout in pretraining
+        c.model.feed_forward, c.model.tie_output = "gated-gelu", False
+        c.model.dropout_rate = 0.0
     c.model.dtype = "bfloat16"  # compute; parameters and optimizer state stay float32
 
     if optimizer == "adafactor":
         c.optimizer.name = "adafactor"
         c.optimizer.schedule = "rsqrt"
         c.optimizer.learning_rate = 0.01  # x sqrt(10^4 / max(step, 10^4))
-        c.optimizer.warmup_steps = 10_000
         c.optimizer.weight_decay = 0.0
         c.optimizer.grad_clip = 0.0
-    else:
-        c.optimizer.name = "adamw"
-        c.optimizer.schedule = "warmup_linear"
-        c.optimizer.learning_rate = 1e-3
-        c.optimizer.warmup_steps = 10_000
-        c.optimizer.weight_decay = 0.01
-        c.optimizer.grad_clip = 1.0
+    # else the defaults: AdamW at 1e-3, 10k warmup steps, linear decay, clipping at 1.0
 
-    c.data.tokenizer = ""  # e.g. T5's spiece.model (32,000 pieces)
-    c.data.train_files = ""
-    c.data.eval_files = ""
     return c

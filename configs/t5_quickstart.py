@@ -15,17 +15,15 @@ targets 114.
 import os
 
 import pretrainx
-from pretrainx.config import default_config
+from pretrainx.objectives import default_config
 
 ASSETS = os.path.join(os.path.dirname(pretrainx.__file__), "assets")
 
 
 def get_config():
     c = default_config("t5")
-    c.seed = 0
     c.total_steps = 300
     c.global_batch_size = 8
-    c.seq_len = 512
     c.log_every = 25
     c.eval_every = 150
     c.eval_steps = 4
@@ -36,7 +34,6 @@ def get_config():
     c.model.num_decoder_layers = 2
     c.model.hidden_size = 256
     c.model.num_heads = 4
-    c.model.head_dim = 64
     c.model.mlp_dim = 512
     c.model.vocab_size = 4224  # 4,000 pieces + 100 sentinels, padded to 128
     c.model.feed_forward = "gated-gelu"
@@ -44,12 +41,8 @@ def get_config():
     c.model.dropout_rate = 0.0
     c.model.dtype = "float32"
 
-    c.optimizer.name = "adamw"
-    c.optimizer.schedule = "warmup_linear"
     c.optimizer.learning_rate = 3e-3
     c.optimizer.warmup_steps = 30
-    c.optimizer.weight_decay = 0.01
-    c.optimizer.grad_clip = 1.0
 
     books = os.path.join(ASSETS, "text")
     c.data.train_files = ",".join([

@@ -7,7 +7,9 @@ directory: config.json, model.safetensors and the tokenizer files, which
 
 from absl import flags
 
+from pretrainx import interop
 from pretrainx import main as main_lib
+from pretrainx.interop import hf
 from pretrainx.errors import UserError
 
 # --workdir is pretrainx.main's flag: a pretraining or fine-tuning workdir here.
@@ -19,8 +21,6 @@ def run(argv) -> int:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
     if not flags.FLAGS.workdir or not _OUTPUT.value:
         raise UserError("--workdir and --output are required")
-    from pretrainx import interop
-    from pretrainx.interop import hf
     pretrained = interop.load(flags.FLAGS.workdir)
     written = hf.save(pretrained, _OUTPUT.value)
     print(f"exported {pretrained.source} ({pretrained.head}) to {_OUTPUT.value}: "

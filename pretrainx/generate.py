@@ -7,7 +7,9 @@ or a HuggingFace GPT-2 directory. --temperature=0 is greedy decoding.
 
 from absl import flags
 
+from pretrainx import interop, models, sampling
 from pretrainx import main as main_lib
+from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 
 _PROMPT = flags.DEFINE_string("prompt", None, "Text to continue.")
@@ -27,12 +29,12 @@ def run(argv) -> int:
         raise UserError("--workdir and --prompt are required")
     if _TEMPERATURE.value < 0 or not 0 < _TOP_P.value <= 1 or _TOP_K.value < 0:
         raise UserError("--temperature must be >= 0, --top_p in (0, 1], --top_k >= 0")
-    from pretrainx import interop, sampling
-    from pretrainx.data.tokenizers import load_tokenizer
     pretrained = interop.load(workdir)
-    if pretrained.family != "gpt2":
-        raise UserError(f"{workdir} holds a {pretrained.family} model; generate samples GPT-2 "
-                        "models")
+    family = models.FAMILIES.find(pretrained.family)
+    if family is None or not family.causal_sampling:
+        samplers = [f.name for f in models.FAMILIES.entries() if f.causal_sampling]
+        raise UserError(f"{workdir} holds a {pretrained.family} model; generate samples "
+                        f"{', '.join(samplers)} models")
     tokenizer = load_tokenizer(pretrained.tokenizer)
     model_cfg = pretrained.model
     model_cfg.dropout_rate = model_cfg.attention_dropout_rate = 0.0

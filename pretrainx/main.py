@@ -11,7 +11,9 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from pretrainx import pretrain
 from pretrainx.errors import DiskFullError, UserError
+from pretrainx.finetune import loop as finetune_loop
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Recipe file (ml-collections).",
                                           lock_config=True)
@@ -53,10 +55,7 @@ def cli_config(argv, example: str = "configs/quickstart.py"):
 def run(argv) -> int:
     cfg = cli_config(argv)
     _init_distributed()
-    if cfg.get("objective") == "finetune":
-        from pretrainx.finetune import loop
-    else:
-        from pretrainx.train import loop
+    loop = finetune_loop if cfg.get("objective") == "finetune" else pretrain
     if _DESCRIBE.value:
         print(json.dumps(loop.describe(cfg)))
         return 0

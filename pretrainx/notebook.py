@@ -4,7 +4,7 @@ when a notebook runs:
 
 - `load_recipe("quickstart.py")`: a recipe of configs/ (which ships with the checkout,
   not the package) as `--config=` would load it, to change in Python;
-- `train(cfg, workdir)`: `pretrainx.train.loop.train` with a live progress bar;
+- `train(cfg, workdir)`: `pretrainx.pretrain.train` with a live progress bar;
 - `read_metrics(workdir)`: WORKDIR/metrics.jsonl as a list of records, for plots;
 - `fill_mask(workdir, ["... [MASK] ..."])`: what a pretrained BERT puts in each [MASK];
 - `span_corruption_examples(cfg, texts)`: T5's span corruption of a text, decoded, from
@@ -23,7 +23,12 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+import pretrainx
+from pretrainx import config as config_lib
+from pretrainx import interop, models, objectives, pretrain, sampling
+from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
+from pretrainx.models import bert, t5
 
 MASK = "[MASK]"
 _SENTINEL = re.compile(r"<extra_id_(\d+)>")
@@ -33,14 +38,12 @@ _SENTINEL = re.compile(r"<extra_id_(\d+)>")
 
 def repo_root() -> str | None:
     """The checkout pretrainx is installed from (pip install -e), if it has configs/."""
-    import pretrainx
     root = os.path.dirname(os.path.dirname(os.path.abspath(pretrainx.__file__)))
     return root if os.path.isdir(os.path.join(root, "configs")) else None
 
 
 def load_recipe(name: str, arg: str | None = None) -> ml_collections.ConfigDict:
     """get_config(arg) of configs/NAME (or of the file NAME), as `--config=` loads it."""
-    from pretrainx import config as config_lib
     path = name
     if not os.path.isfile(path):
         root = repo_root()
@@ -63,9 +66,8 @@ def _progress_bar(total: int, desc: str):
 
 
 def train(cfg, workdir: str, **kwargs) -> dict:
-    """`pretrainx.train.loop.train` with a progress bar (loss in its postfix); the
+    """`pretrainx.pretrain.train` with a progress bar (loss in its postfix); the
     run itself, its printed lines and its files are the command line's."""
-    from pretrainx.train import loop
     bar = _progress_bar(cfg.total_steps, os.path.basename(os.path.normpath(workdir)))
     shown = {}
 
@@ -78,7 +80,7 @@ def train(cfg, workdir: str, **kwargs) -> dict:
         bar.update(step - bar.n)
 
     try:
-        return loop.train(cfg, workdir, on_step=on_step, **kwargs)
+        return pretrain.train(cfg, workdir, on_step=on_step, **kwargs)
     finally:
         bar.close()
 
@@ -93,7 +95,6 @@ def read_metrics(workdir: str, split: str = "train") -> list:
 
 def _load(model):
     """A `Pretrained` (interop.load) from a path, or the one given."""
-    from pretrainx import interop
     return interop.load(model) if isinstance(model, (str, os.PathLike)) else model
 
 
@@ -114,10 +115,9 @@ def fill_mask(model, texts, top_k: int = 5) -> list:
     [CLS] text [SEP] as in pretraining; keep it within the length the model was trained
     at (positions beyond it were never trained).
     """
-    from pretrainx.data.tokenizers import load_tokenizer
-    from pretrainx.models import bert
     pretrained = _load(model)
-    if pretrained.family != "bert" or pretrained.head != "pretrain":
+    family = models.FAMILIES.find(pretrained.family)
+    if family is None or not family.fill_mask or pretrained.head != "pretrain":
         raise UserError(f"{pretrained.source} is a {pretrained.family} model with a "
                         f"{pretrained.head} head; fill_mask needs BERT's pretraining heads")
     tokenizer = load_tokenizer(pretrained.tokenizer, lower_case=pretrained.lower_case)
@@ -168,16 +168,15 @@ def fill_mask(model, texts, top_k: int = 5) -> list:
 
 def _t5_objective(cfg_or_workdir):
     """The span-corruption objective of a T5 config, or of a workdir's config.json."""
-    from pretrainx import objectives
-    from pretrainx.data.tokenizers import load_tokenizer
     cfg = cfg_or_workdir
     if isinstance(cfg, (str, os.PathLike)):
         with open(os.path.join(cfg, "config.json"), encoding="utf-8") as f:
             cfg = ml_collections.ConfigDict(json.load(f))
-    if cfg.get("objective") != "t5":
+    objective = objectives.build(cfg, load_tokenizer(cfg.data.tokenizer,
+                                                     lower_case=cfg.data.lower_case))
+    if not hasattr(objective, "corrupt"):
         raise UserError(f"a {cfg.get('objective')!r} config; span corruption is T5's")
-    return objectives.build(cfg, load_tokenizer(cfg.data.tokenizer,
-                                                lower_case=cfg.data.lower_case))
+    return objective
 
 
 def span_corruption_examples(cfg_or_workdir, texts, seed: int = 0) -> list:
@@ -200,9 +199,6 @@ def _t5_sampler(net, length: int, temperature: float, top_k: int, top_p: float):
     """[batch, length] decoder outputs, one token a step, each step rerunning the decoder
     on the whole prefix as finetune.loop.greedy_decode does (no cache: a few tokens);
     temperature 0 is greedy decoding."""
-    from pretrainx import sampling
-    from pretrainx.models import t5
-
     def run(params, tokens, segments, key):
         encoded = net.apply({"params": params}, tokens, segments, True, method=t5.T5.encode)
         out = jnp.zeros((tokens.shape[0], length), jnp.int32)
@@ -229,7 +225,6 @@ def t5_sample(workdir: str, texts, max_new_tokens: int = 16, temperature: float 
     (as span_corruption_examples writes it) is dropped: EOS is added as in training.
     Returns, per text, `num_samples` decoded outputs (cut after EOS); temperature 0 is
     greedy decoding."""
-    from pretrainx.models import t5
     objective = _t5_objective(workdir)
     pretrained = _load(workdir)
     tokenizer, sentinels = objective.tokenizer, objective.sentinels

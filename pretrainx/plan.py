@@ -20,11 +20,17 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # libtpu takes a machine-wide lock; a compiler-only use must not fight other processes.
 os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 
+import jax  # noqa: E402
 from absl import flags  # noqa: E402
+from flax import linen as nn  # noqa: E402
+
+from pretrainx import config as config_lib  # noqa: E402
+from pretrainx import objectives, sharding  # noqa: E402
 
 from pretrainx.chips import CHIPS, GIB  # noqa: E402
 from pretrainx.errors import UserError  # noqa: E402
 from pretrainx.main import _first_line, cli, cli_config  # noqa: E402
+from pretrainx.train import optim, state as state_lib, step as step_lib  # noqa: E402
 
 _TOPOLOGY = flags.DEFINE_string("topology", None, "TPU topology, e.g. v3:4x4, v5e:4x4, v4:2x2x2.")
 _PHASE = flags.DEFINE_integer("phase", None, "Plan only this phase (1, or 2 for BERT's 512).")
@@ -82,12 +88,6 @@ def _estimate(cost, generation, devices_per_chip, model_flops_device):
 
 
 def plan_phase(cfg, phase, devices, generation, devices_per_chip) -> dict:
-    import jax
-    from flax import linen as nn
-
-    from pretrainx import objectives, sharding
-    from pretrainx.train import optim, state as state_lib, step as step_lib
-
     objective = objectives.build(cfg, tokenizer=None)
     model = objective.model
     mesh = sharding.make_mesh(cfg.mesh, devices)
@@ -148,9 +148,7 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip) -> dict:
 
 
 def plan(cfg, topology: str, phase_index=None, search=False) -> dict:
-    from pretrainx import config as config_lib, sharding
-
-    config_lib.validate(cfg)
+    objectives.validate(cfg)
     devices, generation, per_chip = topology_devices(topology)
     phases = config_lib.phases(cfg)
     if phase_index is not None:

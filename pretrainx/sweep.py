@@ -24,7 +24,9 @@ from typing import Callable
 import ml_collections
 import numpy as np
 
+from pretrainx import pretrain
 from pretrainx.errors import UserError
+from pretrainx.finetune import loop as finetune_loop
 
 RESULT_FILE = "trial.json"
 
@@ -134,11 +136,7 @@ def _final_metrics(result: dict) -> dict:
 
 
 def _default_train(cfg, workdir):
-    if cfg.get("objective") == "finetune":
-        from pretrainx.finetune import loop
-    else:
-        from pretrainx.train import loop
-    return loop.train(cfg, workdir)
+    return (finetune_loop if cfg.get("objective") == "finetune" else pretrain).train(cfg, workdir)
 
 
 def run(trials, train_fn: Callable | None = None, metric: str = "eval_loss",

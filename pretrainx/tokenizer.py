@@ -21,6 +21,8 @@ import sys
 
 from absl import app, flags
 
+from pretrainx.data import words
+from pretrainx.data.tokenizers import load_tokenizer, train_sentencepiece, train_wordpiece
 from pretrainx.errors import UserError
 
 FLAGS = flags.FLAGS
@@ -73,12 +75,9 @@ def _require(name: str):
 
 
 def _train() -> None:
-    from pretrainx.data.tokenizers import train_sentencepiece, train_wordpiece
-
     if FLAGS.max_sentences < 1:
         raise UserError(f"--max_sentences={FLAGS.max_sentences} must be positive")
     if FLAGS.model_type == "words":
-        from pretrainx.data import words
         output = os.path.expanduser(_require("output"))
         if not output.endswith(".words"):
             output = os.path.join(output, "vocab.words")
@@ -114,8 +113,6 @@ def _stdin_lines():
 
 
 def _load():
-    from pretrainx.data.tokenizers import load_tokenizer
-
     return load_tokenizer(_require("tokenizer"), lower_case=FLAGS.lower_case)
 
 

@@ -210,9 +210,9 @@ def test_parameter_count():
 
 def test_bad_albert_keys_are_refused():
     with pytest.raises(UserError, match="model.embedding_size"):
-        config_lib.validate(tiny_albert_config(**{"model.embedding_size": -1}))
+        objectives.validate(tiny_albert_config(**{"model.embedding_size": -1}))
     with pytest.raises(UserError, match="data.max_ngram"):
-        config_lib.validate(tiny_albert_config(**{"data.max_ngram": 0}))
+        objectives.validate(tiny_albert_config(**{"data.max_ngram": 0}))
 
 
 def test_loss_falls_and_sharded_equals_unsharded(tmp_path):
@@ -229,7 +229,7 @@ def test_loss_falls_and_sharded_equals_unsharded(tmp_path):
 
 def test_stats_figures():
     """`python -m pretrainx.data --stats` for ALBERT (its batch_statistics)."""
-    from pretrainx.data.__main__ import batch_statistics
+    from pretrainx.data_cli import batch_statistics
     cfg = tiny_albert_config(seq_len=512, global_batch_size=32,
                              **{"data.max_predictions_per_seq": 80,
                                 "data.train_files": PRIDE})

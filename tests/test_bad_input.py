@@ -230,4 +230,4 @@ def test_export_of_an_unsupported_hf_directory(tmp_path):
     result = _run_module("pretrainx.export", [f"--workdir={tmp_path / 'hf'}",
                                               f"--output={tmp_path / 'out'}"])
     assert_one_line_error(result, str(tmp_path / "hf" / "config.json"),
-                          "unsupported architecture LlamaForCausalLM", "bert, t5, gpt2")
+                          "unsupported architecture LlamaForCausalLM", "bert, gpt2, t5")

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pretrainx.data.sources import detect_format, read_documents
+from pretrainx.data.sources import read_documents
+from pretrainx.data.text import detect_format
 from pretrainx.errors import UserError
 from pretrainx.objectives.mlm import mask_tokens, mlm_loss_and_metrics
 from pretrainx.objectives.nsp import create_pair_examples, nsp_loss_and_metrics

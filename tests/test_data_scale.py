@@ -13,10 +13,11 @@ import pytest
 
 from conftest import REPO, tiny_bert_config, tiny_t5_config
 from pretrainx import config as config_lib, objectives
-from pretrainx.data import pipeline, prepare, prepared, sources
+from pretrainx import prepare
+from pretrainx.data import pipeline, prepared, sources
 from pretrainx.data.tokenizers import bert_pretokenize, load_tokenizer, train_wordpiece
 from pretrainx.errors import UserError
-from pretrainx.train import loop
+from pretrainx.train import phases as phases_lib
 
 BOOKS = REPO / "pretrainx" / "assets" / "text"
 ALICE = str(BOOKS / "pg11_alice_in_wonderland.txt")
@@ -84,8 +85,8 @@ def test_prepared_examples_equal_the_ones_built_from_text(family, tmp_path):
     _same_examples(from_text, from_shards)
     # and so the training batches are the same too
     text_cfg = make(**{"data.docs_per_shard": 5})
-    a = loop.train_dataset(text_cfg, _objective(text_cfg), phase)[3]
-    b = loop.train_dataset(cfg, _objective(cfg), phase)[3]
+    a = phases_lib.train_dataset(text_cfg, _objective(text_cfg), phase)[3]
+    b = phases_lib.train_dataset(cfg, _objective(cfg), phase)[3]
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
 
@@ -150,7 +151,7 @@ def test_tfds_builder_round_trip(tmp_path):
     # A config trains on it through the same path as Wikipedia or C4 would take.
     cfg = tiny_bert_config(**{"data.train_files": spec,
                               "data.tfds_data_dir": str(tmp_path / "tfds")})
-    batch = loop.train_dataset(cfg, _objective(cfg), config_lib.phases(cfg)[0])[0]
+    batch = phases_lib.train_dataset(cfg, _objective(cfg), config_lib.phases(cfg)[0])[0]
     assert batch["input_ids"].shape == (8, 64) and batch["masked_lm_weights"].sum() > 0
 
 
@@ -236,7 +237,7 @@ def test_truncated_gzip_names_the_file_or_keeps_what_came_before(tmp_path):
 
 
 def test_bad_lines_are_counted_in_the_stats_command(tmp_path):
-    from pretrainx.data.__main__ import batch_statistics
+    from pretrainx.data_cli import batch_statistics
     good = [json.dumps({"text": p}) for p in open(ALICE, encoding="utf-8").read().split("\n\n")
             if len(p) > 300]
     (tmp_path / "c.jsonl").write_text("\n".join(good[:60] + ["not json"] * 3) + "\n",
@@ -277,7 +278,7 @@ def test_mixed_sources_from_a_config(tmp_path):
     objective = _objective(cfg)
     phase = config_lib.phases(cfg)[0]
     alice = {e["input_ids"].tobytes() for e in objective.examples(ALICE, phase, train=True)}
-    ds = loop.train_dataset(cfg, objective, phase)
+    ds = phases_lib.train_dataset(cfg, objective, phase)
     from_alice = []
     for i in range(125):  # 1000 examples
         batch = ds[i]
@@ -386,7 +387,7 @@ def test_grain_worker_processes_give_the_same_batches_and_resume(bert_prepared):
     cfg = tiny_bert_config(**{"data.dupe_factor": 2, "data.docs_per_shard": 6,
                               "data.eval_files": ALICE, "data.prepared_dir": out})
     objective, phase = _objective(cfg), config_lib.phases(cfg)[0]
-    ds, signature = loop.train_data(cfg, objective, phase)
+    ds, signature = phases_lib.train_data(cfg, objective, phase)
     threads = pipeline.make_iterator(ds, signature=signature)
     want = [next(threads) for _ in range(6)]
     workers = pipeline.make_iterator(ds, signature=signature, worker_processes=2)

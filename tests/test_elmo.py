@@ -8,6 +8,7 @@ import pytest
 
 from conftest import REPO, load_config, override, read_metrics
 from pretrainx import config as config_lib, objectives
+from pretrainx import charset
 from pretrainx.data import words
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.models import elmo
@@ -49,14 +50,14 @@ def test_words_are_read_by_their_characters():
     for word, i in zip(words.split_words(sentence), ids):
         row = tok.chars[i]
         body = list(word.encode("utf-8"))
-        assert row[0] == words.BOW_CHAR and list(row[1:1 + len(body)]) == body
-        assert row[1 + len(body)] == words.EOW_CHAR
-        assert (row[2 + len(body):] == words.PAD_CHAR).all()
-    assert list(tok.chars[tok.bos_id][:3]) == [words.BOW_CHAR, words.BOS_CHAR, words.EOW_CHAR]
-    assert list(tok.chars[tok.eos_id][:3]) == [words.BOW_CHAR, words.EOS_CHAR, words.EOW_CHAR]
+        assert row[0] == charset.BOW_CHAR and list(row[1:1 + len(body)]) == body
+        assert row[1 + len(body)] == charset.EOW_CHAR
+        assert (row[2 + len(body):] == charset.PAD_CHAR).all()
+    assert list(tok.chars[tok.bos_id][:3]) == [charset.BOW_CHAR, charset.BOS_CHAR, charset.EOW_CHAR]
+    assert list(tok.chars[tok.eos_id][:3]) == [charset.BOW_CHAR, charset.EOS_CHAR, charset.EOW_CHAR]
     assert tok.encode("Xyzzyplugh") == [tok.unk_id]
-    long = words.char_ids("a" * 80)
-    assert long.size == words.MAX_CHARS and long[-1] == words.EOW_CHAR  # cut at 48 bytes
+    long = charset.char_ids("a" * 80)
+    assert long.size == charset.MAX_CHARS and long[-1] == charset.EOW_CHAR  # cut at 48 bytes
 
 
 def test_every_word_is_predicted_once_from_each_side():
@@ -156,7 +157,7 @@ def test_loss_falls_and_sharded_equals_unsharded(tmp_path):
 
 def test_stats_command_figures():
     """`python -m pretrainx.data --stats` for ELMo: the shifts agree everywhere."""
-    from pretrainx.data.__main__ import batch_statistics
+    from pretrainx.data_cli import batch_statistics
     stats = batch_statistics(tiny_elmo_config(), num_batches=2)
     assert stats["forward_shift_agreement"] == 1.0 and stats["backward_shift_agreement"] == 1.0
     assert stats["forward_target_fraction"] > 0.9 and stats["words_per_row"] == 16

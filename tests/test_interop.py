@@ -316,10 +316,10 @@ def test_continued_pretraining_starts_from_an_hf_directory(pretrained_workdir, t
     """init_from in a pretraining config: the run starts from the imported weights
     (after one step at warmup's learning rate 0 they are unchanged, bit for bit)."""
     from conftest import tiny_bert_config
-    from pretrainx.train import loop
+    from pretrainx import pretrain
     _export(pretrained_workdir, tmp_path / "hf")
     cfg = tiny_bert_config(total_steps=1, checkpoint_every=1, init_from=str(tmp_path / "hf"))
-    loop.train(cfg, str(tmp_path / "w"), devices=jax.devices()[:1])
+    pretrain.train(cfg, str(tmp_path / "w"), devices=jax.devices()[:1])
     start, after = interop.load(str(tmp_path / "hf")), interop.load(str(tmp_path / "w"))
     for (path, a), (_, b) in zip(jax.tree_util.tree_leaves_with_path(start.params),
                                  jax.tree_util.tree_leaves_with_path(after.params)):
@@ -327,4 +327,4 @@ def test_continued_pretraining_starts_from_an_hf_directory(pretrained_workdir, t
     wrong = tiny_bert_config(total_steps=1, init_from=str(tmp_path / "hf"),
                              **{"model.mlp_dim": 96})
     with pytest.raises(UserError, match=r"parameter bert/layer_0/mlp/wi/bias has shape \(128,\)"):
-        loop.train(wrong, str(tmp_path / "w2"), devices=jax.devices()[:1])
+        pretrain.train(wrong, str(tmp_path / "w2"), devices=jax.devices()[:1])

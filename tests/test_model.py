@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import load_config
-from pretrainx.config import default_config
+from pretrainx.models.bert import default_config
 from pretrainx.models.bert import BertForPreTraining
 from pretrainx.models.layers import Dropout
 from pretrainx.train import loop
@@ -27,7 +27,7 @@ def test_dropout_rate_independence_and_scaling():
 
 
 def test_masked_prediction_depends_on_its_neighbours():
-    cfg = default_config().model
+    cfg = default_config()
     cfg.num_layers, cfg.hidden_size, cfg.num_heads, cfg.mlp_dim, cfg.vocab_size = 2, 64, 2, 128, 100
     model = BertForPreTraining(cfg)
     batch = {"input_ids": jnp.arange(16)[None] + 5, "token_type_ids": jnp.zeros((1, 16), jnp.int32),

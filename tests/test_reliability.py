@@ -18,6 +18,7 @@ import pytest
 from conftest import REPO, TINY_CLI, read_metrics, tiny_bert_config
 from pretrainx.errors import UserError
 from pretrainx.train import loop
+from pretrainx.train import phases as phases_lib
 
 def _saved_params(workdir, step):
     path = pathlib.Path(workdir) / "checkpoints" / str(step) / "state"
@@ -28,7 +29,7 @@ def _saved_params(workdir, step):
 def _poison_steps(monkeypatch, steps):
     """Batches of these (1-based) steps get out-of-range token ids: the embedding
     lookup then yields NaN, as a corrupt shard or an overflow would."""
-    original = loop._Phases.to_global
+    original = phases_lib.Phases.to_global
     calls = {"n": 0}
 
     def to_global(self, local_batch):
@@ -37,7 +38,7 @@ def _poison_steps(monkeypatch, steps):
             local_batch = dict(local_batch, input_ids=np.full_like(
                 local_batch["input_ids"], 10 ** 6))
         return original(self, local_batch)
-    monkeypatch.setattr(loop._Phases, "to_global", to_global)
+    monkeypatch.setattr(phases_lib.Phases, "to_global", to_global)
 
 
 def test_a_non_finite_step_leaves_the_model_as_it_was(tmp_path, monkeypatch):

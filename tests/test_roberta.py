@@ -15,7 +15,7 @@ from pretrainx import config as config_lib
 from pretrainx import objectives
 from pretrainx.data import pipeline
 from pretrainx.data.tokenizers import load_tokenizer
-from pretrainx.objectives.roberta_mlm import pack_sentences
+from pretrainx.objectives.rows import pack_sentences
 from pretrainx.train import loop
 
 BOOKS = REPO / "pretrainx" / "assets" / "text"

@@ -13,7 +13,7 @@ import os
 import numpy as np
 import regex
 
-from pretrainx.data.tokenizers import Tokenizer
+from pretrainx.data.tokenizer_base import Tokenizer
 from pretrainx.errors import UserError
 
 END_OF_TEXT = "<|endoftext|>"

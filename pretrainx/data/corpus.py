@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pretrainx.data import sources
+from pretrainx.data import prepared, sources
 
 
 def read_options(data) -> dict:
@@ -71,7 +71,6 @@ class Corpus:
     def examples(self, objective, spec, phase, train: bool) -> Sequence:
         """The examples of one source (train: one of data.train_files' sources)."""
         if self.cfg.data.prepared_dir:
-            from pretrainx.data import prepared
             examples, self.stats[spec] = prepared.open_examples(self.cfg, self.tokenizer, spec,
                                                                 phase, train)
             return examples

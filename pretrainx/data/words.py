@@ -18,15 +18,11 @@ import re
 
 import numpy as np
 
-from pretrainx.data.tokenizers import Tokenizer
+from pretrainx.charset import PAD_CHAR, char_ids
+from pretrainx.data.tokenizer_base import Tokenizer
 from pretrainx.errors import UserError
 
 SPECIALS = ("<pad>", "<S>", "</S>", "<UNK>")
-MAX_CHARS = 50
-# Character ids: bytes 0-255, then the markers; 261 rows in the char embedding.
-BOS_CHAR, EOS_CHAR, BOW_CHAR, EOW_CHAR, PAD_CHAR = 256, 257, 258, 259, 260
-NUM_CHARS = 261
-
 # Words, numbers (with inner . , : ' -) and single punctuation marks, as in
 # tokenized news text: "Mr. Darcy's" -> "Mr", ".", "Darcy's".
 _WORD = re.compile(r"\w+(?:[.,:'’\-]\w+)*|[^\w\s]", re.UNICODE)
@@ -34,16 +30,6 @@ _WORD = re.compile(r"\w+(?:[.,:'’\-]\w+)*|[^\w\s]", re.UNICODE)
 
 def split_words(text: str) -> list:
     return _WORD.findall(text)
-
-
-def char_ids(word: str, max_chars: int = MAX_CHARS) -> np.ndarray:
-    special = {"<S>": [BOS_CHAR], "</S>": [EOS_CHAR]}.get(word)
-    body = special or list(word.encode("utf-8", "replace")[:max_chars - 2])
-    out = np.full(max_chars, PAD_CHAR, np.int32)
-    out[0] = BOW_CHAR
-    out[1:1 + len(body)] = body
-    out[1 + len(body)] = EOW_CHAR
-    return out
 
 
 class WordTokenizer(Tokenizer):

@@ -11,7 +11,8 @@ import ml_collections
 
 from pretrainx import config as config_lib
 from pretrainx.errors import UserError
-from pretrainx.models import peft as peft_lib
+from pretrainx.finetune import task_data
+from pretrainx.models import bert, peft as peft_lib
 
 
 def finetune_config() -> ml_collections.ConfigDict:
@@ -64,7 +65,7 @@ def finetune_config() -> ml_collections.ConfigDict:
     c.peft.num_virtual_tokens = 20  # prompt tokens, or prefix length per layer
 
     # Used only without init_from: the shape of a randomly initialised encoder.
-    c.model = config_lib.default_config("bert").model
+    c.model = bert.default_config()
     return c
 
 
@@ -74,7 +75,6 @@ def validate(cfg) -> ml_collections.ConfigDict:
     for name in config_lib.flatten(cfg):
         if name not in known and name not in groups:
             raise UserError(f"unknown config key '{name}'")
-    from pretrainx.finetune import task_data
     task_data.check_name(cfg.task)
     config_lib.check_positive(cfg, "epochs", "global_batch_size", "seq_len", "log_every",
                          "eval_batch_size", "max_skipped_steps")

@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from pretrainx.errors import UserError
+from pretrainx.finetune.task import EvalSet, TaskData
 
 LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 METRICS = ("f1", "precision", "recall")
@@ -113,7 +114,6 @@ def _tags(outputs, sentences, firsts):
 
 
 def build(cfg, tokenizer):
-    from pretrainx.finetune.task_data import EvalSet, TaskData
     folder = cfg.data.conll_dir or os.path.join(cfg.data.glue_dir, "CoNLL-2003")
     path = lambda name: os.path.join(os.path.expanduser(folder), name)
     train, _ = encode(read(path("train.txt"), cfg.data.max_train_examples), tokenizer,

@@ -13,6 +13,8 @@ import os
 import numpy as np
 
 from pretrainx.errors import UserError
+from pretrainx.finetune import scores
+from pretrainx.finetune.task import EvalSet, TaskData
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +67,7 @@ TASKS = {t.name: t for t in (
 
 def get_task(name: str) -> Task:
     if name not in TASKS:
-        from pretrainx.finetune import task_data
-        task_data.check_name(name)
+        raise UserError(f"config key 'task' is {name!r}; GLUE's tasks are {', '.join(TASKS)}")
     return TASKS[name]
 
 
@@ -194,8 +195,6 @@ def _predicted(task, outputs):
 
 
 def build(task: Task, cfg, tokenizer):
-    from pretrainx.finetune import scores
-    from pretrainx.finetune.task_data import EvalSet, TaskData
     files = task_files(task, cfg.data.glue_dir)
     encoded = lambda split: encode(split, tokenizer, cfg.seq_len, task.is_regression)
     train = encoded(read_split(task, files["train"], True, cfg.data.max_train_examples))

@@ -6,7 +6,6 @@ is the data (whole epochs of one task, dropping the last partial batch as
 run_classifier.py does) and what is kept (the best epoch, not the last).
 """
 
-import math
 import os
 import time
 
@@ -15,12 +14,14 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
+from flax import linen as nn
 
-from pretrainx import interop, sharding
+from pretrainx import interop, models, sharding
+from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.finetune import config as ft_config
 from pretrainx.finetune import task_data
-from pretrainx.models import bert, peft as peft_lib, t5
+from pretrainx.models import bert, peft as peft_lib
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, state as state_lib, step as step_lib
 
@@ -92,7 +93,6 @@ class _Setup:
     """Tokenizer, task data, model and initial parameters from `init_from` (or random)."""
 
     def __init__(self, cfg):
-        from pretrainx.data.tokenizers import load_tokenizer
         self.pretrained = interop.load(cfg.init_from) if cfg.init_from else None
         if self.pretrained is not None:
             model_cfg = ml_collections.ConfigDict(self.pretrained.model.to_dict())
@@ -111,24 +111,25 @@ class _Setup:
         if self.tokenizer.vocab_size > model_cfg.vocab_size:
             raise UserError(f"tokenizer {tokenizer_path} has {self.tokenizer.vocab_size} ids but "
                             f"the model has {model_cfg.vocab_size}")
-        self.family = model_cfg.get("family", "bert")
-        if self.family not in ("bert", "t5"):
-            raise UserError(f"init_from {cfg.init_from} is a {self.family} model; fine-tuning "
-                            "takes BERT (heads) and T5 (text to text) models")
+        name = model_cfg.get("family", "bert")
+        self.family = models.FAMILIES.find(name)
+        if self.family is None or self.family.finetune_model is None:
+            tuned = [f.name for f in models.FAMILIES.entries() if f.finetune_model]
+            raise UserError(f"init_from {cfg.init_from} is a {name} model; fine-tuning takes "
+                            f"{', '.join(tuned)} models")
         self.peft = peft_lib.from_config(cfg.peft)
-        if self.family == "t5" and self.peft.method != "none":
-            raise UserError(f"peft.method={self.peft.method} is built for BERT encoders; a T5 "
-                            "init_from fine-tunes fully (peft.method=none)")
+        if not self.family.peft and self.peft.method != "none":
+            raise UserError(f"peft.method={self.peft.method} is built for BERT encoders; a "
+                            f"{name} init_from fine-tunes fully (peft.method=none)")
         length = cfg.seq_len + self.peft.prompt_length
-        if self.family == "bert" and length > model_cfg.max_position_embeddings:
+        limit = model_cfg.get(self.family.max_positions) if self.family.max_positions else None
+        if limit is not None and length > limit:
             raise UserError(f"seq_len={cfg.seq_len} (+ {self.peft.prompt_length} prompt tokens) "
-                            f"exceeds the model's {model_cfg.max_position_embeddings} positions")
-        self.data = task_data.build(cfg, self.tokenizer, self.family)
+                            f"exceeds the model's {limit} positions")
+        self.data = task_data.build(cfg, self.tokenizer, as_text=self.family.text_to_text)
 
     def model(self, head: str, num_labels: int):
-        if self.family == "t5":
-            return t5.T5(self.model_cfg)
-        return bert.BertForFineTuning(self.model_cfg, head, num_labels, self.peft)
+        return self.family.finetune_model(self.model_cfg, head, num_labels, self.peft)
 
     def takes_head(self, data) -> bool:
         """A fine-tuned model's head carries over to the same head with the same labels."""
@@ -287,17 +288,17 @@ def train(cfg, workdir: str, devices=None) -> dict:
 
 
 def greedy_decode(model, params, batch, length: int):
-    """[batch, length] greedy T5 outputs. The decoder reruns on the whole prefix at
+    """[batch, length] greedy outputs of an encoder-decoder (T5's encode / decode). The decoder reruns on the whole prefix at
     each step (no cache): targets here are a few tokens long."""
     tokens, segments = batch["encoder_input_tokens"], batch["encoder_segment_ids"]
-    encoded = model.apply({"params": params}, tokens, segments, True, method=t5.T5.encode)
+    encoded = model.apply({"params": params}, tokens, segments, True, method="encode")
     out = jnp.zeros((tokens.shape[0], length), jnp.int32)
     ones = jnp.ones_like(out)
 
     def step(i, out):
         previous = jnp.concatenate([jnp.zeros_like(out[:, :1]), out[:, :-1]], axis=1)
         logits = model.apply({"params": params}, encoded, segments, previous, ones, True,
-                             method=t5.T5.decode)
+                             method="decode")
         return out.at[:, i].set(jnp.argmax(logits[:, i], axis=-1).astype(jnp.int32))
 
     return jax.lax.fori_loop(0, length, step, out)
@@ -327,7 +328,6 @@ def describe(cfg) -> dict:
     data = setup.data
     model = setup.model(data.head, data.num_labels)
     batch = _rows(data.train, np.zeros(1, np.int64))
-    from flax import linen as nn
     params = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.key(0), batch))["params"])
     labels = peft_lib.trainable_labels(params, setup.peft, bert.BertForFineTuning.head_modules)
     n_train = len(data.train["weight"])

@@ -18,6 +18,7 @@ import string
 import numpy as np
 
 from pretrainx.errors import UserError
+from pretrainx.finetune.task import EvalSet, TaskData
 
 METRICS = ("f1", "exact_match")
 
@@ -226,7 +227,6 @@ def evaluate(examples, answers: dict) -> dict:
 
 
 def build(cfg, tokenizer):
-    from pretrainx.finetune.task_data import EvalSet, TaskData
     d = cfg.data
     folder = os.path.expanduser(d.squad_dir)
     train_examples = read(os.path.join(folder, "train-v1.1.json"), d.max_train_examples)

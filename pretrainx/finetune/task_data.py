@@ -1,62 +1,25 @@
-"""What the fine-tuning loop needs from a task, whatever its files look like.
-
-A task builder reads its files, tokenizes them into fixed-length arrays, and says
-how to score and write the model's outputs; the loop only trains, predicts and
-keeps the best epoch.
-"""
-
-import dataclasses
-from typing import Callable
+"""Tasks by name: GLUE's nine, CoNLL-2003 NER and SQuAD, each built by its module into
+a `TaskData` (finetune/task.py); a text-to-text model (T5) gets the text form."""
 
 from pretrainx.errors import UserError
-
-
-@dataclasses.dataclass
-class EvalSet:
-    name: str  # "" for a task's single dev set; "matched", "test", ...
-    arrays: dict  # model inputs (rows of equal length), as the train arrays
-    score: Callable | None  # outputs [rows, ...] -> {metric: value}; None: unlabelled
-    write: Callable | None = None  # (workdir, outputs) -> path of the predictions file
-
-
-@dataclasses.dataclass
-class TaskData:
-    head: str  # classify | tokens | span (BERT heads) | seq2seq (T5, generated ids)
-    labels: tuple  # label strings in id order; () for regression
-    metrics: tuple  # the first decides the best epoch
-    train: dict  # arrays with a "weight" row (or token) mask
-    dev: list  # [EvalSet] scored after every epoch
-    test: list  # [EvalSet] predicted with the best epoch's parameters
-    predict_inputs: tuple = ("input_ids", "token_type_ids", "attention_mask")
-
-    @property
-    def num_labels(self) -> int:
-        return len(self.labels) or 1
-
-    @property
-    def regression(self) -> bool:
-        return self.head == "classify" and not self.labels
+from pretrainx.finetune import conll, glue, squad, text_to_text
+from pretrainx.finetune.task import TaskData
 
 
 def task_names() -> list:
-    from pretrainx.finetune import glue
     return list(glue.TASKS) + ["conll2003", "squad"]
 
 
-def build(cfg, tokenizer, family: str = "bert") -> TaskData:
+def build(cfg, tokenizer, as_text: bool = False) -> TaskData:
     """The TaskData of `cfg.task` from its files under data.glue_dir / data.squad_dir,
-    in T5's text-to-text form for a T5 model."""
+    in T5's text-to-text form when `as_text`."""
     name = cfg.task
-    if family == "t5":
-        from pretrainx.finetune import text_to_text
+    if as_text:
         return text_to_text.build(cfg, tokenizer)
     if name == "conll2003":
-        from pretrainx.finetune import conll
         return conll.build(cfg, tokenizer)
     if name == "squad":
-        from pretrainx.finetune import squad
         return squad.build(cfg, tokenizer)
-    from pretrainx.finetune import glue
     return glue.build(glue.get_task(name), cfg, tokenizer)
 
 

@@ -8,6 +8,8 @@ label counts as wrong, as in the paper.
 import numpy as np
 
 from pretrainx.errors import UserError
+from pretrainx.finetune import glue, scores, squad
+from pretrainx.finetune.task import EvalSet, TaskData
 
 # (field name, text column index) in the order T5 writes them.
 FIELDS = {
@@ -79,8 +81,6 @@ def decode(tokenizer, ids) -> str:
 
 
 def build(cfg, tokenizer):
-    from pretrainx.finetune import glue, scores, squad
-    from pretrainx.finetune.task_data import EvalSet, TaskData
     name = cfg.task
     if name == "conll2003":
         raise UserError("task conll2003 fine-tunes BERT encoders; T5 has no text-to-text "

@@ -7,9 +7,14 @@ TF-converted files). The heads map to BertForPreTraining's `cls.*`, and to the
 BertForTokenClassification and BertForQuestionAnswering.
 """
 
+import os
+import shutil
+
 import numpy as np
 
 from pretrainx.errors import UserError
+import pretrainx.interop.hf as hf_lib
+from pretrainx.models import bert
 
 _ACT_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "tanh": "tanh"}
 _ACT_FROM_HF = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
@@ -188,3 +193,59 @@ def head_of_architecture(hf: dict) -> str:
         if name == arch:
             return head
     return "encoder"  # BertModel, BertForMaskedLM, ...: the encoder (and pooler) only
+
+
+def _labels(hf: dict, head: str):
+    """A fine-tuned BERT head's labels from config.json: () for regression."""
+    if head not in ("classify", "tokens"):
+        return None
+    if hf.get("problem_type") == "regression":
+        return ()
+    id2label = hf.get("id2label") or {"0": "LABEL_0", "1": "LABEL_1"}
+    return tuple(id2label[str(i)] for i in range(len(id2label)))
+
+
+def _read(hf: dict, state: dict, path: str) -> dict:
+    model = model_config_from_hf(hf, bert.default_config(), os.path.join(path, "config.json"))
+    head = head_of_architecture(hf)
+    params = from_hf_state(state, model, head, path)
+    tokenizer, lower_case = hf_lib.tokenizer_of(path)
+    return dict(model=model, params=params, tokenizer=tokenizer, lower_case=lower_case,
+                head=head, labels=_labels(hf, head))
+
+
+def _check(pretrained) -> None:
+    m = pretrained.model
+    if m.get("embedding_size", 0) not in (0, m.hidden_size) or m.get("share_layers"):
+        # ELECTRA-Small's projected embeddings (and shared layers) have no place in BertModel
+        raise UserError(f"{pretrained.source} has factorised embeddings or shared layers "
+                        "(model.embedding_size / model.share_layers), which an HF BERT "
+                        "cannot hold; HF export writes plain BERT, GPT-2 and T5")
+
+
+def _write(pretrained, params, tokenizer):
+    labels = pretrained.labels if pretrained.head in ("classify", "tokens") else None
+    return (to_hf_state(params, pretrained.model, pretrained.head),
+            to_hf_config(pretrained.model, pretrained.head, tokenizer.pad_id, labels))
+
+
+def _write_tokenizer(pretrained, tokenizer, output) -> list:
+    max_len = int(pretrained.model.get("max_position_embeddings", 512))
+    if pretrained.tokenizer.endswith(".txt"):
+        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "vocab.txt"))
+        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": pretrained.lower_case,
+                  "model_max_length": max_len}
+        name = "vocab.txt"
+    else:
+        # Our SentencePiece BERT vocabularies carry [CLS]/[SEP]/[MASK] as pieces:
+        # ALBERT's tokenizer is HF's SentencePiece tokenizer with BERT's layout.
+        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "spiece.model"))
+        config = {"tokenizer_class": "AlbertTokenizer", "do_lower_case": False,
+                  "keep_accents": True, "remove_space": True, "model_max_length": max_len}
+        name = "spiece.model"
+    return [name] + hf_lib.write_tokenizer_config(output, config, hf_lib.special_tokens(tokenizer))
+
+
+hf_lib.ADAPTERS.register(hf_lib.Adapter(name="bert", model_type="bert", read=_read,
+                                        write=_write, write_tokenizer=_write_tokenizer,
+                                        check=_check))

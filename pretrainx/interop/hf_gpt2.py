@@ -5,9 +5,15 @@ query, key and value projections are one fused `c_attn` of width 3 x d_model.
 The output layer is tied to `wte`.
 """
 
+import os
+import shutil
+
 import numpy as np
 
+from pretrainx.data import bpe
 from pretrainx.errors import UserError
+import pretrainx.interop.hf as hf_lib
+from pretrainx.models import gpt2
 
 
 def to_hf_state(params, cfg) -> dict:
@@ -98,3 +104,31 @@ def model_config_from_hf(hf: dict, base, source: str):
     m.layer_norm_eps = hf.get("layer_norm_epsilon", 1e-5)
     m.initializer_range = hf.get("initializer_range", 0.02)
     return m
+
+
+def _read(hf: dict, state: dict, path: str) -> dict:
+    model = model_config_from_hf(hf, gpt2.default_config(), os.path.join(path, "config.json"))
+    tokenizer, _ = hf_lib.tokenizer_of(path)
+    return dict(model=model, params=from_hf_state(state, model, path), tokenizer=tokenizer,
+                lower_case=False, head="causal_lm")
+
+
+def _write(pretrained, params, tokenizer):
+    return (to_hf_state(params, pretrained.model),
+            to_hf_config(pretrained.model, tokenizer.sep_id))
+
+
+def _write_tokenizer(pretrained, tokenizer, output) -> list:
+    vocab, merges = bpe.files_in(pretrained.tokenizer)
+    shutil.copyfile(vocab, os.path.join(output, "vocab.json"))
+    shutil.copyfile(merges, os.path.join(output, "merges.txt"))
+    special = {"bos_token": bpe.END_OF_TEXT, "eos_token": bpe.END_OF_TEXT,
+               "unk_token": bpe.END_OF_TEXT}
+    max_len = int(pretrained.model.get("max_position_embeddings", 512))
+    config = dict(tokenizer_class="GPT2Tokenizer", model_max_length=max_len,
+                  add_prefix_space=False)
+    return ["vocab.json", "merges.txt"] + hf_lib.write_tokenizer_config(output, config, special)
+
+
+hf_lib.ADAPTERS.register(hf_lib.Adapter(name="gpt2", model_type="gpt2", read=_read,
+                                        write=_write, write_tokenizer=_write_tokenizer))

@@ -5,9 +5,14 @@ output as `shared` (scaled by d_model^-0.5 in the forward pass, as ours), and
 T5 1.1's untied one as `lm_head`. Kernels are [in, out] here, [out, in] there.
 """
 
+import os
+import shutil
+
 import numpy as np
 
 from pretrainx.errors import UserError
+import pretrainx.interop.hf as hf_lib
+from pretrainx.models import t5
 
 
 def _attention(ours, hf):
@@ -127,3 +132,28 @@ def model_config_from_hf(hf: dict, base, source: str):
     m.feed_forward = proj
     m.tie_output = bool(hf.get("tie_word_embeddings", True))
     return m
+
+
+def _read(hf: dict, state: dict, path: str) -> dict:
+    model = model_config_from_hf(hf, t5.default_config(), os.path.join(path, "config.json"))
+    tokenizer, _ = hf_lib.tokenizer_of(path)
+    return dict(model=model, params=from_hf_state(state, model, path), tokenizer=tokenizer,
+                lower_case=False, head="seq2seq",
+                num_sentinels=int(hf_lib.tokenizer_config(path).get("extra_ids", 100)))
+
+
+def _write(pretrained, params, tokenizer):
+    return (to_hf_state(params, pretrained.model),
+            to_hf_config(pretrained.model, tokenizer.pad_id, tokenizer.sep_id))
+
+
+def _write_tokenizer(pretrained, tokenizer, output) -> list:
+    shutil.copyfile(pretrained.tokenizer, os.path.join(output, "spiece.model"))
+    config = {"tokenizer_class": "T5Tokenizer", "extra_ids": pretrained.num_sentinels,
+              "model_max_length": 512, "legacy": True}
+    special = hf_lib.special_tokens(tokenizer, names=("eos",))
+    return ["spiece.model"] + hf_lib.write_tokenizer_config(output, config, special)
+
+
+hf_lib.ADAPTERS.register(hf_lib.Adapter(name="t5", model_type="t5", read=_read, write=_write,
+                                        write_tokenizer=_write_tokenizer))

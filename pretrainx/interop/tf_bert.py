@@ -12,7 +12,10 @@ import json
 import os
 import re
 
+import pretrainx.interop.hf_bert as hf_bert
 from pretrainx.errors import UserError
+from pretrainx.interop.pretrained import Pretrained
+from pretrainx.models import bert
 
 CHECKPOINT = "bert_model.ckpt"
 _SKIP = re.compile(r"(adam_[mv]|global_step|bad_steps|loss_scale|good_steps)")
@@ -75,16 +78,13 @@ def model_config(path: str, base):
             cfg = json.load(f)
     except (OSError, ValueError) as e:
         raise UserError(f"cannot read {config_file}: {e}") from None
-    from pretrainx.interop import hf_bert
     if cfg.get("hidden_act", "gelu") == "gelu":
         cfg = dict(cfg, hidden_act="gelu_new")
     return hf_bert.model_config_from_hf(cfg, base, config_file)
 
 
 def load(path: str):
-    from pretrainx import config as config_lib
-    from pretrainx.interop import Pretrained, hf_bert
-    model = model_config(path, config_lib.default_config("bert").model)
+    model = model_config(path, bert.default_config())
     prefix = os.path.join(path, CHECKPOINT)
     state = hf_state(read_variables(prefix))
     head = "pretrain" if "cls.predictions.bias" in state else "encoder"

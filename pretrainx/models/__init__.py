@@ -1,0 +1,35 @@
+"""Model families by `model.family`, each registered by its own module.
+
+A family's entry says what generic code may ask of it: the model keys with its
+paper's values, and whether (and how) it fine-tunes and samples. Families that
+only pretrain (RoBERTa, SpanBERT, ALBERT, ELECTRA reuse BERT's modules; ELMo)
+need no entry beyond their objective's.
+"""
+
+import dataclasses
+from typing import Callable
+
+from pretrainx.registry import Registry
+
+FAMILIES = Registry("pretrainx.models", "model family")
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    name: str
+    default_config: Callable  # () -> the family's model.* keys, the paper's values
+    # (model_cfg, head, num_labels, peft) -> the module that fine-tuning trains; None:
+    # this family does not fine-tune
+    finetune_model: Callable | None = None
+    text_to_text: bool = False  # fine-tunes by generating label words (T5), not by heads
+    peft: bool = False  # takes LoRA, adapters, prefix and prompt tuning
+    max_positions: str = ""  # the model key that bounds a fine-tuning length
+    causal_sampling: bool = False  # `python -m pretrainx.generate` samples it
+    fill_mask: bool = False  # a pretraining head that fills [MASK] (notebook.fill_mask)
+
+
+def family(name: str) -> Family:
+    return FAMILIES.get(name, "model.family")
+
+
+register = FAMILIES.register

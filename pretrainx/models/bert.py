@@ -18,8 +18,35 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
+from pretrainx import models
 from pretrainx.models import layers
 from pretrainx.models import peft as peft_lib
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """BERT-Base's model keys (Devlin et al. 2019, google-research/bert)."""
+    m = ml_collections.ConfigDict()
+    m.family = "bert"
+    m.num_layers = 12
+    m.hidden_size = 768
+    m.num_heads = 12
+    m.mlp_dim = 3072
+    m.vocab_size = 30522
+    m.max_position_embeddings = 512
+    m.type_vocab_size = 2
+    m.dropout_rate = 0.1
+    m.attention_dropout_rate = 0.1
+    m.layer_norm_eps = 1e-12
+    m.initializer_range = 0.02
+    m.hidden_act = "gelu_tanh"  # google-research/bert's gelu is the tanh form
+    m.dtype = "float32"  # compute dtype; parameters stay float32
+    m.remat = "none"  # none | full | dots
+    m.scan_layers = False  # True: one nn.scan over layers (compile time flat in depth)
+    m.float32_attention_logits = False  # True: scores + softmax in float32
+    # ALBERT: embedding tables E wide, projected to hidden_size (0: E = hidden_size)
+    m.embedding_size = 0
+    m.share_layers = False  # ALBERT: one layer's parameters for every layer
+    return m
 
 
 def embedding_size(cfg) -> int:
@@ -233,3 +260,9 @@ def flops_per_token(cfg: ml_collections.ConfigDict, seq_len: int, max_prediction
     projection = 2 * e * h if e != h else 0
     forward = n * per_layer + projection + head_per_seq / seq_len
     return 3.0 * forward
+
+
+models.register(models.Family(
+    name="bert", default_config=default_config,
+    finetune_model=lambda cfg, head, num_labels, peft: BertForFineTuning(cfg, head, num_labels, peft),
+    peft=True, max_positions="max_position_embeddings", fill_mask=True))

@@ -181,8 +181,7 @@ def discriminator_as_bert(model_cfg, params: dict) -> tuple:
     (family bert, E-wide embeddings projected to the hidden size when they differ;
     BertEncoder's tree under "bert": the shared embeddings and the discriminator), as
     BertForFineTuning reads them. The generator and both heads are left behind."""
-    from pretrainx import config as config_lib
-    model = config_lib.default_config("bert").model
+    model = bert.default_config()
     for key in model:
         if key in model_cfg:
             model[key] = model_cfg[key]

@@ -18,9 +18,30 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx.data import words
+from pretrainx import charset, models
 from pretrainx.models import layers
 
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """ELMo "original"'s model keys (bilm-tf's 2x4096_512_2048cnn_2xhighway)."""
+    m = ml_collections.ConfigDict()
+    m.family = "elmo"
+    m.char_embed_dim = 16
+    m.filters = "1:32,2:32,3:64,4:128,5:256,6:512,7:1024"  # width:count, 2048 in all
+    m.max_chars = 50  # bytes of a word, with its begin and end markers
+    m.num_highway = 2
+    m.lstm_dim = 4096
+    m.projection_dim = 512
+    m.num_layers = 2
+    m.cell_clip = 3.0
+    m.proj_clip = 3.0
+    m.vocab_size = 793_471  # softmax words; rarer words are read but predicted as <UNK>
+    m.dropout_rate = 0.1
+    m.dtype = "float32"
+    m.remat = "none"
+    m.scan_layers = False
+    return m
 
 def parse_filters(spec: str) -> list:
     """"1:32,2:32,3:64" -> [(1, 32), (2, 32), (3, 64)]: (width in chars, filters)."""
@@ -44,7 +65,7 @@ class CharEncoder(nn.Module):
     @nn.compact
     def __call__(self, chars):
         cfg = self.cfg
-        table = layers.Embed(words.NUM_CHARS, cfg.char_embed_dim, ("chars", "char_embed"),
+        table = layers.Embed(charset.NUM_CHARS, cfg.char_embed_dim, ("chars", "char_embed"),
                              self.dtype, _uniform(1.0), name="char_embed")
         x = table(chars)  # [b, t, c, d]
         lead = x.shape[:2]
@@ -201,3 +222,6 @@ def flops_per_token(cfg) -> float:
     lstm = 2 * 4 * cfg.lstm_dim * 2 * cfg.projection_dim + 2 * cfg.lstm_dim * cfg.projection_dim
     softmax = 2 * cfg.projection_dim * cfg.vocab_size
     return 3.0 * (encoder + 2 * cfg.num_layers * lstm + 2 * softmax)
+
+
+models.register(models.Family(name="elmo", default_config=default_config))

@@ -13,8 +13,31 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
+from pretrainx import models
 from pretrainx.models import layers
 
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """GPT-2 small's model keys (Radford et al. 2019): context 1024, 50,257 tokens."""
+    m = ml_collections.ConfigDict()
+    m.family = "gpt2"
+    m.num_layers = 12
+    m.hidden_size = 768
+    m.num_heads = 12
+    m.mlp_dim = 3072
+    m.vocab_size = 50257
+    m.max_position_embeddings = 1024
+    m.dropout_rate = 0.1  # embeddings, residual branches
+    m.attention_dropout_rate = 0.1
+    m.layer_norm_eps = 1e-5
+    m.initializer_range = 0.02
+    m.hidden_act = "gelu_tanh"
+    m.dtype = "float32"
+    m.remat = "none"
+    m.scan_layers = False
+    m.float32_attention_logits = False
+    return m
 
 def _normal(std):
     return nn.initializers.normal(std)
@@ -88,3 +111,6 @@ def flops_per_token(cfg, seq_len: int) -> float:
     h, mlp, n = cfg.hidden_size, cfg.mlp_dim, cfg.num_layers
     per_layer = 2 * (4 * h * h + 2 * h * mlp) + 2 * 2 * seq_len * h
     return 3.0 * (n * per_layer + 2 * h * cfg.vocab_size)
+
+
+models.register(models.Family(name="gpt2", default_config=default_config, causal_sampling=True))

@@ -21,8 +21,34 @@ import ml_collections
 import numpy as np
 from flax import linen as nn
 
+from pretrainx import models
 from pretrainx.models import layers
 
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """T5 1.0 Base's model keys (Raffel et al. 2020); T5 1.1 sets feed_forward and
+    tie_output (configs/t5.py)."""
+    m = ml_collections.ConfigDict()
+    m.family = "t5"
+    m.num_layers = 12  # encoder layers
+    m.num_decoder_layers = 12
+    m.hidden_size = 768  # d_model
+    m.num_heads = 12
+    m.head_dim = 64  # d_kv
+    m.mlp_dim = 3072  # d_ff
+    m.vocab_size = 32128  # 32000 pieces + 100 sentinels, padded to a multiple of 128
+    m.feed_forward = "relu"  # relu (T5 1.0) | gated-gelu (T5 1.1)
+    m.tie_output = True  # T5 1.0 ties; 1.1 has a separate output layer
+    m.dropout_rate = 0.1
+    m.layer_norm_eps = 1e-6
+    m.relative_attention_num_buckets = 32
+    m.relative_attention_max_distance = 128
+    m.dtype = "float32"
+    m.remat = "none"
+    m.scan_layers = False
+    m.float32_attention_logits = False
+    return m
 
 def normal(stddev: float):
     return nn.initializers.normal(stddev)
@@ -231,3 +257,8 @@ def flops_per_example(cfg: ml_collections.ConfigDict, inputs_length: int,
     dec = cfg.num_decoder_layers * (targets_length * (dec_self + dec_cross + ff)
                                     + inputs_length * 2 * d * inner)
     return 3.0 * 2.0 * (enc + dec + targets_length * d * v)
+
+
+models.register(models.Family(name="t5", default_config=default_config,
+                              finetune_model=lambda cfg, head, num_labels, peft: T5(cfg),
+                              text_to_text=True))

@@ -1,25 +1,38 @@
-"""Objectives by name: each owns its model head, examples, transform and loss."""
+"""Objectives by config key `objective`, each registered by its own module.
 
-import importlib
+A module registers an `Entry` (contract.py) at import; the first lookup imports
+every module of this package, so adding an objective edits no table here.
+"""
 
-from pretrainx.errors import UserError
+import ml_collections
 
-# config key `objective` -> (module, class); config.OBJECTIVES lists the same names.
-REGISTRY = {
-    "bert": ("pretrainx.objectives.mlm_nsp", "MlmNsp"),
-    "t5": ("pretrainx.objectives.span_corruption", "SpanCorruption"),
-    "causal_lm": ("pretrainx.objectives.causal_lm", "CausalLM"),
-    "roberta": ("pretrainx.objectives.roberta_mlm", "RobertaMlm"),
-    "spanbert": ("pretrainx.objectives.span_mlm", "SpanMlm"),
-    "elmo": ("pretrainx.objectives.bilm", "BiLM"),
-    "electra": ("pretrainx.objectives.electra_rtd", "ElectraRtd"),
-    "albert": ("pretrainx.objectives.albert_mlm_sop", "AlbertMlmSop"),
-}
+from pretrainx import config as config_lib
+from pretrainx.objectives.contract import Entry  # noqa: F401  (what modules register)
+from pretrainx.registry import Registry
+
+OBJECTIVES = Registry("pretrainx.objectives", "objective")
+register = OBJECTIVES.register
+
+
+def get(name: str) -> Entry:
+    return OBJECTIVES.get(name, "objective")
 
 
 def build(cfg, tokenizer):
-    if cfg.objective not in REGISTRY:
-        raise UserError(f"config key 'objective' is {cfg.objective!r}; known: "
-                        f"{', '.join(REGISTRY)}")
-    module, name = REGISTRY[cfg.objective]
-    return getattr(importlib.import_module(module), name)(cfg, tokenizer)
+    """The objective of `cfg` (tokenizer None: shapes only, as --describe needs)."""
+    return get(cfg.objective).build(cfg, tokenizer)
+
+
+def default_config(name: str) -> ml_collections.ConfigDict:
+    """Every key an `name` run has, with its paper's values."""
+    return get(name).defaults()
+
+
+def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """Refuse what cannot train, naming the key: unknown keys, the checks every run
+    shares, then the objective's own. Returns cfg for chaining."""
+    entry = get(cfg.get("objective", "bert"))
+    config_lib.check_keys(cfg, entry.defaults())
+    config_lib.validate_shared(cfg)
+    entry.validate(cfg)
+    return cfg

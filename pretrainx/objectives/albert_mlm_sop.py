@@ -36,9 +36,12 @@ length in words (`ngram_words`), for `--stats`; the model does not read them.
 import jax.numpy as jnp
 import numpy as np
 
+from pretrainx import config as config_lib
+from pretrainx import objectives
+from pretrainx.data import corpus
 from pretrainx.errors import UserError
-from pretrainx.objectives import mlm, nsp
-from pretrainx.objectives.mlm_nsp import MlmNsp
+from pretrainx.models import bert
+from pretrainx.objectives import encoder, mlm, nsp
 
 IN_ORDER = 0
 SWAPPED = 1
@@ -72,9 +75,9 @@ def _document_pairs(doc, max_seq_length, short_seq_prob, rng, cls_id, sep_id):
             chunk = sentences[chunk_start:i + 1]
             if len(chunk) >= 2:  # else: a document's last sentence, alone: dropped
                 a_end = int(rng.integers(1, len(chunk)))
-                first, second = nsp._concat(chunk[:a_end]), nsp._concat(chunk[a_end:])
-                first_span = nsp._span(doc, chunk_start, chunk_start + a_end)
-                second_span = nsp._span(doc, chunk_start + a_end, chunk_start + len(chunk))
+                first, second = nsp.concat(chunk[:a_end]), nsp.concat(chunk[a_end:])
+                first_span = nsp.span(doc, chunk_start, chunk_start + a_end)
+                second_span = nsp.span(doc, chunk_start + a_end, chunk_start + len(chunk))
                 label = SWAPPED if rng.random() < 0.5 else IN_ORDER
                 tokens_a, tokens_b = (second, first) if label == SWAPPED else (first, second)
                 a_span, b_span = ((second_span, first_span) if label == SWAPPED
@@ -106,7 +109,7 @@ def create_sop_examples(documents, max_seq_length, short_seq_prob, rng, cls_id, 
     if not 0.0 <= short_seq_prob <= 1.0:
         raise UserError(f"short_seq_prob={short_seq_prob} must be in [0, 1]")
     examples = []
-    for doc in nsp._nonempty(documents):
+    for doc in nsp.nonempty(documents):
         examples.extend(_document_pairs(doc, max_seq_length, short_seq_prob, rng,
                                         cls_id, sep_id))
     if not examples:
@@ -181,12 +184,27 @@ def mask_ngrams(input_ids, rng, *, vocab_size, mask_id, special_ids, word_starts
     return dict(out, input_ids=masked, masked_lm_weights=weights)
 
 
-class AlbertMlmSop(MlmNsp):
+class AlbertMlmSop:
     """BERT's model and pipeline with ALBERT's pairs, masks and SOP loss. The model is
     models/bert.py with model.embedding_size and model.share_layers; its 2-way head on
     the pooled [CLS] (named `nsp`, as BERT's) classifies sentence order."""
     flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) + 2*E*h "
                      "+ (P*2*(h*E + E*V) + 2*(h^2 + 2*h)) / seq), P = max_predictions_per_seq")
+
+    def __init__(self, cfg, tokenizer):
+        self.cfg = cfg
+        self.tokenizer = tokenizer
+        self.model = bert.BertForPreTraining(cfg.model)
+        self.corpus = corpus.Corpus(cfg, tokenizer)
+        if tokenizer is not None:
+            encoder.require_mask(tokenizer)
+
+    def describe(self, phase) -> dict:
+        return {"max_predictions_per_seq": phase.max_predictions}
+
+    # ---- data -------------------------------------------------------------
+    def examples(self, files, phase, train: bool) -> list:
+        return self.corpus.examples(self, files, phase, train)
 
     def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
         """SOP pairs for `phase.seq_len`; `dupe_factor` independent pairings for training."""
@@ -214,8 +232,7 @@ class AlbertMlmSop(MlmNsp):
         return fn
 
     def example_batch(self, batch_size: int, phase) -> dict:
-        out = super().example_batch(batch_size, phase)
-        del out["next_sentence_label"]
+        out = encoder.example_batch(batch_size, phase)
         out["sentence_order_label"] = np.zeros((batch_size,), np.int32)
         for key in ("ngram_start", "ngram_words"):
             out[key] = np.zeros((batch_size, phase.max_predictions), np.int32)
@@ -231,7 +248,7 @@ class AlbertMlmSop(MlmNsp):
         return sums
 
     def normalizers(self, batch) -> dict:
-        return {"mlm": jnp.maximum(jnp.sum(batch["masked_lm_weights"]), 1.0),
+        return {"mlm": encoder.mlm_normalizer(batch),
                 "sop": jnp.asarray(batch["sentence_order_label"].shape[0], jnp.float32)}
 
     def loss(self, sums, norms):
@@ -239,29 +256,24 @@ class AlbertMlmSop(MlmNsp):
         return sums["mlm_loss_sum"] / norms["mlm"] + sums["sop_loss_sum"] / norms["sop"]
 
     def metrics(self, sums, norms) -> dict:
-        return {"mlm_loss": sums["mlm_loss_sum"] / norms["mlm"],
-                "mlm_accuracy": sums["mlm_correct_sum"] / norms["mlm"],
-                "sop_loss": sums["sop_loss_sum"] / norms["sop"],
-                "sop_accuracy": sums["sop_correct_sum"] / norms["sop"]}
+        return {**encoder.mlm_metrics(sums, norms), **encoder.pair_metrics(sums, norms, "sop")}
 
     def eval_metrics(self, totals) -> dict:
-        mlm_n = max(float(totals["mlm_weight_sum"]), 1.0)
-        sop_n = max(float(totals["sop_count"]), 1.0)
-        out = {"mlm_loss": float(totals["mlm_loss_sum"]) / mlm_n,
-               "mlm_accuracy": float(totals["mlm_correct_sum"]) / mlm_n,
-               "sop_loss": float(totals["sop_loss_sum"]) / sop_n,
-               "sop_accuracy": float(totals["sop_correct_sum"]) / sop_n}
+        out = {**encoder.mlm_eval_metrics(totals), **encoder.pair_eval_metrics(totals, "sop")}
         out["loss"] = out["mlm_loss"] + out["sop_loss"]
         return out
 
+    def flops_per_token(self, phase) -> float:
+        return bert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
+
     # ---- statistics (python -m pretrainx.data --stats) ----------------------
+    token_features = ("input_ids",)
+
     def batch_stats(self, batch) -> dict:
         chosen = batch["masked_lm_weights"] > 0
-        swapped = batch["sentence_order_label"] == SWAPPED
-        batch = dict(batch, next_sentence_label=swapped.astype(np.int32))
-        out = super().batch_stats(batch)
-        del out["is_next"]
-        out["swapped"] = int(swapped.sum())
+        counts = mlm.masking_counts(batch, self.tokenizer.mask_id, self.tokenizer.special_ids())
+        out = {**counts, "examples": counts["rows"],
+               "swapped": int((batch["sentence_order_label"] == SWAPPED).sum())}
         # One n-gram per distinct start in a row.
         rows = np.broadcast_to(np.arange(chosen.shape[0])[:, None], chosen.shape)
         unit = np.unique(np.stack([rows[chosen], batch["ngram_start"][chosen],
@@ -274,17 +286,52 @@ class AlbertMlmSop(MlmNsp):
         return out
 
     def summarize_stats(self, totals, phase) -> dict:
-        out = super().summarize_stats(dict(totals, is_next=0), phase)
-        del out["nsp_positive_fraction"]
         units = max(totals["ngrams"], 1)
-        out.update({f"ngram_{n}_fraction": totals[f"ngrams_{n}"] / units for n in (1, 2, 3)},
-                   mean_ngram_words=totals["ngram_words"] / units,
-                   mean_ngram_tokens=totals["masked"] / units,
-                   sop_swapped_fraction=totals["swapped"] / max(totals["examples"], 1))
-        return out
+        return {**encoder.masking_summary(totals),
+                "max_predictions_per_seq": phase.max_predictions,
+                **{f"ngram_{n}_fraction": totals[f"ngrams_{n}"] / units for n in (1, 2, 3)},
+                "mean_ngram_words": totals["ngram_words"] / units,
+                "mean_ngram_tokens": totals["masked"] / units,
+                "sop_swapped_fraction": totals["swapped"] / max(totals["examples"], 1)}
 
     def show(self, batch, count: int) -> list:
-        labels = np.asarray(batch["sentence_order_label"])
-        texts = super().show(dict(batch, next_sentence_label=labels), count)
-        return [t.replace("(IsNext)", "(InOrder)").replace("(NotNext)", "(Swapped)")
-                for t in texts]
+        labels = batch["sentence_order_label"]
+        return encoder.show_rows(self.tokenizer, batch, count,
+                                 lambda row: "Swapped" if labels[row] == SWAPPED else "InOrder")
+
+
+def defaults():
+    """ALBERT-base v2 (Lan et al. 2020, google-research/albert): BERT's encoder with
+    128-wide factorised embeddings and one layer's parameters shared by all 12,
+    n-gram masking (n <= 3) and sentence-order prediction instead of NSP; 125K steps
+    of 4,096 x 512 tokens (10% of pairs shorter), LAMB lr 0.00176, 3,125 warmup
+    steps, linear decay, dropout 0 (v2; v1 had 0.1), 30,000 SentencePiece pieces;
+    see configs/albert.py."""
+    # dupe_factor 40: create_pretraining_data's default (masks are dynamic here)
+    c = encoder.pairing_defaults(encoder.defaults("albert", "albert"), dupe_factor=40)
+    del c.data["whole_word_masking"]  # n-grams are whole words by definition
+    c.total_steps, c.global_batch_size, c.seq_len = 125_000, 4096, 512
+    c.optimizer.name = "lamb"
+    c.optimizer.learning_rate = 0.00176
+    c.optimizer.warmup_steps = 3125
+    c.optimizer.schedule = "bert_linear"  # albert's optimization.py: BERT's, to the letter
+    c.model.vocab_size = 30000
+    c.model.embedding_size = 128
+    c.model.share_layers = True
+    c.model.dropout_rate = 0.0
+    c.model.attention_dropout_rate = 0.0
+    c.model.hidden_act = "gelu_tanh"  # albert's modeling.py gelu (HF: gelu_new)
+    # 15% of 509 tokens is at most 77; google-research/albert's flag default of 20
+    # would cap the rate at 4% of a 512-token row.
+    c.data.max_predictions_per_seq = 80
+    c.data.max_ngram = 3
+    return c
+
+
+def validate(cfg) -> None:
+    encoder.validate(cfg)
+    config_lib.check_positive(cfg, "data.dupe_factor", "data.max_ngram")
+
+
+objectives.register(objectives.Entry(name="albert", build=AlbertMlmSop, defaults=defaults,
+                                     validate=validate))

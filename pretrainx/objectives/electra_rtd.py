@@ -24,14 +24,17 @@ sigmoid cross-entropy, the mean over every real token ([CLS] and [SEP] included,
 ELECTRA's input_mask). The model (models/electra.py) samples the replacements.
 """
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from pretrainx import config as config_lib
+from pretrainx import objectives
+from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.models import electra
-from pretrainx.objectives import mlm
-from pretrainx.objectives.roberta_mlm import RobertaMlm
+from pretrainx.objectives import encoder, mlm
 
 ONE_SEGMENT_PROB = 0.1  # ExampleBuilder: "small chance to only have one segment"
 RANDOM_LENGTH_PROB = 0.05  # "small chance for random-length instead of max_length"
@@ -90,22 +93,20 @@ def build_examples(docs, max_length: int, rng, cls_id: int, sep_id: int) -> list
     return out
 
 
-class ElectraRtd(RobertaMlm):
+class ElectraRtd:
     flops_formula = ("3 * (sum over generator and discriminator of L * (2*(4*h^2 + 2*h*mlp) "
                      "+ 4*seq*h) + 2*E*h if E != h, + P*2*(g*E + E*V) / seq + 2*(H^2 + H)), "
                      "P = max_predictions_per_seq")
 
-    def make_model(self, model_cfg):
-        return electra.ElectraForPreTraining(model_cfg)
-
-    def ids_of(self, tokenizer):
-        if tokenizer.cls_id == tokenizer.sep_id:
-            raise UserError(f"tokenizer {tokenizer.path} has no separate [CLS] and [SEP]; "
-                            "ELECTRA's rows are [CLS] A [SEP] B [SEP] (a WordPiece vocab.txt)")
-        return tokenizer
+    def __init__(self, cfg, tokenizer):
+        self.cfg = cfg
+        self.model = electra.ElectraForPreTraining(cfg.model)
+        if tokenizer is not None:
+            encoder.check_row_tokenizer(tokenizer, cfg, "ELECTRA", "[CLS] A [SEP] B [SEP]")
+        self.tokenizer = tokenizer
+        self.corpus = corpus.Corpus(cfg, tokenizer)
 
     def describe(self, phase) -> dict:
-        import jax
         shapes = jax.eval_shape(lambda: self.model.init(
             jax.random.key(0), self.example_batch(1, phase), deterministic=True))
         gen = electra.generator_config(self.cfg.model)
@@ -115,6 +116,9 @@ class ElectraRtd(RobertaMlm):
                 **electra.split_counts(shapes["params"])}
 
     # ---- data -------------------------------------------------------------
+    def examples(self, files, phase, train: bool) -> list:
+        return self.corpus.examples(self, files, phase, train)
+
     def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
         key = [self.cfg.seed, phase.seq_len, int(train)] + ([group] if group else [])
         rng = np.random.default_rng(key)
@@ -137,6 +141,9 @@ class ElectraRtd(RobertaMlm):
 
         return fn
 
+    def example_batch(self, batch_size: int, phase) -> dict:
+        return encoder.example_batch(batch_size, phase)
+
     # ---- loss -------------------------------------------------------------
     def loss_sums(self, outputs, batch) -> dict:
         sums = mlm.mlm_loss_and_metrics(outputs["mlm_logits"], batch["masked_lm_ids"],
@@ -155,7 +162,7 @@ class ElectraRtd(RobertaMlm):
         return sums
 
     def normalizers(self, batch) -> dict:
-        return {"mlm": jnp.maximum(jnp.sum(batch["masked_lm_weights"]), 1.0),
+        return {"mlm": encoder.mlm_normalizer(batch),
                 "disc": jnp.maximum(jnp.sum(batch["attention_mask"].astype(jnp.float32)), 1.0)}
 
     def loss(self, sums, norms):
@@ -171,8 +178,7 @@ class ElectraRtd(RobertaMlm):
                 "disc_recall": sums["true_positive_sum"] / div(sums["replaced_sum"])}
 
     def metrics(self, sums, norms) -> dict:
-        return {"mlm_loss": sums["mlm_loss_sum"] / norms["mlm"],
-                "mlm_accuracy": sums["mlm_correct_sum"] / norms["mlm"],
+        return {**encoder.mlm_metrics(sums, norms),
                 "disc_loss": sums["disc_loss_sum"] / norms["disc"],
                 **self._rates(sums, lambda x: jnp.maximum(x, 1.0))}
 
@@ -189,15 +195,60 @@ class ElectraRtd(RobertaMlm):
         return electra.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
 
     # ---- statistics (python -m pretrainx.data --stats) ----------------------
+    token_features = ("input_ids",)
+
     def batch_stats(self, batch) -> dict:
-        out = super().batch_stats(batch)
-        out["examples"] = batch["input_ids"].shape[0]
-        out["two_segment_rows"] = int((batch["token_type_ids"] > 0).any(axis=1).sum())
-        return out
+        counts = mlm.masking_counts(batch, self.tokenizer.mask_id, self.tokenizer.special_ids())
+        return {**counts, "examples": batch["input_ids"].shape[0],
+                "full_rows": encoder.full_rows(batch),
+                "two_segment_rows": int((batch["token_type_ids"] > 0).any(axis=1).sum())}
 
     def summarize_stats(self, totals, phase) -> dict:
-        out = super().summarize_stats(totals, phase)
-        del out["rows_crossing_documents_fraction"]
-        out["two_segment_rows_fraction"] = totals["two_segment_rows"] / max(totals["rows"], 1)
-        out["mean_row_tokens"] = totals["real_tokens"] / max(totals["rows"], 1)
-        return out
+        rows = max(totals["rows"], 1)
+        return {**encoder.masking_summary(totals),
+                "rows_at_least_95pct_full_fraction": totals["full_rows"] / rows,
+                "max_predictions_per_seq": phase.max_predictions,
+                "two_segment_rows_fraction": totals["two_segment_rows"] / rows,
+                "mean_row_tokens": totals["real_tokens"] / rows}
+
+    def show(self, batch, count: int) -> list:
+        return encoder.show_rows(self.tokenizer, batch, count)
+
+
+def defaults():
+    """ELECTRA-Small (Clark et al. 2020; google-research/electra's defaults): a generator
+    1/4 as wide trained by MLM and the discriminator by replaced token detection, loss
+    MLM + 50 x RTD, one embedding block (E = 128) for both; see configs/electra.py."""
+    c = encoder.defaults("electra", "electra")
+    c.total_steps, c.global_batch_size, c.seq_len = 1_000_000, 128, 128
+    c.optimizer.learning_rate = 5e-4
+    c.optimizer.warmup_steps = 10_000
+    c.optimizer.schedule = "bert_linear"
+    c.model.update(num_layers=12, hidden_size=256, num_heads=4, mlp_dim=1024,
+                   embedding_size=128)
+    c.model.generator_size = 0.25  # of hidden size, FFN size and heads (1/3 for Base)
+    c.model.generator_layers = 1.0  # of num_layers
+    c.gen_weight = 1.0  # the generator's MLM loss
+    c.disc_weight = 50.0  # the discriminator's replaced token detection loss
+    c.data.max_predictions_per_seq = 19  # int((0.15 + 0.005) * 128), ELECTRA's rule
+    del c.data["whole_word_masking"]
+    return c
+
+
+def validate(cfg) -> None:
+    encoder.validate(cfg)
+    for name in ("model.generator_size", "model.generator_layers"):
+        config_lib.check_fraction(cfg, name, 0.0, 1.0, closed_high=True)
+    for name in ("gen_weight", "disc_weight"):
+        if cfg[name] < 0:
+            raise UserError(f"{name}={cfg[name]} must be >= 0")
+
+
+def as_pretrained(model_cfg, params):
+    """The discriminator is the model others take: a BERT encoder."""
+    model, params = electra.discriminator_as_bert(model_cfg, params)
+    return model, params, "encoder"
+
+
+objectives.register(objectives.Entry(name="electra", build=ElectraRtd, defaults=defaults,
+                                     validate=validate, as_pretrained=as_pretrained))

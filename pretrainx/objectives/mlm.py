@@ -12,7 +12,6 @@
   glues a leading "##" piece of segment B onto the last word of A).
 """
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import optax

@@ -7,12 +7,14 @@ run sees the same ones.
 """
 
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 
+from pretrainx import config as config_lib
+from pretrainx import objectives
 from pretrainx.data import corpus
-from pretrainx.errors import UserError
 from pretrainx.models import bert
-from pretrainx.objectives import mlm, nsp
+from pretrainx.objectives import encoder, mlm, nsp
 
 _PAIR_KEYS = ("input_ids", "token_type_ids", "next_sentence_label")
 
@@ -26,8 +28,8 @@ class MlmNsp:
         self.tokenizer = tokenizer
         self.model = bert.BertForPreTraining(cfg.model)
         self.corpus = corpus.Corpus(cfg, tokenizer)
-        if tokenizer is not None and tokenizer.mask_id < 0:
-            raise UserError(f"tokenizer {tokenizer.path} has no [MASK] token")
+        if tokenizer is not None:
+            encoder.require_mask(tokenizer)
 
     def describe(self, phase) -> dict:
         return {"max_predictions_per_seq": phase.max_predictions}
@@ -63,16 +65,8 @@ class MlmNsp:
 
     def example_batch(self, batch_size: int, phase) -> dict:
         """Zeros of the batch's shapes and dtypes (for init and compilation)."""
-        b, s, p = batch_size, phase.seq_len, phase.max_predictions
-        return {
-            "input_ids": np.zeros((b, s), np.int32),
-            "token_type_ids": np.zeros((b, s), np.int32),
-            "attention_mask": np.ones((b, s), np.int32),
-            "masked_lm_positions": np.zeros((b, p), np.int32),
-            "masked_lm_ids": np.zeros((b, p), np.int32),
-            "masked_lm_weights": np.zeros((b, p), np.float32),
-            "next_sentence_label": np.zeros((b,), np.int32),
-        }
+        return dict(encoder.example_batch(batch_size, phase),
+                    next_sentence_label=np.zeros((batch_size,), np.int32))
 
     # ---- loss -------------------------------------------------------------
     def loss_sums(self, outputs, batch) -> dict:
@@ -83,7 +77,7 @@ class MlmNsp:
 
     def normalizers(self, batch) -> dict:
         """Global-batch denominators: real masked positions and examples."""
-        return {"mlm": jnp.maximum(jnp.sum(batch["masked_lm_weights"]), 1.0),
+        return {"mlm": encoder.mlm_normalizer(batch),
                 "nsp": jnp.asarray(batch["next_sentence_label"].shape[0], jnp.float32)}
 
     def loss(self, sums, norms):
@@ -91,22 +85,10 @@ class MlmNsp:
         return sums["mlm_loss_sum"] / norms["mlm"] + sums["nsp_loss_sum"] / norms["nsp"]
 
     def metrics(self, sums, norms) -> dict:
-        return {
-            "mlm_loss": sums["mlm_loss_sum"] / norms["mlm"],
-            "mlm_accuracy": sums["mlm_correct_sum"] / norms["mlm"],
-            "nsp_loss": sums["nsp_loss_sum"] / norms["nsp"],
-            "nsp_accuracy": sums["nsp_correct_sum"] / norms["nsp"],
-        }
+        return {**encoder.mlm_metrics(sums, norms), **encoder.pair_metrics(sums, norms, "nsp")}
 
     def eval_metrics(self, totals) -> dict:
-        mlm_n = max(float(totals["mlm_weight_sum"]), 1.0)
-        nsp_n = max(float(totals["nsp_count"]), 1.0)
-        out = {
-            "mlm_loss": float(totals["mlm_loss_sum"]) / mlm_n,
-            "mlm_accuracy": float(totals["mlm_correct_sum"]) / mlm_n,
-            "nsp_loss": float(totals["nsp_loss_sum"]) / nsp_n,
-            "nsp_accuracy": float(totals["nsp_correct_sum"]) / nsp_n,
-        }
+        out = {**encoder.mlm_eval_metrics(totals), **encoder.pair_eval_metrics(totals, "nsp")}
         out["loss"] = out["mlm_loss"] + out["nsp_loss"]
         return out
 
@@ -119,27 +101,36 @@ class MlmNsp:
                 "is_next": int((batch["next_sentence_label"] == 0).sum())}
 
     def summarize_stats(self, totals, phase) -> dict:
-        masked = max(totals["masked"], 1)
-        return {"masked_fraction": totals["masked"] / max(totals["candidates"], 1),
-                "mask_token_fraction": totals["mask_token"] / masked,
-                "random_token_fraction": totals["random"] / masked,
-                "kept_fraction": totals["kept"] / masked,
+        return {**encoder.masking_summary(totals),
                 "nsp_positive_fraction": totals["is_next"] / max(totals["examples"], 1),
                 "max_predictions_per_seq": phase.max_predictions}
 
     def show(self, batch, count: int) -> list:
-        texts = []
-        tok = self.tokenizer
-        for row in range(min(count, batch["input_ids"].shape[0])):
-            n = int(batch["attention_mask"][row].sum())
-            ids = batch["input_ids"][row][:n]
-            chosen = batch["masked_lm_weights"][row] > 0
-            originals = [tok.id_to_piece(int(i)) for i in batch["masked_lm_ids"][row][chosen]]
-            label = "IsNext" if batch["next_sentence_label"][row] == 0 else "NotNext"
-            texts.append(f"--- row {row} ({label})\n"
-                         + " ".join(tok.id_to_piece(int(i)) for i in ids)
-                         + f"\nmasked originals: {' '.join(originals)}")
-        return texts
+        labels = batch["next_sentence_label"]
+        return encoder.show_rows(self.tokenizer, batch, count,
+                                 lambda row: "IsNext" if labels[row] == 0 else "NotNext")
 
     def flops_per_token(self, phase) -> float:
         return bert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
+
+
+def defaults():
+    """BERT-Base pretraining as the paper and google-research/bert run it: 1M steps, 90%
+    at length 128 (batch 1024, 20 predictions) then 10% at 512 (batch 256, 80)."""
+    c = encoder.pairing_defaults(encoder.defaults("bert", "bert"))
+    c.phase2 = ml_collections.ConfigDict()
+    c.phase2.fraction = 0.1  # last 10% of steps at length 512; 0 turns it off
+    c.phase2.seq_len = 512
+    c.phase2.global_batch_size = 256
+    c.phase2.max_predictions_per_seq = 80
+    return c
+
+
+def validate(cfg) -> None:
+    encoder.validate(cfg)
+    config_lib.check_positive(cfg, "data.dupe_factor")
+
+
+objectives.register(objectives.Entry(name="bert", build=MlmNsp, defaults=defaults,
+                                     validate=validate,
+                                     as_pretrained=encoder.pretrained_encoder))

@@ -53,7 +53,7 @@ def _trim(tokens, front, back):
     return tokens[n_front:len(tokens) - n_back]
 
 
-def _concat(sentences):
+def concat(sentences):
     if not sentences:
         return np.zeros((0,), np.int32)
     return np.concatenate(sentences).astype(np.int32, copy=False)
@@ -73,7 +73,7 @@ def pack_pair(tokens_a, tokens_b, cls_id, sep_id):
     return input_ids, token_type_ids
 
 
-def _nonempty(documents):
+def nonempty(documents):
     """Drop empty sentences/documents, keeping original (doc, sentence) indices."""
     docs = []
     for doc_index, document in enumerate(documents):
@@ -83,7 +83,7 @@ def _nonempty(documents):
     return docs
 
 
-def _span(doc, start, end):
+def span(doc, start, end):
     """(original doc index, first sentence, one past last sentence)."""
     doc_index, sentence_ids, _ = doc
     return (doc_index, sentence_ids[start], sentence_ids[end - 1] + 1)
@@ -116,8 +116,8 @@ def _document_examples(docs, k, max_seq_length, short_seq_prob, rng, cls_id, sep
                 i += 1
             chunk = sentences[chunk_start:i + 1]
             a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
-            tokens_a = _concat(chunk[:a_end])
-            a_span = _span(doc, chunk_start, chunk_start + a_end)
+            tokens_a = concat(chunk[:a_end])
+            a_span = span(doc, chunk_start, chunk_start + a_end)
             if len(chunk) == 1 or is_random_next:
                 label = RANDOM_NEXT
                 target_b_length = target_seq_length - len(tokens_a)
@@ -133,14 +133,14 @@ def _document_examples(docs, k, max_seq_length, short_seq_prob, rng, cls_id, sep
                     b_end += 1
                     if b_length >= target_b_length:
                         break
-                tokens_b = _concat(other[b_start:b_end])
-                b_span = _span(docs[r], b_start, b_end)
+                tokens_b = concat(other[b_start:b_end])
+                b_span = span(docs[r], b_start, b_end)
                 # Put the unused sentences of the chunk back.
                 i -= len(chunk) - a_end
             else:
                 label = IS_NEXT
-                tokens_b = _concat(chunk[a_end:])
-                b_span = _span(doc, chunk_start + a_end, chunk_start + len(chunk))
+                tokens_b = concat(chunk[a_end:])
+                b_span = span(doc, chunk_start + a_end, chunk_start + len(chunk))
             tokens_a, tokens_b = truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
             input_ids, token_type_ids = pack_pair(tokens_a, tokens_b, cls_id, sep_id)
             examples.append({
@@ -171,7 +171,7 @@ def create_pair_examples(documents, max_seq_length, short_seq_prob, rng, cls_id,
                         "sentence pair; need at least 5")
     if not 0.0 <= short_seq_prob <= 1.0:
         raise UserError(f"short_seq_prob={short_seq_prob} must be in [0, 1]")
-    docs = _nonempty(documents)
+    docs = nonempty(documents)
     examples = []
     for k in range(len(docs)):
         examples.extend(_document_examples(

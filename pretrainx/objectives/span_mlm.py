@@ -24,10 +24,11 @@ masked tokens.
 
 import numpy as np
 
-from pretrainx.errors import UserError
+from pretrainx import config as config_lib
+from pretrainx import objectives
+from pretrainx.data import corpus
 from pretrainx.models import spanbert
-from pretrainx.objectives import mlm
-from pretrainx.objectives.roberta_mlm import RobertaMlm
+from pretrainx.objectives import encoder, mlm, rows
 
 
 def span_length_probs(p: float, max_words: int) -> np.ndarray:
@@ -101,19 +102,29 @@ def mask_spans(input_ids, rng, *, vocab_size, mask_id, special_ids, word_starts,
     return dict(out, input_ids=masked, masked_lm_weights=weights)
 
 
-class SpanMlm(RobertaMlm):
+class SpanMlm:
     flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) + P*2*(5*h^2 + 2*h*V) / seq), "
                      "P = max_predictions_per_seq")
-    cross_documents = False  # single segments: a row holds one document's sentences
 
-    def make_model(self, model_cfg):
-        return spanbert.SpanBertForPreTraining(model_cfg)
+    def __init__(self, cfg, tokenizer):
+        self.cfg = cfg
+        self.model = spanbert.SpanBertForPreTraining(cfg.model)
+        if tokenizer is not None:
+            encoder.check_row_tokenizer(tokenizer, cfg, "SpanBERT", "[CLS] ... [SEP]")
+        self.tokenizer = tokenizer
+        self.corpus = corpus.Corpus(cfg, tokenizer)
 
-    def ids_of(self, tokenizer):
-        if tokenizer.cls_id == tokenizer.sep_id:
-            raise UserError(f"tokenizer {tokenizer.path} has no separate [CLS] and [SEP]; "
-                            "SpanBERT's rows are [CLS] ... [SEP] (a WordPiece vocab.txt)")
-        return tokenizer
+    def describe(self, phase) -> dict:
+        return {"max_predictions_per_seq": phase.max_predictions}
+
+    # ---- data -------------------------------------------------------------
+    def examples(self, files, phase, train: bool) -> list:
+        return self.corpus.examples(self, files, phase, train)
+
+    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
+        """Single segments: a row holds one document's whole sentences."""
+        return rows.sentence_rows(docs, self.cfg, phase, train, group, self.tokenizer,
+                                  cross_documents=False)
 
     def transform(self, phase, train: bool):
         tok, data = self.tokenizer, self.cfg.data
@@ -121,7 +132,7 @@ class SpanMlm(RobertaMlm):
         seq_len, max_pred = phase.seq_len, phase.max_predictions
 
         def fn(example, rng):
-            padded, attention = self._padded(example, seq_len)
+            padded, attention = encoder.pad_row(example, seq_len, tok.pad_id)
             masked = mask_spans(padded, rng, vocab_size=tok.vocab_size, mask_id=tok.mask_id,
                                 special_ids=specials, word_starts=tok.word_start_mask(padded),
                                 max_predictions=max_pred, mask_prob=data.mask_prob,
@@ -133,30 +144,36 @@ class SpanMlm(RobertaMlm):
         return fn
 
     def example_batch(self, batch_size: int, phase) -> dict:
-        out = super().example_batch(batch_size, phase)
+        out = encoder.example_batch(batch_size, phase)
         for key in ("sbo_left", "sbo_right", "sbo_offset"):
             out[key] = np.zeros((batch_size, phase.max_predictions), np.int32)
         return out
 
     # ---- loss -------------------------------------------------------------
     def loss_sums(self, outputs, batch) -> dict:
-        sums = super().loss_sums(outputs, batch)
+        sums = mlm.mlm_loss_and_metrics(outputs["mlm_logits"], batch["masked_lm_ids"],
+                                        batch["masked_lm_weights"])
         sbo = mlm.mlm_loss_and_metrics(outputs["sbo_logits"], batch["masked_lm_ids"],
                                        batch["masked_lm_weights"])
         sums.update(sbo_loss_sum=sbo["mlm_loss_sum"], sbo_correct_sum=sbo["mlm_correct_sum"])
         return sums
+
+    def normalizers(self, batch) -> dict:
+        return {"mlm": encoder.mlm_normalizer(batch)}
 
     def loss(self, sums, norms):
         """MLM + SBO: mean cross-entropies over the masked tokens."""
         return (sums["mlm_loss_sum"] + sums["sbo_loss_sum"]) / norms["mlm"]
 
     def metrics(self, sums, norms) -> dict:
-        return dict(super().metrics(sums, norms), sbo_loss=sums["sbo_loss_sum"] / norms["mlm"],
+        return dict(encoder.mlm_metrics(sums, norms),
+                    sbo_loss=sums["sbo_loss_sum"] / norms["mlm"],
                     sbo_accuracy=sums["sbo_correct_sum"] / norms["mlm"])
 
     def eval_metrics(self, totals) -> dict:
-        out = super().eval_metrics(totals)
+        out = encoder.mlm_eval_metrics(totals)
         n = max(float(totals["mlm_weight_sum"]), 1.0)
+        out = {"loss": out["mlm_loss"], **out}
         out.update(sbo_loss=float(totals["sbo_loss_sum"]) / n,
                    sbo_accuracy=float(totals["sbo_correct_sum"]) / n)
         out["loss"] = out["mlm_loss"] + out["sbo_loss"]
@@ -165,13 +182,14 @@ class SpanMlm(RobertaMlm):
     def flops_per_token(self, phase) -> float:
         return spanbert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
 
-    # ---- statistics ----------------------------------------------------------
+    # ---- statistics (python -m pretrainx.data --stats) ----------------------
+    token_features = ("input_ids",)
+
     def batch_stats(self, batch) -> dict:
         """Per span (a run of predictions sharing boundaries): its length in tokens and
         words and whether it became all [MASK] / all random / stayed."""
         ids, w = batch["input_ids"], batch["masked_lm_weights"] > 0
         positions = batch["masked_lm_positions"]
-        at = np.take_along_axis(ids, positions, axis=1)
         real = batch["attention_mask"] > 0
         original = mlm.unmasked_ids(batch)
         starts = self.tokenizer.word_start_mask(original)
@@ -206,3 +224,35 @@ class SpanMlm(RobertaMlm):
                 "random_span_fraction": totals["random_spans"] / spans,
                 "kept_span_fraction": totals["kept_spans"] / spans,
                 "max_predictions_per_seq": phase.max_predictions}
+
+    def show(self, batch, count: int) -> list:
+        return encoder.show_rows(self.tokenizer, batch, count)
+
+
+def defaults():
+    """SpanBERT-base (Joshi et al. 2020): span masking + span boundary objective, single
+    512-token segments, cased WordPiece, 2.4M steps of 256 rows; see configs/spanbert.py."""
+    c = encoder.defaults("spanbert", "spanbert")
+    c.total_steps, c.global_batch_size, c.seq_len = 2_400_000, 256, 512
+    c.optimizer.learning_rate = 1e-4
+    c.optimizer.warmup_steps = 10_000
+    c.optimizer.schedule = "warmup_linear"
+    c.model.vocab_size = 28996  # bert-base-cased
+    c.model.hidden_act = "gelu"
+    c.model.sbo_max_span_tokens = 32  # relative positions of the SBO head (longer: clipped)
+    c.data.lower_case = False
+    c.data.max_predictions_per_seq = 80
+    c.data.geometric_p = 0.2
+    c.data.max_span_words = 10
+    del c.data["whole_word_masking"]  # spans are whole words by definition
+    return c
+
+
+def validate(cfg) -> None:
+    encoder.validate(cfg)
+    config_lib.check_positive(cfg, "data.max_span_words", "model.sbo_max_span_tokens")
+    config_lib.check_fraction(cfg, "data.geometric_p", 0.0, 1.0, closed_high=True)
+
+
+objectives.register(objectives.Entry(name="spanbert", build=SpanMlm, defaults=defaults,
+                                     validate=validate))

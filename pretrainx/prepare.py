@@ -1,4 +1,6 @@
-"""Tokenize a config's corpora once into ArrayRecord shards of examples.
+"""Tokenize a config's corpora once into ArrayRecord shards of examples (it builds
+the objective's examples, so it sits above the data package; data/prepared.py reads
+the shards back).
 
     python -m pretrainx.data prepare --config=configs/NAME.py --output=DIR [--workers=N]
 
@@ -26,16 +28,15 @@ import ml_collections
 import tqdm
 
 from pretrainx import config as config_lib
+from pretrainx import objectives
 from pretrainx.data import corpus, prepared, sources
+from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 
 _WORKER = {}
 
 
 def _init_worker(cfg_dict):
-    from pretrainx import objectives
-    from pretrainx.data.tokenizers import load_tokenizer
-
     cfg = ml_collections.ConfigDict(cfg_dict)
     tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case)
     objective = objectives.build(cfg, tokenizer)
@@ -91,10 +92,7 @@ def _run(pool, fn, jobs, desc):
 
 def prepare(cfg, output: str, workers: int = 0) -> dict:
     """Writes DIR and returns its manifest. workers=0: one a CPU core."""
-    from pretrainx import objectives
-    from pretrainx.data.tokenizers import load_tokenizer
-
-    config_lib.validate(cfg)
+    objectives.validate(cfg)
     config_lib.require_data(cfg)
     if cfg.data.prepared_dir:
         raise UserError("config key 'data.prepared_dir' is set: prepare reads the text sources")

@@ -1,0 +1,182 @@
+"""What every BERT-like objective (BERT, RoBERTa, SpanBERT, ALBERT, ELECTRA) shares:
+the encoder's config keys and checks, the MLM part of a batch, its metrics, its
+--stats summary and a readable row. Each objective composes these; none inherits
+from another."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from pretrainx import config as config_lib
+from pretrainx.errors import UserError
+from pretrainx.models import bert
+
+MLM_KEYS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+
+
+# ---- config ---------------------------------------------------------------------
+def defaults(objective: str, family: str):
+    """BERT-Base's encoder, optimizer and masking (Devlin et al. 2019) as a one-length,
+    MLM-only run; objectives that pair segments add `pairing_defaults`."""
+    c = config_lib.shared_config(objective, total_steps=1_000_000, batch=1024, seq_len=128,
+                                 learning_rate=1e-4, schedule="bert_linear")
+    c.model = bert.default_config()
+    c.model.family = family
+    c.data.lower_case = True
+    c.data.mask_prob = 0.15
+    c.data.max_predictions_per_seq = 20
+    c.data.whole_word_masking = False
+    return c
+
+
+def pairing_defaults(c, dupe_factor: int = 10):
+    """create_pretraining_data's pairing: 10% shorter pairs, `dupe_factor` passes."""
+    c.data.short_seq_prob = 0.1
+    c.data.dupe_factor = dupe_factor  # times the corpus is paired
+    return c
+
+
+def validate(cfg) -> None:
+    """The encoder's keys, masking, and each phase's length and batch."""
+    config_lib.check_positive(cfg, "model.hidden_size", "model.num_heads", "model.mlp_dim",
+                              "model.max_position_embeddings", "data.max_predictions_per_seq")
+    config_lib.check_divisible(cfg)
+    m = cfg.model
+    embedding_size = m.get("embedding_size", 0)
+    if isinstance(embedding_size, bool) or not isinstance(embedding_size, int) \
+            or embedding_size < 0:
+        raise UserError(f"config key 'model.embedding_size' must be an integer >= 0 "
+                        f"(0: hidden_size), got {embedding_size!r}")
+    if not isinstance(m.get("share_layers", False), bool):
+        raise UserError(f"config key 'model.share_layers' must be True or False, "
+                        f"got {m.share_layers!r}")
+    if "phase2" in cfg and not 0.0 <= cfg.phase2.fraction < 1.0:
+        raise UserError(f"phase2.fraction={cfg.phase2.fraction} must be in [0, 1)")
+    config_lib.check_fraction(cfg, "data.mask_prob", 0.0, 1.0)
+    for phase in config_lib.phases(cfg):
+        offset = m.get("position_offset", 0)
+        if phase.seq_len + offset > m.max_position_embeddings:
+            raise UserError(
+                f"{phase.prefix}seq_len={phase.seq_len}"
+                + (f" + model.position_offset={offset}" if offset else "")
+                + f" exceeds model.max_position_embeddings={m.max_position_embeddings}")
+        if phase.global_batch_size % cfg.micro_batches:
+            raise UserError(
+                f"{phase.prefix}global_batch_size={phase.global_batch_size} is not divisible "
+                f"by micro_batches={cfg.micro_batches}")
+        if phase.max_predictions > phase.seq_len:
+            raise UserError(f"max_predictions_per_seq={phase.max_predictions} exceeds "
+                            f"{phase.prefix}seq_len={phase.seq_len}")
+
+
+def pretrained_encoder(model_cfg, params):
+    """A finished pretraining run read as a BERT with its pretraining heads."""
+    return model_cfg, params, "pretrain"
+
+
+# ---- tokenizer --------------------------------------------------------------------
+def require_mask(tokenizer, token: str = "[MASK]") -> None:
+    if tokenizer.mask_id < 0:
+        raise UserError(f"tokenizer {tokenizer.path} has no {token} token")
+
+
+def require_cls_and_sep(tokenizer, family: str, layout: str) -> None:
+    if tokenizer.cls_id == tokenizer.sep_id:
+        raise UserError(f"tokenizer {tokenizer.path} has no separate [CLS] and [SEP]; "
+                        f"{family}'s rows are {layout} (a WordPiece vocab.txt)")
+
+
+def require_vocab_fits(tokenizer, cfg) -> None:
+    if tokenizer.vocab_size > cfg.model.vocab_size:
+        raise UserError(f"tokenizer {tokenizer.path} has {tokenizer.vocab_size} ids "
+                        f"here but model.vocab_size={cfg.model.vocab_size}")
+
+
+def check_row_tokenizer(tokenizer, cfg, family: str, layout: str) -> None:
+    """What a [CLS] ... [SEP] objective needs of its vocabulary, in the order it is said."""
+    require_cls_and_sep(tokenizer, family, layout)
+    require_mask(tokenizer, "mask")
+    require_vocab_fits(tokenizer, cfg)
+
+
+# ---- batches ----------------------------------------------------------------------
+def pad_row(example, seq_len: int, pad_id: int):
+    """A single-segment row's input_ids padded to seq_len, and its attention mask."""
+    ids = example["input_ids"]
+    padded = np.full(seq_len, pad_id, np.int32)
+    padded[:ids.size] = ids
+    attention = np.zeros(seq_len, np.int32)
+    attention[:ids.size] = 1
+    return padded, attention
+
+
+def example_batch(batch_size: int, phase) -> dict:
+    """Zeros of an MLM batch: the encoder's inputs and the masked predictions."""
+    b, s, p = batch_size, phase.seq_len, phase.max_predictions
+    return {
+        "input_ids": np.zeros((b, s), np.int32),
+        "token_type_ids": np.zeros((b, s), np.int32),
+        "attention_mask": np.ones((b, s), np.int32),
+        "masked_lm_positions": np.zeros((b, p), np.int32),
+        "masked_lm_ids": np.zeros((b, p), np.int32),
+        "masked_lm_weights": np.zeros((b, p), np.float32),
+    }
+
+
+# ---- loss and metrics -------------------------------------------------------------
+def mlm_normalizer(batch):
+    """The global batch's real masked positions (at least 1)."""
+    return jnp.maximum(jnp.sum(batch["masked_lm_weights"]), 1.0)
+
+
+def mlm_metrics(sums, norms) -> dict:
+    return {"mlm_loss": sums["mlm_loss_sum"] / norms["mlm"],
+            "mlm_accuracy": sums["mlm_correct_sum"] / norms["mlm"]}
+
+
+def mlm_eval_metrics(totals) -> dict:
+    n = max(float(totals["mlm_weight_sum"]), 1.0)
+    return {"mlm_loss": float(totals["mlm_loss_sum"]) / n,
+            "mlm_accuracy": float(totals["mlm_correct_sum"]) / n}
+
+
+def pair_metrics(sums, norms, task: str) -> dict:
+    """The two-way sentence task (NSP or SOP) of a pair objective, as `task`_*."""
+    return {f"{task}_loss": sums[f"{task}_loss_sum"] / norms[task],
+            f"{task}_accuracy": sums[f"{task}_correct_sum"] / norms[task]}
+
+
+def pair_eval_metrics(totals, task: str) -> dict:
+    n = max(float(totals[f"{task}_count"]), 1.0)
+    return {f"{task}_loss": float(totals[f"{task}_loss_sum"]) / n,
+            f"{task}_accuracy": float(totals[f"{task}_correct_sum"]) / n}
+
+
+# ---- statistics (python -m pretrainx.data --stats) --------------------------------
+def masking_summary(totals) -> dict:
+    """BERT-style masking from mlm.masking_counts added over batches."""
+    masked = max(totals["masked"], 1)
+    return {"masked_fraction": totals["masked"] / max(totals["candidates"], 1),
+            "mask_token_fraction": totals["mask_token"] / masked,
+            "random_token_fraction": totals["random"] / masked,
+            "kept_fraction": totals["kept"] / masked}
+
+
+def full_rows(batch) -> int:
+    """Rows whose real tokens fill at least 95% of the length."""
+    real = batch["attention_mask"] > 0
+    return int((real.sum(axis=1) >= 0.95 * real.shape[1]).sum())
+
+
+def show_rows(tokenizer, batch, count: int, label=None) -> list:
+    """Rows as pieces with what was masked; `label(row)` adds a tag to the header."""
+    texts = []
+    for row in range(min(count, batch["input_ids"].shape[0])):
+        n = int(batch["attention_mask"][row].sum())
+        ids = batch["input_ids"][row][:n]
+        chosen = batch["masked_lm_weights"][row] > 0
+        originals = [tokenizer.id_to_piece(int(i)) for i in batch["masked_lm_ids"][row][chosen]]
+        tag = f" ({label(row)})" if label is not None else ""
+        texts.append(f"--- row {row}{tag}\n"
+                     + " ".join(tokenizer.id_to_piece(int(i)) for i in ids)
+                     + f"\nmasked originals: {' '.join(originals)}")
+    return texts

@@ -1,0 +1,56 @@
+"""Rows of whole sentences: RoBERTa's FULL-SENTENCES and SpanBERT's single segments."""
+
+import numpy as np
+
+
+def pack_sentences(docs, capacity: int, separator: int | None):
+    """Rows of at most `capacity` tokens made of whole sentences in document order.
+
+    With `separator`, rows run on across documents and a boundary inside a row
+    costs one `separator` token (RoBERTa's FULL-SENTENCES); with None, a row
+    never holds two documents (SpanBERT's single segments). A sentence longer
+    than `capacity` is cut into rows of its own. Returns int32 arrays.
+    """
+    rows, row, used = [], [], 0
+    sep = None if separator is None else np.array([separator], np.int32)
+
+    def close():
+        nonlocal row, used
+        if used:
+            rows.append(np.concatenate(row).astype(np.int32))
+        row, used = [], 0
+
+    for doc in docs:
+        if sep is None:
+            close()
+        pending = used > 0  # a boundary inside the row costs one separator
+        for sentence in doc:
+            sentence = np.asarray(sentence, np.int32)
+            while sentence.size:
+                if used + pending + sentence.size > capacity:
+                    if used:  # the row is full: the sentence starts the next one
+                        close()
+                        pending = False
+                        continue
+                    piece, sentence = sentence[:capacity], sentence[capacity:]
+                else:
+                    piece, sentence = sentence, sentence[:0]
+                if pending:
+                    row.append(sep)
+                    used, pending = used + 1, False
+                row.append(piece)
+                used += piece.size
+    close()
+    return rows
+
+
+def sentence_rows(docs, cfg, phase, train: bool, group: int, tokenizer,
+                  cross_documents: bool) -> list:
+    """<s> row </s> of whole sentences (see pack_sentences); documents shuffled for
+    training, so a row joins different neighbours in every run seed."""
+    key = [cfg.seed, phase.seq_len, int(train)] + ([group] if group else [])
+    order = np.random.default_rng(key).permutation(len(docs)) if train else range(len(docs))
+    separator = tokenizer.sep_id if cross_documents else None
+    rows = pack_sentences([docs[d] for d in order], phase.seq_len - 2, separator)
+    bos, eos = np.array([tokenizer.cls_id], np.int32), np.array([tokenizer.sep_id], np.int32)
+    return [{"input_ids": np.concatenate([bos, r, eos])} for r in rows]

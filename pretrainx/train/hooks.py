@@ -1,0 +1,178 @@
+"""What the train loop does around each step, one hook a job (Levanter's hooks are the
+model): profile, log metrics, evaluate, switch phase, save (and stop on preemption).
+
+Every hook has `before_step(run)`, `after_step(run, step_metrics) -> records logged`
+and `close()`; the loop calls them in the order it was given them.
+"""
+
+import time
+
+import jax
+import numpy as np
+
+from pretrainx import config as config_lib
+from pretrainx.errors import UserError
+from pretrainx.train import metrics as metrics_lib
+from pretrainx.train import preemption, profile as profile_lib
+
+
+class Hook:
+    def before_step(self, run) -> None:
+        pass
+
+    def after_step(self, run, step_metrics) -> list:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+class Profile(Hook):
+    """A jax.profiler trace of `profile_steps` steps, past compilation and warm-up."""
+
+    def __init__(self, run):
+        cfg = run.cfg
+        self.profiler = profile_lib.StepProfiler(run.workdir, run.start, cfg.profile_start_step,
+                                                 cfg.profile_steps)
+
+    def before_step(self, run):
+        self.profiler.before_step(run.step)
+
+    def after_step(self, run, step_metrics):
+        self.profiler.after_step(run.step, step_metrics)
+        return []
+
+    def close(self):
+        self.profiler.close()
+
+
+def _summarise(buffer):
+    """Average per-step metrics over the log interval, leaving out skipped steps
+    (non-finite loss or gradient); learning rate: the last. Also returns which
+    steps were skipped."""
+    host = jax.device_get(buffer)
+    skipped = [bool(m["skipped"]) for m in host]
+    good = [m for m, s in zip(host, skipped) if not s] or host
+    out = {k: float(np.mean([m[k] for m in good])) for k in host[0] if k != "skipped"}
+    out["learning_rate"] = float(host[-1]["learning_rate"])
+    out["skipped_steps"] = sum(skipped)
+    return out, skipped
+
+
+class Metrics(Hook):
+    """Every `log_every` steps: the interval's mean metrics, tokens/s and MFU, to
+    metrics.jsonl, TensorBoard and the progress line. Only steps after the first of a
+    phase (which compiles) count towards tokens/s, unless that step is all the interval
+    has. `max_skipped_steps` non-finite steps in a row stop the run."""
+
+    def __init__(self, run):
+        self.writer = metrics_lib.MetricsWriter(run.workdir, run.cfg.total_steps)
+        self.buffer, self.skip_run = [], 0
+        self.seconds_per_step = float("nan")
+        self.last = None
+        self.fresh = True
+        self.restart_interval()
+
+    def phase_started(self):
+        """The next step compiles: leave it out of tokens/s."""
+        self.fresh = True
+
+    def restart_interval(self):
+        self.interval_steps, self.interval_start = 0, time.perf_counter()
+
+    def after_step(self, run, step_metrics):
+        cfg, phase = run.cfg, run.phase
+        self.buffer.append(step_metrics)
+        self.interval_steps += 1
+        if self.fresh:
+            jax.block_until_ready(step_metrics)
+            self.fresh = False
+            if run.step % cfg.log_every:
+                self.restart_interval()
+        if run.step % cfg.log_every and run.step != run.end:
+            return []
+        record, skipped = _summarise(self.buffer)
+        for bad in skipped:
+            self.skip_run = self.skip_run + 1 if bad else 0
+        if self.skip_run >= cfg.max_skipped_steps:
+            raise UserError(
+                f"loss or gradient not finite for {self.skip_run} consecutive steps up to "
+                f"step {run.step} (max_skipped_steps={cfg.max_skipped_steps}); the last "
+                f"good checkpoint is kept in {run.ckpt.directory}")
+        elapsed = time.perf_counter() - self.interval_start
+        self.seconds_per_step = elapsed / max(self.interval_steps, 1)
+        tps = self.interval_steps * phase.global_batch_size * phase.seq_len / max(elapsed, 1e-9)
+        record.update(step=run.step, tokens_per_sec=tps,
+                      mfu=run.objective.flops_per_token(phase) * tps
+                      / (run.peak * jax.device_count()),
+                      seq_len=phase.seq_len, global_batch_size=phase.global_batch_size)
+        self.write(record)
+        self.last = record
+        self.buffer = []
+        self.restart_interval()
+        return [record]
+
+    def write(self, record):
+        self.writer.write(record)
+        self.writer.progress(record, self.seconds_per_step)
+
+    def close(self):
+        self.writer.close()
+
+
+class Evaluate(Hook):
+    """Every `eval_every` steps and at the last: eval metrics on the eval files."""
+
+    def __init__(self, metrics: Metrics):
+        self.metrics, self.last = metrics, None
+
+    def after_step(self, run, step_metrics):
+        cfg = run.cfg
+        if run.step % cfg.eval_every and run.step != cfg.total_steps:
+            return []
+        result = run.phases.evaluate(run.phase, run.state.params, cfg.eval_steps)
+        logged = []
+        if result is not None:
+            self.last = dict(result, step=run.step, split="eval")
+            self.metrics.write(self.last)
+            logged.append(self.last)
+        self.metrics.restart_interval()  # eval time is not training time
+        return logged
+
+
+class PhaseSwitch(Hook):
+    """At a phase's last step, the next phase's data; switched before saving, so the
+    saved data position is the next phase's."""
+
+    def __init__(self, metrics: Metrics):
+        self.metrics = metrics
+
+    def after_step(self, run, step_metrics):
+        if run.phase.end <= run.step < run.cfg.total_steps:
+            run.phase = config_lib.phase_at(run.cfg, run.step)
+            run.iterator = run.phases.train_iterator(run.phase)
+            self.metrics.phase_started()
+        return []
+
+
+class Checkpoint(Hook):
+    """Every `checkpoint_every` steps, at the end, and when a preemption notice or a
+    signal (SIGTERM, Ctrl-C) asks the run to stop: then it saves and the loop ends."""
+
+    def __init__(self):
+        self.stop = preemption.StopRequest().install()
+
+    def after_step(self, run, step_metrics):
+        preempted = bool(self.stop) or run.ckpt.reached_preemption(run.step)
+        if run.step % run.cfg.checkpoint_every == 0 or run.step == run.end or preempted:
+            run.ckpt.save(run.step, run.state, run.iterator, run.cfg.to_json(sort_keys=True),
+                          force=run.step == run.end or preempted)
+        run.stopping = preempted
+        return []
+
+    def close(self):
+        self.stop.uninstall()
+
+    @property
+    def signal_name(self):
+        return self.stop.signal_name

@@ -1,0 +1,149 @@
+"""Everything a run settles before its first step: config checks, tokenizer and
+objective, mesh, optimizer, the state (restored, imported or fresh) and the data
+position. A refused run changes nothing in its workdir."""
+
+import jax
+from etils import epath  # local paths and gs:// alike
+from flax import linen as nn
+
+from pretrainx import config as config_lib
+from pretrainx import objectives, sharding
+from pretrainx.data.tokenizers import load_tokenizer
+from pretrainx.errors import UserError
+from pretrainx.train import checkpoint as checkpoint_lib
+from pretrainx.train import metrics as metrics_lib
+from pretrainx.train import optim, state as state_lib
+from pretrainx.train.phases import Phases
+
+# Model keys that change how the model runs but not its parameters.
+_RUNTIME_MODEL_KEYS = ("dtype", "remat", "dropout_rate", "attention_dropout_rate",
+                       "float32_attention_logits", "initializer_range")
+# Keys a resumed run may change; it says so.
+_RESUMABLE_CHANGES = ("global_batch_size", "micro_batches", "mesh.data", "mesh.fsdp",
+                      "mesh.tensor")
+
+
+def _check_batches(cfg, mesh, rules):
+    dp = sharding.data_parallel_size(mesh, rules)
+    for phase in config_lib.phases(cfg):
+        for divisor, what in ((dp, f"the {dp} data-parallel devices"),
+                              (jax.process_count(), f"{jax.process_count()} processes"),
+                              (dp * cfg.micro_batches, f"{cfg.micro_batches} micro-batches "
+                                                       f"x {dp} data-parallel devices")):
+            if phase.global_batch_size % divisor:
+                raise UserError(f"{phase.prefix}global_batch_size={phase.global_batch_size} "
+                                f"does not divide over {what}")
+
+
+def _model_fields_differ(saved: dict, cfg) -> list:
+    saved_model = saved.get("model", {})
+    return [f"model.{k}: checkpoint {saved_model[k]!r} vs config {v!r}"
+            for k, v in cfg.model.items()
+            if k not in _RUNTIME_MODEL_KEYS and k in saved_model and saved_model[k] != v]
+
+
+def _resumable_changes(saved: dict, cfg) -> list:
+    old, new = config_lib.flatten(saved), config_lib.flatten(cfg)
+    return [f"{k} {old[k]} -> {new[k]}" for k in _RESUMABLE_CHANGES
+            if k in old and old[k] != new[k]]
+
+
+def _writable(workdir: str, write) -> None:
+    try:
+        write()
+    except OSError as e:
+        raise UserError(f"workdir {workdir} is not writable: {e.strerror or e}") from None
+
+
+class Run:
+    """A run's settled parts and where it stands (`step`, `state`, `iterator`, `phase`).
+
+    `init(cfg, state, shardings) -> state` starts a fresh run from other weights
+    (cfg.init_from); pretrainx.pretrain passes the one that reads them through interop.
+    """
+
+    def __init__(self, cfg, workdir: str, devices=None, stop_at=None, init=None):
+        objectives.validate(cfg)
+        config_lib.require_data(cfg)
+        tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case)
+        # ELMo reads any listed word by its characters; only its softmax is model.vocab_size
+        if tokenizer.vocab_size > cfg.model.vocab_size and not getattr(
+                tokenizer, "softmax_may_be_smaller", False):
+            raise UserError(f"tokenizer {cfg.data.tokenizer} has {tokenizer.vocab_size} ids but "
+                            f"model.vocab_size={cfg.model.vocab_size}")
+        self.cfg, self.workdir = cfg, workdir
+        self.objective = objective = objectives.build(cfg, tokenizer)
+        self.mesh = mesh = sharding.make_mesh(cfg.mesh, devices)
+        rules = sharding.rules_of(cfg)
+        _check_batches(cfg, mesh, rules)
+        _writable(workdir, lambda: epath.Path(workdir).mkdir(parents=True, exist_ok=True))
+
+        tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps)
+        init_batch = objective.example_batch(1, config_lib.phases(cfg)[0])
+        abstract = state_lib.abstract_state(objective.model, tx, init_batch)
+        self.n_params = state_lib.count_params(abstract)
+        shardings = state_lib.state_shardings(abstract, mesh, rules)
+        self._log_start()
+        # Measured before the input pipeline's threads start, so they do not skew it.
+        self.peak, self.peak_source = metrics_lib.peak_flops_per_device()
+        self.phases = Phases(cfg, objective, mesh, rules, objective.model, tx, shardings)
+        self.ckpt = checkpoint_lib.Checkpointer(workdir, cfg.keep_checkpoints,
+                                                cfg.checkpoint_every)
+        restored = self.ckpt.restore(
+            nn.unbox(abstract), shardings,
+            lambda s: self.phases.train_iterator(config_lib.phase_at(cfg, s)), self._check_saved)
+        if restored is not None:
+            self.step, self.state, self.iterator, saved_cfg = restored
+            self._log_resume(saved_cfg)
+        else:
+            self.step = 0
+            self.state, _ = state_lib.create_state(objective.model, tx, init_batch, cfg.seed,
+                                                   mesh, rules, shardings)
+            if cfg.init_from:
+                if init is None:
+                    raise UserError("init_from is read by pretrainx.pretrain.train (or "
+                                    "python -m pretrainx.main); this call gave no init hook")
+                self.state = init(cfg, self.state, shardings)
+            self.iterator = self.phases.train_iterator(config_lib.phase_at(cfg, 0))
+        self.phase = config_lib.phase_at(cfg, self.step)
+        self.phases.eval_dataset(self.phase)  # a bad eval corpus fails now
+        # Written only once the run is sure to start: a refused run changes nothing.
+        _writable(workdir, lambda: (epath.Path(workdir) / "config.json").write_text(
+            cfg.to_json(sort_keys=True)))
+        self.start = self.step
+        self.end = cfg.total_steps if stop_at is None else min(stop_at, cfg.total_steps)
+        self.key = jax.random.key(cfg.seed + 1)
+        self.stopping = False  # set by a hook: save and leave the loop after this step
+
+    def _log_start(self):
+        cfg, mesh = self.cfg, self.mesh
+        metrics_lib.log(f"pretrainx: {cfg.model.family} with {self.n_params:,} parameters "
+                        f"({self.n_params / 1e6:.1f}M) on mesh {dict(mesh.shape)} of "
+                        f"{jax.device_count()} {jax.devices()[0].platform} devices")
+        for p in config_lib.phases(cfg):
+            metrics_lib.log(f"  phase {p.index}: steps [{p.start}, {p.end}) seq_len {p.seq_len} "
+                            f"global batch {p.global_batch_size} "
+                            f"({p.global_batch_size // jax.device_count()} per device)"
+                            + "".join(f"; {k} {v}"
+                                      for k, v in self.objective.describe(p).items()))
+
+    def _check_saved(self, saved_cfg):
+        differ = _model_fields_differ(saved_cfg, self.cfg)
+        if differ:
+            raise UserError(f"checkpoint in {self.ckpt.directory} was written for another "
+                            "model: " + "; ".join(differ))
+
+    def _log_resume(self, saved_cfg):
+        metrics_lib.log(f"resumed from {self.ckpt.directory}/{self.step}")
+        changes = _resumable_changes(saved_cfg, self.cfg)
+        if changes:
+            metrics_lib.log("  changed since the checkpoint: " + "; ".join(changes)
+                            + " (the data position counts batches of the new size)")
+
+    def next_batch(self):
+        return self.phases.to_global(next(self.iterator))
+
+    def train_step(self, batch):
+        self.state, metrics = self.phases.train_step(self.phase)(self.state, batch, self.key)
+        self.step += 1
+        return metrics
