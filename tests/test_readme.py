@@ -1,6 +1,6 @@
-"""Every command in the README runs, so the README cannot rot.
+"""Every command in the README and the docs runs, so they cannot rot.
 
-The fenced ```bash and ```python blocks are read from README.md. Placeholders (a
+The fenced ```bash and ```python blocks are read from README.md and docs/*.md. Placeholders (a
 gs:// bucket, /data/... corpora, DIR) become local stand-ins, each training command
 gets overrides that shrink it to seconds, and every command of a block runs in order
 in one scratch directory, as a reader would paste them. Each command must match a
@@ -24,6 +24,8 @@ import pytest
 from conftest import REPO, SHARED_DATA
 
 README = REPO / "README.md"
+# The pages whose commands run: the README and every page of docs/.
+PAGES = [README] + sorted((REPO / "docs").glob("*.md"))
 CI = REPO / ".ci" / "run"
 TEXT = REPO / "pretrainx" / "assets" / "text"
 ALICE = TEXT / "pg11_alice_in_wonderland.txt"
@@ -95,17 +97,24 @@ def shell_steps(body: str):
 
 
 def _blocks_to_run():
-    return [b for b in fenced_blocks(README.read_text(encoding="utf-8"))
-            if b[1] in ("bash", "python")]
+    """(page name, line, language, body) of every command block of every page."""
+    return [(page.relative_to(REPO).as_posix(), *b) for page in PAGES
+            for b in fenced_blocks(page.read_text(encoding="utf-8")) if b[1] in ("bash", "python")]
+
+
+def test_docs_pages_are_found():
+    assert README in PAGES and any(p.name == "architecture.md" for p in PAGES), PAGES
 
 
 def test_readme_has_only_runnable_command_blocks():
     """A command under another fence language would escape the test below."""
-    languages = {lang for _, lang, _ in fenced_blocks(README.read_text(encoding="utf-8"))}
-    assert languages <= {"", "bash", "python"}, languages
-    for line, lang, body in fenced_blocks(README.read_text(encoding="utf-8")):
-        if lang == "":  # sample output, not commands
-            assert not re.match(r"\s*(\$ |python |pip )", body), f"README.md:{line}"
+    for page in PAGES:
+        blocks = fenced_blocks(page.read_text(encoding="utf-8"))
+        languages = {lang for _, lang, _ in blocks}
+        assert languages <= {"", "bash", "python"}, (page.name, languages)
+        for line, lang, body in blocks:
+            if lang == "":  # sample output or a picture, not commands
+                assert not re.match(r"\s*(\$ |python |pip )", body), f"{page.name}:{line}"
 
 
 class Sandbox:
@@ -339,9 +348,9 @@ def _python_block(sandbox, body):
         assert row["status"] == "done", row
 
 
-@pytest.mark.parametrize("block", _blocks_to_run(), ids=lambda b: f"README.md:{b[0]}")
+@pytest.mark.parametrize("block", _blocks_to_run(), ids=lambda b: f"{b[0]}:{b[1]}")
 def test_readme_block_runs(block, tmp_path, request):
-    line, lang, body = block
+    page, line, lang, body = block
     sandbox = Sandbox(tmp_path)
     if "workdir/quickstart" in body and "--config.init_from=workdir/quickstart" in body:
         shutil.copytree(request.getfixturevalue("pretrained_workdir"),  # a pretrained BERT
@@ -350,4 +359,4 @@ def test_readme_block_runs(block, tmp_path, request):
         _python_block(sandbox, body)
         return
     kinds = [run_step(sandbox, words) for words in shell_steps(body)]
-    assert kinds, f"README.md:{line}: an empty command block"
+    assert kinds, f"{page}:{line}: an empty command block"
