@@ -328,3 +328,22 @@ def test_continued_pretraining_starts_from_an_hf_directory(pretrained_workdir, t
                              **{"model.mlp_dim": 96})
     with pytest.raises(UserError, match=r"parameter bert/layer_0/mlp/wi/bias has shape \(128,\)"):
         pretrain.train(wrong, str(tmp_path / "w2"), devices=jax.devices()[:1])
+
+
+def test_export_writes_what_an_adapter_returns_whatever_its_memory_order(
+        pretrained_workdir, tmp_path, monkeypatch):
+    """An adapter may hand back transposed views (torch's [out, in] of our [in, out]);
+    safetensors writes an array's buffer as it lies, so hf.save must write them C-ordered
+    or the file holds the tensor scrambled (found by the dry-run family of issue 19)."""
+    from safetensors.numpy import load_file
+    from pretrainx.interop import hf
+    kernel = np.arange(12, dtype=np.float32).reshape(3, 4)
+    real = hf.ADAPTERS.find("bert")
+    fake = hf.Adapter(name="bert", model_type="bert", read=real.read,
+                      write=lambda pretrained, params, tok: ({"w": kernel.T}, {"model_type": "bert"}),
+                      write_tokenizer=lambda pretrained, tok, output: [])
+    monkeypatch.setattr(hf.ADAPTERS, "find", lambda name: fake)
+    hf.save(interop.load(pretrained_workdir), str(tmp_path / "out"))
+    written = load_file(str(tmp_path / "out" / "model.safetensors"))["w"]
+    assert not kernel.T.flags.c_contiguous
+    assert np.array_equal(written, kernel.T)

@@ -145,8 +145,10 @@ def save(pretrained: Pretrained, output: str) -> list:
     os.makedirs(output, exist_ok=True)
     tokenizer = load_tokenizer(pretrained.tokenizer, lower_case=pretrained.lower_case)
     state, config = adapter.write(pretrained, _merged_params(pretrained), tokenizer)
-    # Tied tensors may not share memory in a safetensors file.
-    state = {k: np.array(v, np.float32, copy=True) for k, v in state.items()}
+    # Tied tensors may not share memory in a safetensors file, and safetensors writes an
+    # array's buffer as it lies: a transposed (Fortran-ordered) view would be written
+    # scrambled, so every tensor is copied C-ordered here, whatever an adapter returns.
+    state = {k: np.array(v, np.float32, copy=True, order="C") for k, v in state.items()}
     save_file(state, os.path.join(output, "model.safetensors"), metadata={"format": "pt"})
     write_json(output, "config.json", config)
     return ["config.json", "model.safetensors"] + adapter.write_tokenizer(pretrained, tokenizer,
