@@ -39,6 +39,26 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
     return schedule
 
 
+def advance_schedules(opt_state):
+    """The optimizer state with every learning-rate schedule's counter one step on and
+    nothing else changed: what a skipped (non-finite) step does, so that the schedule
+    keeps following the run's step while the moments and Adam's bias-correction count
+    stay as they were."""
+    def bump(node):
+        if isinstance(node, optax.ScaleByScheduleState):
+            return node._replace(count=optax.safe_int32_increment(node.count))
+        return node
+    return jax.tree_util.tree_map(bump, opt_state,
+                                  is_leaf=lambda x: isinstance(x, optax.ScaleByScheduleState))
+
+
+def schedule_steps(opt_state) -> list:
+    """The counters of the optimizer's learning-rate schedules (for tests and checks)."""
+    nodes = jax.tree_util.tree_leaves(
+        opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByScheduleState))
+    return [n.count for n in nodes if isinstance(n, optax.ScaleByScheduleState)]
+
+
 def decay_mask(params):
     """Weight decay on matrices only: not on LayerNorm scales or biases (as BERT)."""
     def keep(path, leaf):

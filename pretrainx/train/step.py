@@ -11,6 +11,7 @@ import optax
 from flax import linen as nn
 
 from pretrainx import sharding
+from pretrainx.train import optim
 from pretrainx.train.state import TrainState
 
 
@@ -65,10 +66,11 @@ def make_train_step(model, tx, objective, schedule, micro_batches: int):
 
         # One bad batch must not poison a long run: a non-finite loss or gradient
         # leaves parameters and optimizer state as they were (the step and the data
-        # still advance).
+        # still advance, and so do the learning-rate schedules, which follow the step).
         finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-        params, opt_state = jax.lax.cond(finite, apply_update,
-                                         lambda: (state.params, state.opt_state))
+        params, opt_state = jax.lax.cond(
+            finite, apply_update,
+            lambda: (state.params, optim.advance_schedules(state.opt_state)))
         metrics = dict(objective.metrics(sums, norms), loss=loss, grad_norm=grad_norm,
                        learning_rate=schedule(state.step),
                        skipped=1.0 - finite.astype(jnp.float32))
