@@ -54,3 +54,33 @@ def test_published_parameter_counts(name, low, high):
     assert info["seq_len"] == 128 and info["phases"][1]["seq_len"] == 512
     assert info["phases"][1]["steps"] == [900_000, 1_000_000]
     assert info["global_batch_size"] * 128 == 256 * 512  # 131,072 tokens a batch in both phases
+
+
+def test_dropout_masks_do_not_repeat_past_two_to_the_32_elements():
+    """RoBERTa-large's attention probabilities (16 heads) at batch 8,192 x 512 hold 2^35
+    elements: rows 1,024 apart sit exactly 2^32 positions apart, where a 32-bit index
+    wraps (with RoBERTa-base's 12 heads the shared masks fall about 1,365 rows apart)."""
+    from pretrainx.models.layers import index_words, keep_bits
+    shape, window = (8192, 16, 512, 512), (1, 1, 4, 512)
+    seeds = jnp.array([12345, 67890], jnp.uint32)
+    low_a, high_a = index_words(shape, start=(0, 0, 0, 0), window=window)
+    low_b, high_b = index_words(shape, start=(1024, 0, 0, 0), window=window)
+    assert 1024 * 16 * 512 * 512 == 2 ** 32  # the two windows are 2^32 positions apart
+    assert np.array_equal(low_a, low_b)  # the low words collide, as the old index did
+    assert not np.array_equal(high_a, high_b)
+    a, b = keep_bits(low_a, high_a, seeds), keep_bits(low_b, high_b, seeds)
+    threshold = jnp.uint32(int(0.1 * 2 ** 32))
+    same_mask = np.mean(np.asarray((a >= threshold) == (b >= threshold)))
+    assert same_mask < 0.9  # independent 10% masks agree on ~82% of elements; a repeat on 100%
+
+
+def test_dropout_masks_of_arrays_under_two_to_the_32_are_those_of_earlier_runs():
+    """The fix above leaves every smaller array's mask as it was: resumed runs and
+    recorded results keep their numbers."""
+    from pretrainx.models.layers import _mix32, index_words, keep_bits
+    shape, seeds = (3, 5, 7), jnp.array([7, 11], jnp.uint32)
+    position = jnp.arange(3 * 5 * 7, dtype=jnp.uint32).reshape(shape)  # row-major
+    low, high = index_words(shape)
+    assert high is None and np.array_equal(low, position)
+    assert np.array_equal(keep_bits(low, high, seeds),
+                          _mix32(_mix32(position + seeds[0]) ^ seeds[1]))

@@ -46,15 +46,47 @@ def _mix32(h):
     return h ^ (h >> 16)
 
 
-def _global_index(shape):
-    """Row-major position of every element, from iotas: partitions with the array,
-    so a mask depends on where an element is, not on which device holds it."""
-    index = jnp.zeros(shape, jnp.uint32)
-    stride = 1
+_WORD = 2 ** 32
+
+
+def index_words(shape, start=None, window=None):
+    """Each element's row-major position in an array of `shape` as two uint32 words,
+    from iotas (so they partition with the array: a mask depends on where an element
+    is, not on which device holds it): `low`, the position mod 2^32, and `high`, the
+    index over the leading dimensions that take the array past 2^32 elements (None
+    for a smaller array), so that (low, high) is unique to each element.
+
+    `start` and `window` evaluate a window of the array instead of all of it, for
+    tests that look at arrays too large to build.
+    """
+    window = tuple(window or shape)
+    start = tuple(start or (0,) * len(shape))
+    low, stride = jnp.zeros(window, jnp.uint32), 1
     for dim in reversed(range(len(shape))):
-        index = index + jax.lax.broadcasted_iota(jnp.uint32, shape, dim) * jnp.uint32(stride)
-        stride = (stride * shape[dim]) & 0xFFFFFFFF
-    return index
+        iota = jax.lax.broadcasted_iota(jnp.uint32, window, dim) + jnp.uint32(start[dim])
+        low = low + iota * jnp.uint32(stride % _WORD)
+        stride *= shape[dim]
+    split = 0  # the trailing dimensions [split:] hold fewer than 2^32 elements
+    while math.prod(shape[split:]) >= _WORD:
+        split += 1
+    if split == 0:
+        return low, None
+    high, stride = jnp.zeros(window, jnp.uint32), 1
+    for dim in reversed(range(split)):
+        iota = jax.lax.broadcasted_iota(jnp.uint32, window, dim) + jnp.uint32(start[dim])
+        high = high + iota * jnp.uint32(stride)
+        stride *= shape[dim]
+    return low, high
+
+
+def keep_bits(low, high, seeds):
+    """32 random bits per element from its index words and two per-call seeds. Arrays
+    under 2^32 elements hash their position alone; larger ones mix in the high word,
+    so elements 2^32 apart no longer share a mask."""
+    bits = _mix32(_mix32(low + seeds[0]) ^ seeds[1])
+    if high is not None:
+        bits = _mix32(bits ^ _mix32(high + jnp.uint32(0x9E3779B9)))
+    return bits
 
 
 class Dropout(nn.Module):
@@ -72,7 +104,7 @@ class Dropout(nn.Module):
         if deterministic or self.rate == 0.0:
             return x
         seeds = jax.random.bits(self.make_rng("dropout"), (2,), jnp.uint32)
-        bits = _mix32(_mix32(_global_index(x.shape) + seeds[0]) ^ seeds[1])
+        bits = keep_bits(*index_words(x.shape), seeds)
         threshold = jnp.uint32(min(int(round(self.rate * 2.0 ** 32)), 2 ** 32 - 1))
         keep = bits >= threshold
         return jnp.where(keep, x / jnp.asarray(1.0 - self.rate, x.dtype), jnp.zeros_like(x))
