@@ -88,6 +88,8 @@ CASES = {  # name: (arguments, words the error line must contain)
     "negative learning rate": (["--config.optimizer.learning_rate=-0.1"],
                                ["learning_rate=-0.1"]),
     "unknown dtype": (["--config.model.dtype=float8"], ["model.dtype", "float8"]),
+    "float16 without loss scaling": (["--config.model.dtype=float16"],
+                                     ["model.dtype=float16", "bfloat16"]),
     "unknown remat policy": (["--config.model.remat=some"], ["model.remat", "some"]),
     "mesh larger than the devices": (["--config.mesh.data=3"], ["mesh", "1 are present"]),
     "phase-2 fraction above 1": (["--config.phase2.fraction=1.5"], ["phase2.fraction=1.5"]),

@@ -84,3 +84,16 @@ def test_dropout_masks_of_arrays_under_two_to_the_32_are_those_of_earlier_runs()
     assert high is None and np.array_equal(low, position)
     assert np.array_equal(keep_bits(low, high, seeds),
                           _mix32(_mix32(position + seeds[0]) ^ seeds[1]))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16, jnp.float32])
+def test_a_fully_masked_row_stays_finite_in_every_dtype(dtype):
+    """Padding rows attend to nothing: scores + the mask bias must not round to -inf,
+    or softmax gives NaN that spreads through the values (float16's finfo.min did)."""
+    from pretrainx.models.layers import mask_to_bias, segment_mask
+    segments = jnp.array([[1, 1, 0, 0]])
+    bias = mask_to_bias(segment_mask(segments, segments), dtype)
+    scores = jnp.full((1, 1, 4, 4), -20.0, dtype)
+    probs = jax.nn.softmax(scores + bias, axis=-1)
+    assert bool(jnp.isfinite(probs).all())
+    np.testing.assert_allclose(np.asarray(probs[0, 0, 0], np.float32), [0.5, 0.5, 0, 0])

@@ -296,9 +296,11 @@ def segment_mask(q_segments, kv_segments, causal: bool = False):
 
 
 def mask_to_bias(mask, dtype):
-    """Additive bias: 0 where allowed, a large negative where not (finite, so rows of
-    padding stay NaN-free)."""
-    big_negative = jnp.asarray(jnp.finfo(dtype).min if dtype != jnp.float32 else -1e9, dtype)
+    """Additive bias: 0 where allowed, a large negative where not. It stays finite
+    after scores are added (half the dtype's range: float16's -65504 plus a score would
+    round to -inf and a fully masked row to NaN), so rows of padding stay NaN-free."""
+    big_negative = jnp.asarray(0.5 * float(jnp.finfo(dtype).min) if dtype != jnp.float32
+                               else -1e9, dtype)
     return jnp.where(mask, jnp.asarray(0, dtype), big_negative)
 
 
