@@ -78,6 +78,9 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.optimizer.b1 = 0.9
     c.optimizer.b2 = 0.999
     c.optimizer.eps = 1e-6
+    # Adam's moments divided by 1 - b^t (Kingma and Ba; optax, fairseq, HF); False is
+    # google-research/bert's AdamWeightDecayOptimizer, which has no correction.
+    c.optimizer.bias_correction = True
     c.optimizer.weight_decay = 0.01
     c.optimizer.grad_clip = 1.0
 

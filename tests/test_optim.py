@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import optax
+import pytest
 from flax import linen as nn
 
 from pretrainx.train import optim
@@ -72,3 +73,113 @@ def test_a_skipped_step_moves_the_schedule_on_and_nothing_else():
     expected = jax.tree_util.tree_map(lambda p, d: p + schedule(3) * d, before.params, direction)
     for a, b in zip(jax.tree_util.tree_leaves(expected), jax.tree_util.tree_leaves(state.params)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_uncorrected_adam_is_google_research_berts_update():
+    """AdamWeightDecayOptimizer: m and v as Adam's, no division by 1 - b^t, decay added
+    to the direction (masked), all times the learning rate."""
+    cfg = ml_collections.ConfigDict(dict(name="adamw", learning_rate=0.1, warmup_steps=0,
+                                         schedule="constant", b1=0.9, b2=0.999, eps=1e-6,
+                                         weight_decay=0.01, grad_clip=0.0,
+                                         bias_correction=False))
+    params = {"kernel": np.array([[1.0, -2.0]], np.float32), "bias": np.array([0.5], np.float32)}
+    grads = [{"kernel": np.array([[0.3, -0.1]], np.float32), "bias": np.array([0.2], np.float32)},
+             {"kernel": np.array([[-0.2, 0.4]], np.float32), "bias": np.array([-0.1], np.float32)}]
+    tx = optim.make_optimizer(cfg, 10)
+    state, p = tx.init(params), params
+    m = {k: np.zeros_like(v) for k, v in params.items()}
+    v = {k: np.zeros_like(x) for k, x in params.items()}
+    expected = dict(params)
+    for g in grads:
+        updates, state = tx.update(g, state, p)
+        p = optax.apply_updates(p, updates)
+        for k in params:
+            m[k] = 0.9 * m[k] + 0.1 * g[k]
+            v[k] = 0.999 * v[k] + 0.001 * g[k] ** 2
+            step = m[k] / (np.sqrt(v[k]) + 1e-6) + (0.01 * expected[k] if k == "kernel" else 0)
+            expected[k] = expected[k] - 0.1 * step
+    for k in params:
+        np.testing.assert_allclose(p[k], expected[k], rtol=1e-6)
+
+
+def test_the_recipes_say_whether_adam_is_bias_corrected():
+    """Off where the original code has none (google-research/bert and electra), on for
+    fairseq's RoBERTa and SpanBERT and the rest."""
+    from pretrainx import objectives
+    corrected = {name: objectives.default_config(name).optimizer.get("bias_correction", True)
+                 for name in ("bert", "electra", "roberta", "spanbert", "albert", "t5",
+                              "causal_lm")}
+    assert corrected == {"bert": False, "electra": False, "roberta": True, "spanbert": True,
+                         "albert": True, "t5": True, "causal_lm": True}
+
+
+def _bert_params(scan: bool):
+    """A tiny BERT's initialised parameters, layers unrolled or stacked by nn.scan."""
+    from flax import linen as nn_lib
+    from conftest import tiny_bert_config
+    from pretrainx import config as config_lib, objectives
+    cfg = tiny_bert_config(**{"model.scan_layers": scan})
+    objective = objectives.build(cfg, None)
+    batch = objective.example_batch(1, config_lib.phases(cfg)[0])
+    return nn_lib.unbox(objective.model.init(jax.random.key(0), batch)["params"])
+
+
+def _named(tree):
+    return {"/".join(k.key for k in path): leaf
+            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+@pytest.mark.parametrize("scan", [False, True], ids=["unrolled", "scanned"])
+def test_weight_decay_reaches_kernels_and_embeddings_never_norms_or_biases(scan):
+    """With zero gradients AdamW's update is the decay alone: -lr x wd x p on what decays
+    and exactly 0 on every LayerNorm scale and every bias, stacked (scan) or not."""
+    cfg = ml_collections.ConfigDict(dict(name="adamw", learning_rate=0.1, warmup_steps=0,
+                                         schedule="constant", b1=0.9, b2=0.999, eps=1e-6,
+                                         weight_decay=0.01, grad_clip=0.0))
+    params = _bert_params(scan)
+    tx = optim.make_optimizer(cfg, 10)
+    updates, _ = tx.update(jax.tree_util.tree_map(jnp.zeros_like, params), tx.init(params), params)
+    decayed = {name for name, u in _named(updates).items() if np.abs(u).max() > 0}
+    names = set(_named(params))
+    assert decayed == {n for n in names if n.endswith(("kernel", "embedding"))}, decayed ^ names
+    assert not any(("norm" in n or n.endswith("bias")) for n in decayed)
+    for name in decayed:
+        np.testing.assert_allclose(_named(updates)[name], -0.1 * 0.01 * _named(params)[name],
+                                   rtol=1e-5)
+
+
+def test_lamb_trust_ratio_skips_norms_and_biases():
+    """LAMB (ALBERT): a kernel's update is scaled to lr x ||p|| (the trust ratio); a
+    LayerNorm scale's or a bias's is plain Adam's, lr x m / (sqrt(v) + eps)."""
+    cfg = ml_collections.ConfigDict(dict(name="lamb", learning_rate=0.1, warmup_steps=0,
+                                         schedule="constant", b1=0.9, b2=0.999, eps=1e-6,
+                                         weight_decay=0.01, grad_clip=0.0))
+    params = _bert_params(False)
+    grads = jax.tree_util.tree_map(lambda p: 0.5 * jnp.ones_like(p), params)
+    tx = optim.make_optimizer(cfg, 10)
+    updates, _ = tx.update(grads, tx.init(params), params)
+    named_u, named_p = _named(updates), _named(params)
+    for name, u in named_u.items():
+        if name.endswith("kernel"):
+            np.testing.assert_allclose(np.linalg.norm(u), 0.1 * np.linalg.norm(named_p[name]),
+                                       rtol=1e-4)
+        elif name.endswith(("scale", "bias")):  # Adam's first step: m / sqrt(v) = 1
+            np.testing.assert_allclose(u, -0.1 * np.ones_like(u), rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind, expected", [
+    # (step 0, end of warmup = step 100, mid-way = step 550, last step = 1000)
+    ("bert_linear", [0.0, 1e-3 * (1 - 100 / 1000), 1e-3 * (1 - 550 / 1000), 0.0]),
+    ("warmup_linear", [0.0, 1e-3, 1e-3 * 0.5, 0.0]),
+    ("cosine", [0.0, 1e-3, 1e-3 * 0.5, 0.0]),
+    ("rsqrt", [1e-3, 1e-3, 1e-3 * np.sqrt(100 / 550), 1e-3 * np.sqrt(100 / 1000)]),
+    ("constant", [0.0, 1e-3, 1e-3, 1e-3]),
+])
+def test_schedule_values_at_start_warmup_end_middle_and_last_step(kind, expected):
+    """Peak 1e-3, 100 warmup steps, 1,000 steps: bert_linear decays from step 0 under
+    the warmup (google-research/bert), warmup_linear and cosine from the warmup's end,
+    rsqrt is T5's lr x sqrt(warmup / max(step, warmup))."""
+    cfg = ml_collections.ConfigDict(dict(learning_rate=1e-3, warmup_steps=100, schedule=kind))
+    schedule = optim.learning_rate_schedule(cfg, 1000)
+    np.testing.assert_allclose([float(schedule(s)) for s in (0, 100, 550, 1000)], expected,
+                               rtol=1e-6, atol=1e-12)

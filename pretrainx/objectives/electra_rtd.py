@@ -128,7 +128,7 @@ class ElectraRtd:
 
     def transform(self, phase, train: bool):
         tok, data = self.tokenizer, self.cfg.data
-        specials = tok.special_ids()
+        specials = encoder.unmasked_specials(tok)
         seq_len, max_pred = phase.seq_len, phase.max_predictions
 
         def fn(example, rng):
@@ -198,7 +198,8 @@ class ElectraRtd:
     token_features = ("input_ids",)
 
     def batch_stats(self, batch) -> dict:
-        counts = mlm.masking_counts(batch, self.tokenizer.mask_id, self.tokenizer.special_ids())
+        counts = mlm.masking_counts(batch, self.tokenizer.mask_id,
+                                    encoder.unmasked_specials(self.tokenizer))
         return {**counts, "examples": batch["input_ids"].shape[0],
                 "full_rows": encoder.full_rows(batch),
                 "two_segment_rows": int((batch["token_type_ids"] > 0).any(axis=1).sum())}
@@ -224,6 +225,7 @@ def defaults():
     c.optimizer.learning_rate = 5e-4
     c.optimizer.warmup_steps = 10_000
     c.optimizer.schedule = "bert_linear"
+    c.optimizer.bias_correction = False  # ELECTRA keeps BERT's AdamWeightDecayOptimizer
     c.model.update(num_layers=12, hidden_size=256, num_heads=4, mlp_dim=1024,
                    embedding_size=128)
     c.model.generator_size = 0.25  # of hidden size, FFN size and heads (1/3 for Base)

@@ -49,7 +49,7 @@ class MlmNsp:
     def transform(self, phase, train: bool):
         """(pair, rng) -> padded, masked example of length phase.seq_len."""
         tok, data = self.tokenizer, self.cfg.data
-        specials = tok.special_ids()
+        specials = encoder.unmasked_specials(tok)
         seq_len, max_pred = phase.seq_len, phase.max_predictions
 
         def fn(example, rng):
@@ -96,7 +96,8 @@ class MlmNsp:
     token_features = ("input_ids",)
 
     def batch_stats(self, batch) -> dict:
-        counts = mlm.masking_counts(batch, self.tokenizer.mask_id, self.tokenizer.special_ids())
+        counts = mlm.masking_counts(batch, self.tokenizer.mask_id,
+                                    encoder.unmasked_specials(self.tokenizer))
         return {**counts, "examples": counts["rows"],
                 "is_next": int((batch["next_sentence_label"] == 0).sum())}
 
@@ -118,6 +119,7 @@ def defaults():
     """BERT-Base pretraining as the paper and google-research/bert run it: 1M steps, 90%
     at length 128 (batch 1024, 20 predictions) then 10% at 512 (batch 256, 80)."""
     c = encoder.pairing_defaults(encoder.defaults("bert", "bert"))
+    c.optimizer.bias_correction = False  # AdamWeightDecayOptimizer has none
     c.phase2 = ml_collections.ConfigDict()
     c.phase2.fraction = 0.1  # last 10% of steps at length 512; 0 turns it off
     c.phase2.seq_len = 512

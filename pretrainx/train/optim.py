@@ -59,6 +59,34 @@ def schedule_steps(opt_state) -> list:
     return [n.count for n in nodes if isinstance(n, optax.ScaleByScheduleState)]
 
 
+def scale_by_adam_uncorrected(b1: float, b2: float, eps: float) -> optax.GradientTransformation:
+    """Adam's direction without bias correction, m / (sqrt(v) + eps), as
+    google-research/bert's AdamWeightDecayOptimizer (and ELECTRA's copy of it) computes
+    it: the first steps move 3x further than corrected Adam's at b2 = 0.999, which the
+    recipes' warmup absorbs. The state is optax's ScaleByAdamState, so a checkpoint
+    restores whichever way `optimizer.bias_correction` is set."""
+    def init(params):
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+        return optax.ScaleByAdamState(count=jnp.zeros([], jnp.int32), mu=zeros,
+                                      nu=jax.tree_util.tree_map(jnp.zeros_like, params))
+
+    def update(grads, state, params=None):
+        mu = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, state.mu, grads)
+        nu = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * jnp.square(g),
+                                    state.nu, grads)
+        updates = jax.tree_util.tree_map(lambda m, v: m / (jnp.sqrt(v) + eps), mu, nu)
+        return updates, optax.ScaleByAdamState(
+            count=optax.safe_int32_increment(state.count), mu=mu, nu=nu)
+
+    return optax.GradientTransformation(init, update)
+
+
+def _scale_by_adam(opt_cfg):
+    if opt_cfg.get("bias_correction", True):
+        return optax.scale_by_adam(b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps)
+    return scale_by_adam_uncorrected(opt_cfg.b1, opt_cfg.b2, opt_cfg.eps)
+
+
 def decay_mask(params):
     """Weight decay on matrices only: not on LayerNorm scales or biases (as BERT)."""
     def keep(path, leaf):
@@ -86,12 +114,15 @@ def make_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation:
     elif opt_cfg.name == "lamb":
         # optax.lamb's chain, with ALBERT's masks (google-research/albert lamb_optimizer):
         # LayerNorm scales and biases get neither weight decay nor the trust ratio.
-        # Adam moments are bias-corrected, as the LAMB paper (albert's code does not).
-        parts += [optax.scale_by_adam(b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps),
+        # Adam's moments as optimizer.bias_correction says (ALBERT's recipe keeps the
+        # LAMB paper's correction; albert's code has none).
+        parts += [_scale_by_adam(opt_cfg),
                   optax.add_decayed_weights(opt_cfg.weight_decay, mask=decay_mask),
                   optax.masked(optax.scale_by_trust_ratio(), decay_mask),
                   optax.scale_by_learning_rate(schedule)]
-    else:
-        parts.append(optax.adamw(schedule, b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps,
-                                 weight_decay=opt_cfg.weight_decay, mask=decay_mask))
+    else:  # optax.adamw's chain (nested as adamw nests it, so checkpoints restore),
+        # with or without Adam's bias correction
+        parts.append(optax.chain(_scale_by_adam(opt_cfg),
+                                 optax.add_decayed_weights(opt_cfg.weight_decay, mask=decay_mask),
+                                 optax.scale_by_learning_rate(schedule)))
     return optax.chain(*parts)
