@@ -385,3 +385,25 @@ def test_nsp_loss_hand_checked():
     assert float(out["nsp_count"]) == 3.0
     weighted = nsp_loss_and_metrics(logits, labels, weights=np.array([1.0, 1.0, 0.0]))
     np.testing.assert_allclose(weighted["nsp_loss_sum"], np.log(2) + np.log(4 / 3), rtol=1e-5)
+
+
+def test_unk_is_masked_like_any_word_and_cls_sep_never():
+    """create_pretraining_data.py skips only [CLS] and [SEP] when it chooses what to
+    mask; an [UNK] in the text is a candidate like any word (BERT, ALBERT, ELECTRA)."""
+    from conftest import tiny_bert_config
+    from pretrainx import config as config_lib, objectives
+    from pretrainx.data.tokenizers import load_tokenizer
+    cfg = tiny_bert_config(seq_len=32, **{"data.max_predictions_per_seq": 5})
+    tok = load_tokenizer(cfg.data.tokenizer)
+    objective = objectives.build(cfg, tok)
+    transform = objective.transform(config_lib.phases(cfg)[0], train=True)
+    ids = np.array([tok.cls_id] + [tok.unk_id] * 14 + [tok.sep_id] + [100] * 15 + [tok.sep_id],
+                   np.int32)
+    example = {"input_ids": ids, "token_type_ids": np.array([0] * 16 + [1] * 16, np.int32),
+               "next_sentence_label": 0}
+    chosen = []
+    for seed in range(50):
+        row = transform(example, np.random.default_rng(seed))
+        chosen += list(row["masked_lm_ids"][row["masked_lm_weights"] > 0])
+    assert chosen.count(tok.unk_id) > 50 * 5 * 0.3  # about half the candidates are [UNK]
+    assert tok.cls_id not in chosen and tok.sep_id not in chosen

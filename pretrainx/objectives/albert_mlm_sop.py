@@ -217,7 +217,7 @@ class AlbertMlmSop:
     def transform(self, phase, train: bool):
         """(pair, rng) -> padded, n-gram-masked example of length phase.seq_len."""
         tok, data = self.tokenizer, self.cfg.data
-        specials = tok.special_ids()
+        specials = encoder.unmasked_specials(tok)
         seq_len, max_pred = phase.seq_len, phase.max_predictions
 
         def fn(example, rng):
@@ -271,7 +271,8 @@ class AlbertMlmSop:
 
     def batch_stats(self, batch) -> dict:
         chosen = batch["masked_lm_weights"] > 0
-        counts = mlm.masking_counts(batch, self.tokenizer.mask_id, self.tokenizer.special_ids())
+        counts = mlm.masking_counts(batch, self.tokenizer.mask_id,
+                                    encoder.unmasked_specials(self.tokenizer))
         out = {**counts, "examples": counts["rows"],
                "swapped": int((batch["sentence_order_label"] == SWAPPED).sum())}
         # One n-gram per distinct start in a row.

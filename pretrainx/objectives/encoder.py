@@ -85,6 +85,14 @@ def require_cls_and_sep(tokenizer, family: str, layout: str) -> None:
                         f"{family}'s rows are {layout} (a WordPiece vocab.txt)")
 
 
+def unmasked_specials(tokenizer):
+    """The ids google-research's create_pretraining_data (BERT, ALBERT, ELECTRA) never
+    masks: [CLS] and [SEP] (padding and [MASK] never occur in its input); [UNK] it masks
+    like any word, so it is left out here. Also what a random replacement never is."""
+    specials = tokenizer.special_ids()
+    return specials[specials != tokenizer.unk_id]
+
+
 def require_vocab_fits(tokenizer, cfg) -> None:
     if tokenizer.vocab_size > cfg.model.vocab_size:
         raise UserError(f"tokenizer {tokenizer.path} has {tokenizer.vocab_size} ids "
