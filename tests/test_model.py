@@ -60,7 +60,7 @@ def test_dropout_masks_do_not_repeat_past_two_to_the_32_elements():
     """RoBERTa-large's attention probabilities (16 heads) at batch 8,192 x 512 hold 2^35
     elements: rows 1,024 apart sit exactly 2^32 positions apart, where a 32-bit index
     wraps (with RoBERTa-base's 12 heads the shared masks fall about 1,365 rows apart)."""
-    from pretrainx.models.layers import index_words, keep_bits
+    from pretrainx.models.dropout import index_words, keep_bits
     shape, window = (8192, 16, 512, 512), (1, 1, 4, 512)
     seeds = jnp.array([12345, 67890], jnp.uint32)
     low_a, high_a = index_words(shape, start=(0, 0, 0, 0), window=window)
@@ -77,13 +77,13 @@ def test_dropout_masks_do_not_repeat_past_two_to_the_32_elements():
 def test_dropout_masks_of_arrays_under_two_to_the_32_are_those_of_earlier_runs():
     """The fix above leaves every smaller array's mask as it was: resumed runs and
     recorded results keep their numbers."""
-    from pretrainx.models.layers import _mix32, index_words, keep_bits
+    from pretrainx.models.dropout import mix32, index_words, keep_bits
     shape, seeds = (3, 5, 7), jnp.array([7, 11], jnp.uint32)
     position = jnp.arange(3 * 5 * 7, dtype=jnp.uint32).reshape(shape)  # row-major
     low, high = index_words(shape)
     assert high is None and np.array_equal(low, position)
     assert np.array_equal(keep_bits(low, high, seeds),
-                          _mix32(_mix32(position + seeds[0]) ^ seeds[1]))
+                          mix32(mix32(position + seeds[0]) ^ seeds[1]))
 
 
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16, jnp.float32])

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx.models import bert, layers
+from pretrainx.models import bert, dropout, layers
 
 _EVAL_SEEDS = (0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35)
 
@@ -90,8 +90,8 @@ def gumbel_noise(shape, seeds):
         inner = inner + jax.lax.broadcasted_iota(jnp.uint32, shape, dim) * jnp.uint32(stride)
         stride = (stride * inner_shape[dim - 1]) & 0xFFFFFFFF
     row = jax.lax.broadcasted_iota(jnp.uint32, shape, 0)
-    h = layers._mix32(layers._mix32(inner + seeds[0]) ^ layers._mix32(row ^ seeds[1]))
-    h = layers._mix32(h ^ seeds[2])
+    h = dropout.mix32(dropout.mix32(inner + seeds[0]) ^ dropout.mix32(row ^ seeds[1]))
+    h = dropout.mix32(h ^ seeds[2])
     u = ((h >> 8).astype(jnp.float32) + 0.5) * (2.0 ** -24)  # in (0, 1)
     return -jnp.log(-jnp.log(u))
 
