@@ -215,6 +215,7 @@ def test_bad_albert_keys_are_refused():
         objectives.validate(tiny_albert_config(**{"data.max_ngram": 0}))
 
 
+@pytest.mark.slow
 def test_loss_falls_and_sharded_equals_unsharded(tmp_path):
     loop.train(tiny_albert_config(), str(tmp_path / "one"), devices=jax.devices()[:1])
     loop.train(tiny_albert_config(**{"mesh.data": 2, "mesh.fsdp": 2, "mesh.tensor": 2}),

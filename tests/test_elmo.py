@@ -144,6 +144,7 @@ def test_parameter_counts_match_the_published_sizes(size, published):
     assert abs(counted - published) / published < 0.01, counted
 
 
+@pytest.mark.slow
 def test_loss_falls_and_sharded_equals_unsharded(tmp_path):
     one = tiny_elmo_config()
     loop.train(one, str(tmp_path / "one"), devices=jax.devices()[:1])

@@ -80,6 +80,7 @@ def test_bad_glue_files_name_the_file_and_line(tmp_path):
         tasks.get_task("sst3")
 
 
+@pytest.mark.slow
 def test_finetune_learns_sst2_and_keeps_the_best_epoch(shared_data, tmp_path):
     """A randomly initialised tiny BERT on 4,000 SST-2 sentences beats the majority
     class on dev; the best epoch is saved and predicts the test set in GLUE's format."""
@@ -254,6 +255,7 @@ def test_t5_text_to_text_formats():
     assert t2t.read_label("stsb", "2.4") == 2.4
 
 
+@pytest.mark.slow
 def test_t5_finetunes_text_to_text(shared_data, pretrained_t5_workdir, tmp_path):
     """A T5 learns to answer SST-2 with its label words: every greedy output on dev
     reads back as a label, and the submission file has words turned into labels."""

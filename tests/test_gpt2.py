@@ -108,6 +108,7 @@ def test_a_document_sees_nothing_of_its_neighbours(vocab):
     np.testing.assert_allclose(both, single, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_loss_falls_and_sharded_equals_unsharded(vocab, tmp_path):
     one = tiny_gpt2_config(vocab, **{"seq_len": 32, "model.dropout_rate": 0.0,
                                      "model.attention_dropout_rate": 0.0})
@@ -122,6 +123,7 @@ def test_loss_falls_and_sharded_equals_unsharded(vocab, tmp_path):
     assert a[-1] < a[0] - 1.0, a  # from log(50257) = 10.8 towards English
 
 
+@pytest.mark.slow
 def test_kv_cache_sampling(vocab):
     from pretrainx import sampling
     cfg = tiny_gpt2_config(vocab).model

@@ -280,6 +280,7 @@ def _no_tensorflow(real_import):
     return guarded
 
 
+@pytest.mark.slow
 def test_gpt2_export_matches_transformers_and_round_trips(shared_data, tmp_path):
     from pretrainx.models import gpt2
     from pretrainx.train import loop
@@ -312,6 +313,7 @@ def test_gpt2_export_matches_transformers_and_round_trips(shared_data, tmp_path)
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
 
 
+@pytest.mark.slow
 def test_continued_pretraining_starts_from_an_hf_directory(pretrained_workdir, tmp_path):
     """init_from in a pretraining config: the run starts from the imported weights
     (after one step at warmup's learning rate 0 they are unchanged, bit for bit)."""

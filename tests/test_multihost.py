@@ -60,6 +60,7 @@ def _copy_at_step_3(src, dst):
     os.remove(os.path.join(dst, "metrics.jsonl"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="local multi-process needs Linux")
 def test_two_hosts_train_as_one_and_resume_across(tmp_path):
     two, one = tmp_path / "two_hosts", tmp_path / "one_host"

@@ -40,6 +40,7 @@ def test_load_recipe_is_the_config_file():
     assert notebook.load_recipe(str(REPO / "configs" / "t5_quickstart.py")).objective == "t5"
 
 
+@pytest.mark.slow
 def test_train_calls_on_step_after_every_step_with_the_logged_records(tmp_path, monkeypatch):
     from pretrainx import notebook
     from pretrainx.train import loop
@@ -169,6 +170,7 @@ def _text(nb, cell_id: str) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
 
 
+@pytest.mark.slow
 def test_quickstart_notebook_runs(tmp_path):
     nb = _run("quickstart.ipynb", tmp_path, steps=40)
     root = tmp_path / "workdir"
@@ -192,6 +194,7 @@ def test_quickstart_notebook_runs(tmp_path):
         assert _text(nb, "transformers").count("P(positive)" if have_sst2 else "MLM logits") >= 1
 
 
+@pytest.mark.slow
 def test_t5_notebook_runs(tmp_path):
     nb = _run("t5_span_corruption.ipynb", tmp_path, steps=24)
     records = read_metrics(str(tmp_path / "workdir" / "notebook_t5"))

@@ -22,6 +22,7 @@ def test_plans_a_tiny_bert_on_small_slices(topology, devices, chips):
         assert result["estimate"].startswith("roofline")
 
 
+@pytest.mark.slow
 def test_flop_formula_agrees_with_the_compiler():
     """Model FLOPs (the MFU numerator) within 10% of XLA's count for the whole step, at
     widths where matmuls dominate as they do in real models (at width 64 LayerNorm,

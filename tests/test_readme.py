@@ -214,6 +214,11 @@ def _ci_runs(words):
         assert re.search(r"pip install .*-e \"?" + re.escape(spec) + r"[\"\[]", ci) or \
             f'-e "{spec}' in ci, f".ci/run does not install {spec} as the README does"
     elif words[:3] == ["python", "-m", "pytest"]:
+        if "-m" in words[3:]:  # the fast subset: CI's command without the tests marked slow
+            at = words.index("-m", 3)
+            assert words[at + 1] == "not slow", words
+            assert "slow:" in (REPO / "pyproject.toml").read_text(), "no `slow` marker"
+            words = words[:at] + words[at + 2:]
         assert " ".join(words) in ci, f".ci/run does not run `{' '.join(words)}`"
 
 
@@ -348,6 +353,7 @@ def _python_block(sandbox, body):
         assert row["status"] == "done", row
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", _blocks_to_run(), ids=lambda b: f"{b[0]}:{b[1]}")
 def test_readme_block_runs(block, tmp_path, request):
     page, line, lang, body = block

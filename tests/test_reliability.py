@@ -65,6 +65,7 @@ def test_consecutive_non_finite_steps_stop_the_run_and_keep_good_checkpoints(
     assert all(np.all(np.isfinite(p)) for p in _saved_params(tmp_path, max(saved)))
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_model_and_logs_a_new_batch_size(tmp_path, capsys):
     loop.train(tiny_bert_config(total_steps=2, checkpoint_every=2), str(tmp_path))
     with pytest.raises(UserError, match=r"model.scan_layers: checkpoint False vs config True"):
@@ -87,6 +88,7 @@ def _damage(checkpoint: pathlib.Path):
     biggest.write_bytes(biggest.read_bytes()[: biggest.stat().st_size // 3])
 
 
+@pytest.mark.slow
 def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, capsys):
     one = jax.devices()[:1]
     cfg = tiny_bert_config(total_steps=6, checkpoint_every=2, **{"mesh.data": 1})
@@ -139,6 +141,7 @@ def _wait_for(condition, proc, timeout=240):
         time.sleep(0.005)
 
 
+@pytest.mark.slow
 def test_sigterm_saves_the_current_step_and_exits_cleanly(tmp_path):
     secret = "hf_not_a_real_token_7c1d"
     proc = _start(tmp_path, "--config.total_steps=100000", "--config.checkpoint_every=100000",
@@ -187,6 +190,7 @@ def _read_losses(workdir):
     return losses
 
 
+@pytest.mark.slow
 def test_sigkill_at_any_point_resumes_to_the_same_run(tmp_path):
     """Killed three times (once while a checkpoint is being written) and restarted
     until done, a run gives the same loss at every step and the same final
@@ -236,6 +240,7 @@ def small_disk(tmp_path):
     subprocess.run(["umount", str(mount)])
 
 
+@pytest.mark.slow
 def test_a_full_disk_stops_with_one_line_and_keeps_the_last_checkpoint(small_disk):
     workdir = small_disk / "run"
     proc = _start(workdir, "--config.total_steps=9", "--config.checkpoint_every=3")

@@ -159,6 +159,7 @@ def test_parameter_counts(size, published):
             6e-4, 0.9, 0.98, 1e-6, 0.01, 24_000)
 
 
+@pytest.mark.slow
 def test_loss_falls_and_sharded_equals_unsharded(vocab, tmp_path):
     quiet = {"model.dropout_rate": 0.0, "model.attention_dropout_rate": 0.0, "seq_len": 32,
              "data.max_predictions_per_seq": 5, "total_steps": 12}

@@ -35,6 +35,7 @@ def _restack(params):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [tiny_bert_config, tiny_t5_config], ids=["bert", "t5"])
 @pytest.mark.parametrize("remat", ["none", "full"])
 def test_scanned_stack_computes_what_the_unrolled_one_does(make, remat):

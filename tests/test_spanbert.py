@@ -107,6 +107,7 @@ def test_parameter_count():
         512, 256, 2_400_000)
 
 
+@pytest.mark.slow
 def test_loss_falls_and_sharded_equals_unsharded(tmp_path):
     quiet = {"model.dropout_rate": 0.0, "model.attention_dropout_rate": 0.0}
     loop.train(tiny_spanbert_config(**quiet), str(tmp_path / "one"), devices=jax.devices()[:1])

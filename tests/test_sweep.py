@@ -63,6 +63,7 @@ def test_failures_are_recorded_and_reruns_skip_finished_trials(tmp_path):
     assert calls == [3e-2]
 
 
+@pytest.mark.slow
 def test_a_real_sweep_trains_its_trial(tmp_path):
     base = tiny_bert_config(total_steps=2, eval_every=2, checkpoint_every=2)
     trials = sweep.grid(base, {"optimizer.learning_rate": [3e-3]}, root=str(tmp_path))

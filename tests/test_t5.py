@@ -249,6 +249,7 @@ def _losses(workdir):
     return [r["loss"] for r in read_metrics(workdir)]
 
 
+@pytest.mark.slow
 def test_t5_sharded_equals_unsharded(tmp_path):
     one = tiny_t5_config(total_steps=4, **{"mesh.data": 1})
     loop.train(one, str(tmp_path / "one"), devices=jax.devices()[:1])
@@ -259,6 +260,7 @@ def test_t5_sharded_equals_unsharded(tmp_path):
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_t5_resume_is_exact_and_accumulation_matches(tmp_path):
     cfg = tiny_t5_config(total_steps=4, checkpoint_every=2)
     loop.train(cfg, str(tmp_path / "straight"))

@@ -16,6 +16,7 @@ def _losses(workdir):
     return [r["loss"] for r in read_metrics(workdir)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scan", [False, True], ids=["unrolled", "scanned"])
 def test_sharded_equals_unsharded(tmp_path, scan):
     """The same 5 steps on 1 device and on a (data=2, fsdp=2, tensor=2) mesh."""
@@ -32,6 +33,7 @@ def test_sharded_equals_unsharded(tmp_path, scan):
     assert a[0] != a[-1]
 
 
+@pytest.mark.slow
 def test_resume_continues_exactly(tmp_path):
     cfg = tiny_bert_config(total_steps=6, checkpoint_every=3)
     loop.train(cfg, str(tmp_path / "straight"))
@@ -43,6 +45,7 @@ def test_resume_continues_exactly(tmp_path):
     assert straight == resumed  # bitwise: params, optimizer, RNG and data position restored
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_matches_full_batch(tmp_path):
     """Without dropout, 2 micro-batches give the update of one full batch."""
     no_dropout = {"model.dropout_rate": 0.0, "model.attention_dropout_rate": 0.0}
@@ -54,6 +57,7 @@ def test_gradient_accumulation_matches_full_batch(tmp_path):
                                rtol=0, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_loss_falls_on_real_text(tmp_path):
     cfg = tiny_bert_config(total_steps=60, global_batch_size=16, checkpoint_every=60,
                            eval_every=60, log_every=10, **{"optimizer.learning_rate": 2e-3,
@@ -79,6 +83,7 @@ def test_metrics_records_carry_the_contract(tmp_path):
     assert (tmp_path / "checkpoints" / "2").is_dir()
 
 
+@pytest.mark.slow
 def test_two_phase_recipe_switches_and_resumes_at_the_boundary(tmp_path):
     """90/10 becomes 50/50 here: steps 1-2 at length 64, steps 3-4 at 128 with a
     smaller batch, in one run; a run stopped at the switch resumes into phase 2."""
@@ -93,6 +98,7 @@ def test_two_phase_recipe_switches_and_resumes_at_the_boundary(tmp_path):
     assert _losses(tmp_path / "straight") == _losses(tmp_path / "resumed")
 
 
+@pytest.mark.slow
 def test_bfloat16_compute_trains(tmp_path):
     cfg = tiny_bert_config(total_steps=4, **{"model.dtype": "bfloat16",
                                             "optimizer.learning_rate": 2e-3})
@@ -101,6 +107,7 @@ def test_bfloat16_compute_trains(tmp_path):
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
 
 
+@pytest.mark.slow
 def test_quickstart_recipe_leaves_the_unigram_plateau(tmp_path):
     """The quickstart's claim, shortened: at length 32 BERT-Tiny starts filling [MASK]
     from context within 900 steps. Staying on the plateau (unigram for [MASK], copy for
@@ -117,6 +124,7 @@ def test_quickstart_recipe_leaves_the_unigram_plateau(tmp_path):
     assert result["eval"]["mlm_accuracy"] > 0.18, result["eval"]
 
 
+@pytest.mark.slow
 def test_profile_steps_write_a_trace_of_the_train_step(tmp_path):
     # In a fresh process: the profiler must not meet the libtpu that other tests load.
     result = subprocess.run(
