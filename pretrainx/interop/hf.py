@@ -16,7 +16,7 @@ from safetensors.numpy import load_file, save_file
 
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
-from pretrainx.interop.pretrained import Pretrained
+from pretrainx.interop.pretrained import Pretrained, read_json
 from pretrainx.models import layers, peft as peft_lib
 from pretrainx.registry import Registry
 
@@ -79,13 +79,7 @@ def _read_weights(path: str) -> dict:
 
 def tokenizer_config(path: str) -> dict:
     config_file = os.path.join(path, "tokenizer_config.json")
-    if not os.path.isfile(config_file):
-        return {}
-    try:
-        with open(config_file, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        raise UserError(f"cannot read {config_file}: {e}") from None
+    return read_json(config_file) if os.path.isfile(config_file) else {}
 
 
 def tokenizer_of(path: str) -> tuple:

@@ -3,12 +3,22 @@ parameters with layers unrolled, the tokenizer), and the tree surgery around it:
 unrolling scanned layers, and grafting its tensors into a freshly initialised model."""
 
 import dataclasses
+import json
 
 import jax
 import ml_collections
 import numpy as np
 
 from pretrainx.errors import UserError
+
+
+def read_json(path: str) -> dict:
+    """A JSON file of a model directory, or one line naming it and what is wrong."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot read {path}: {e}") from None
 
 
 @dataclasses.dataclass

@@ -10,17 +10,9 @@ import orbax.checkpoint as ocp
 
 from pretrainx import models, objectives
 from pretrainx.errors import UserError
-from pretrainx.interop.pretrained import Pretrained, to_numpy, unstack_layers
+from pretrainx.interop.pretrained import Pretrained, read_json, to_numpy, unstack_layers
 
 FINETUNE_FILE = "finetune.json"
-
-
-def read_json(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        raise UserError(f"cannot read {path}: {e}") from None
 
 
 def load_pretraining(path: str) -> Pretrained:
