@@ -149,12 +149,12 @@ def check_fraction(cfg, name: str, low: float, high: float, closed_high: bool = 
         raise UserError(f"{name}={value} must be in ({low:g}, {high:g}{']' if closed_high else ')'}")
 
 
-def check_divisible(cfg, what: str = "model") -> None:
-    """hidden_size a multiple of num_heads, as every attention layer needs."""
-    m = cfg[what]
+def check_divisible(cfg) -> None:
+    """model.hidden_size a multiple of model.num_heads, as every attention layer needs."""
+    m = cfg.model
     if m.hidden_size % m.num_heads:
-        raise UserError(f"{what}.hidden_size={m.hidden_size} is not divisible by "
-                        f"{what}.num_heads={m.num_heads}")
+        raise UserError(f"model.hidden_size={m.hidden_size} is not divisible by "
+                        f"model.num_heads={m.num_heads}")
 
 
 def validate_shared(cfg) -> None:

@@ -10,9 +10,6 @@ from pretrainx import config as config_lib
 from pretrainx.errors import UserError
 from pretrainx.models import bert
 
-MLM_KEYS = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
-
-
 # ---- config ---------------------------------------------------------------------
 def defaults(objective: str, family: str):
     """BERT-Base's encoder, optimizer and masking (Devlin et al. 2019) as a one-length,
