@@ -1,6 +1,6 @@
 """python -m pretrainx.export --workdir=DIR --output=HF_DIR
 
-Writes a pretraining or fine-tuning workdir's BERT (LoRA merged) as a HuggingFace
+Writes a pretraining or fine-tuning workdir's model (LoRA merged) as a HuggingFace
 directory: config.json, model.safetensors and the tokenizer files, which
 `transformers.AutoModel*.from_pretrained(HF_DIR)` loads.
 """
@@ -25,6 +25,9 @@ def run(argv) -> int:
     written = hf.save(pretrained, _OUTPUT.value)
     print(f"exported {pretrained.source} ({pretrained.head}) to {_OUTPUT.value}: "
           + ", ".join(written))
+    note = hf.caveat(pretrained)
+    if note:
+        print(f"note: {note}")
     return 0
 
 

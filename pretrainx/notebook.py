@@ -117,10 +117,11 @@ def fill_mask(model, texts, top_k: int = 5) -> list:
     """
     pretrained = _load(model)
     family = models.FAMILIES.find(pretrained.family)
-    if family is None or not family.fill_mask or pretrained.head != "pretrain":
+    if family is None or not family.fill_mask or pretrained.head not in ("pretrain", "mlm"):
         raise UserError(f"{pretrained.source} is a {pretrained.family} model with a "
-                        f"{pretrained.head} head; fill_mask needs BERT's pretraining heads")
-    tokenizer = load_tokenizer(pretrained.tokenizer, lower_case=pretrained.lower_case)
+                        f"{pretrained.head} head; fill_mask needs a masked-LM head")
+    tokenizer = load_tokenizer(pretrained.tokenizer, lower_case=pretrained.lower_case,
+                               layout=family.tokenizer_layout)
     rows, positions = [], []
     for text in texts:
         parts = text.split(MASK)
@@ -136,9 +137,9 @@ def fill_mask(model, texts, top_k: int = 5) -> list:
         positions.append(where)
     length, masks = max(map(len, rows)), max(map(len, positions))
     cfg = _eval_model_config(pretrained)
-    if length > cfg.max_position_embeddings:
-        raise ValueError(f"a text of {length} tokens exceeds the model's "
-                         f"{cfg.max_position_embeddings} positions")
+    limit = cfg.max_position_embeddings - cfg.get("position_offset", 0)
+    if length > limit:
+        raise ValueError(f"a text of {length} tokens exceeds the model's {limit} positions")
     input_ids = np.full((len(rows), length), tokenizer.pad_id, np.int32)
     attention = np.zeros((len(rows), length), np.int32)
     gather = np.zeros((len(rows), masks), np.int32)
@@ -147,7 +148,7 @@ def fill_mask(model, texts, top_k: int = 5) -> list:
         gather[r, :len(where)] = where
     batch = {"input_ids": input_ids, "token_type_ids": np.zeros_like(input_ids),
              "attention_mask": attention, "masked_lm_positions": gather}
-    net = bert.BertForPreTraining(cfg)
+    net = (bert.BertForPreTraining if pretrained.head == "pretrain" else bert.BertForMaskedLM)(cfg)
     logits = jax.jit(lambda p, b: net.apply({"params": p}, b)["mlm_logits"])(
         pretrained.params, batch)
     probs = np.asarray(jax.nn.softmax(logits, axis=-1))

@@ -232,4 +232,4 @@ def test_export_of_an_unsupported_hf_directory(tmp_path):
     result = _run_module("pretrainx.export", [f"--workdir={tmp_path / 'hf'}",
                                               f"--output={tmp_path / 'out'}"])
     assert_one_line_error(result, str(tmp_path / "hf" / "config.json"),
-                          "unsupported architecture LlamaForCausalLM", "bert, gpt2, t5")
+                          "unsupported architecture LlamaForCausalLM", "albert, bert, electra, gpt2, roberta, t5")

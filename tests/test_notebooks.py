@@ -82,7 +82,7 @@ def test_fill_mask(pretrained_workdir, pretrained_t5_workdir):
                                [p for _, p in out[0]["predictions"][0]], rtol=1e-4)
     with pytest.raises(ValueError, match=r"no \[MASK\]"):
         notebook.fill_mask(pretrained_workdir, ["nothing masked"])
-    with pytest.raises(UserError, match="pretraining heads"):
+    with pytest.raises(UserError, match="fill_mask needs a masked-LM head"):
         notebook.fill_mask(pretrained_t5_workdir, texts)
 
 

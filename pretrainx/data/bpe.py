@@ -171,6 +171,17 @@ def roberta_ids(tokenizer):
     return tokenizer
 
 
+# Id layouts a model family may train a vocabulary file under (models.Family's
+# tokenizer_layout): the same files give other ids to the model that trained on them.
+LAYOUTS = {"fairseq": roberta_ids}
+
+
+def vocab_json(tokenizer) -> dict:
+    """{piece: id} of a byte-level tokenizer as HF's vocab.json holds it (fairseq's
+    layout included: specials first, fillers, <mask> last)."""
+    return {tokenizer.id_to_piece(i): i for i in range(tokenizer.vocab_size)}
+
+
 def files_in(path: str):
     """(vocab.json, merges.txt) for a directory or a vocab.json path, else None."""
     folder = path if os.path.isdir(path) else os.path.dirname(path)

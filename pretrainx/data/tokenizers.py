@@ -17,17 +17,19 @@ from pretrainx.data.wordpiece import SPECIAL_PIECES, WordPieceTokenizer, bert_pr
 from pretrainx.errors import UserError
 
 
-def load_tokenizer(path: str, lower_case: bool = True) -> Tokenizer:
+def load_tokenizer(path: str, lower_case: bool = True, layout: str = "") -> Tokenizer:
     """Picks the implementation from the file name: vocab.txt (WordPiece), .model
     (SentencePiece), vocab.json + merges.txt or their folder (GPT-2 byte-level BPE).
 
     `lower_case` applies to WordPiece only; a SentencePiece model carries its
-    own normalization rule.
+    own normalization rule. `layout` (a family's tokenizer_layout, bpe.LAYOUTS) gives
+    a byte-level vocabulary the ids that family trains it under.
     """
     path = os.path.expanduser(path)
     byte_level = bpe.files_in(path)
     if byte_level:
-        return bpe.ByteLevelBPETokenizer(*byte_level)
+        tokenizer = bpe.ByteLevelBPETokenizer(*byte_level)
+        return bpe.LAYOUTS[layout](tokenizer) if layout else tokenizer
     if os.path.isdir(path):
         path = _tokenizer_file_in(path)
     elif not os.path.exists(path):

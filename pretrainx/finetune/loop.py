@@ -106,23 +106,26 @@ class _Setup:
                                 "to take it from")
         model_cfg.scan_layers = False
         self.model_cfg = model_cfg
-        self.tokenizer = load_tokenizer(tokenizer_path, lower_case=lower_case)
-        self.lower_case = lower_case
-        if self.tokenizer.vocab_size > model_cfg.vocab_size:
-            raise UserError(f"tokenizer {tokenizer_path} has {self.tokenizer.vocab_size} ids but "
-                            f"the model has {model_cfg.vocab_size}")
         name = model_cfg.get("family", "bert")
         self.family = models.FAMILIES.find(name)
         if self.family is None or self.family.finetune_model is None:
             tuned = [f.name for f in models.FAMILIES.entries() if f.finetune_model]
             raise UserError(f"init_from {cfg.init_from} is a {name} model; fine-tuning takes "
                             f"{', '.join(tuned)} models")
+        self.tokenizer = load_tokenizer(tokenizer_path, lower_case=lower_case,
+                                        layout=self.family.tokenizer_layout)
+        self.lower_case = lower_case
+        if self.tokenizer.vocab_size > model_cfg.vocab_size:
+            raise UserError(f"tokenizer {tokenizer_path} has {self.tokenizer.vocab_size} ids but "
+                            f"the model has {model_cfg.vocab_size}")
         self.peft = peft_lib.from_config(cfg.peft)
         if not self.family.peft and self.peft.method != "none":
             raise UserError(f"peft.method={self.peft.method} is built for BERT encoders; a "
                             f"{name} init_from fine-tunes fully (peft.method=none)")
         length = cfg.seq_len + self.peft.prompt_length
         limit = model_cfg.get(self.family.max_positions) if self.family.max_positions else None
+        if limit is not None:  # RoBERTa's positions start at 2: 514 rows hold 512 tokens
+            limit -= model_cfg.get("position_offset", 0)
         if limit is not None and length > limit:
             raise UserError(f"seq_len={cfg.seq_len} (+ {self.peft.prompt_length} prompt tokens) "
                             f"exceeds the model's {limit} positions")

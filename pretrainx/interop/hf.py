@@ -17,6 +17,7 @@ from safetensors.numpy import load_file, save_file
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.interop.pretrained import Pretrained, read_json
+from pretrainx import models
 from pretrainx.models import layers, peft as peft_lib
 from pretrainx.registry import Registry
 
@@ -35,6 +36,12 @@ class Adapter:
     write_tokenizer: Callable
     # (Pretrained) -> None, or a UserError for what the HF class cannot hold
     check: Callable = lambda pretrained: None
+    # (Pretrained, params, tokenizer) -> {subdirectory: (state dict, config.json dict)}:
+    # models HF keeps in directories of their own (ELECTRA's generator)
+    companions: Callable = lambda pretrained, params, tokenizer: {}
+    # (Pretrained) -> "" or a sentence on what the HF class leaves out or computes
+    # otherwise (SpanBERT's SBO head); the export command prints it
+    caveat: Callable = lambda pretrained: ""
 
 
 def _adapter_of_model_type(model_type):
@@ -44,7 +51,7 @@ def _adapter_of_model_type(model_type):
     return None
 
 
-def _read_weights(path: str) -> dict:
+def read_weights(path: str) -> dict:
     safetensors_file = os.path.join(path, "model.safetensors")
     torch_file = os.path.join(path, "pytorch_model.bin")
     index_file = safetensors_file + ".index.json"
@@ -103,10 +110,10 @@ def load(path: str) -> Pretrained:
     adapter = _adapter_of_model_type(model_type)
     if adapter is None:
         arch = ",".join(hf.get("architectures") or ["?"])
-        supported = [a.model_type for a in ADAPTERS.entries()]
+        supported = [a.model_type for a in ADAPTERS.entries() if a.model_type]
         raise UserError(f"{config_file}: unsupported architecture {arch} (model_type "
                         f"{model_type!r}); expected one of: {', '.join(supported)}")
-    state = _read_weights(path)
+    state = read_weights(path)
     try:  # a reshape that fails: tensor shapes that do not fit config.json
         fields = adapter.read(hf, state, path)
     except ValueError as e:
@@ -126,6 +133,12 @@ def _merged_params(pretrained: Pretrained) -> dict:
         int(peft["lora_rank"]), float(peft["lora_alpha"])))
 
 
+def caveat(pretrained: Pretrained) -> str:
+    """What the HF directory written for `pretrained` leaves out ("" if nothing)."""
+    adapter = ADAPTERS.find(pretrained.family)
+    return adapter.caveat(pretrained) if adapter else ""
+
+
 def save(pretrained: Pretrained, output: str) -> list:
     """Write an HF directory; returns the files written."""
     adapter = ADAPTERS.find(pretrained.family)
@@ -136,17 +149,32 @@ def save(pretrained: Pretrained, output: str) -> list:
     adapter.check(pretrained)
     if os.path.isdir(output) and os.listdir(output):
         raise UserError(f"output directory {output} is not empty")
-    os.makedirs(output, exist_ok=True)
-    tokenizer = load_tokenizer(pretrained.tokenizer, lower_case=pretrained.lower_case)
-    state, config = adapter.write(pretrained, _merged_params(pretrained), tokenizer)
+    family = models.FAMILIES.find(pretrained.family)
+    tokenizer = load_tokenizer(pretrained.tokenizer, lower_case=pretrained.lower_case,
+                               layout=family.tokenizer_layout if family else "")
+    params = _merged_params(pretrained)
+    # Every tensor and config is converted (and every refusal raised) before a file
+    # is written: a refused export leaves no directory behind.
+    models_to_write = {"": adapter.write(pretrained, params, tokenizer)}
+    models_to_write.update(adapter.companions(pretrained, params, tokenizer))
+    written = []
+    for name, (state, config) in models_to_write.items():
+        where = os.path.join(output, name) if name else output
+        os.makedirs(where, exist_ok=True)
+        files = (_write_model(where, state, config)
+                 + adapter.write_tokenizer(pretrained, tokenizer, where))
+        written += [f"{name}/{f}" if name else f for f in files]
+    return written
+
+
+def _write_model(output: str, state: dict, config: dict) -> list:
     # Tied tensors may not share memory in a safetensors file, and safetensors writes an
     # array's buffer as it lies: a transposed (Fortran-ordered) view would be written
     # scrambled, so every tensor is copied C-ordered here, whatever an adapter returns.
     state = {k: np.array(v, np.float32, copy=True, order="C") for k, v in state.items()}
     save_file(state, os.path.join(output, "model.safetensors"), metadata={"format": "pt"})
     write_json(output, "config.json", config)
-    return ["config.json", "model.safetensors"] + adapter.write_tokenizer(pretrained, tokenizer,
-                                                                          output)
+    return ["config.json", "model.safetensors"]
 
 
 def write_json(output: str, name: str, content: dict) -> None:

@@ -2,8 +2,9 @@
 
 A family's entry says what generic code may ask of it: the model keys with its
 paper's values, and whether (and how) it fine-tunes and samples. Families that
-only pretrain (RoBERTa, SpanBERT, ALBERT, ELECTRA reuse BERT's modules; ELMo)
-need no entry beyond their objective's.
+only pretrain (ELMo) need no entry beyond their objective's; RoBERTa, SpanBERT,
+ALBERT and ELECTRA reuse BERT's modules and register entries of their own, so that
+their runs fine-tune and export with their own model keys.
 """
 
 import dataclasses
@@ -26,6 +27,8 @@ class Family:
     max_positions: str = ""  # the model key that bounds a fine-tuning length
     causal_sampling: bool = False  # `python -m pretrainx.generate` samples it
     fill_mask: bool = False  # a pretraining head that fills [MASK] (notebook.fill_mask)
+    # the ids this family gives a byte-level vocabulary (data.bpe.LAYOUTS; "": the file's)
+    tokenizer_layout: str = ""
 
 
 def family(name: str) -> Family:

@@ -133,7 +133,10 @@ class BertEncoder(nn.Module):
         # RoBERTa (fairseq, HF) numbers positions from padding_idx + 1 = 2: rows 0 and 1
         # of its 514-row table are never used by a real token.
         positions = jnp.arange(length) + self.cfg.get("position_offset", 0)
-        x = x + self.type_embed(token_type_ids) + self.position_embed(positions)[None]
+        # A one-row type table (RoBERTa) reads every segment as type 0, as HF's RoBERTa
+        # tokenizer writes them; a lookup past the table would be NaN, not an error.
+        types = jnp.minimum(token_type_ids, self.cfg.type_vocab_size - 1)
+        x = x + self.type_embed(types) + self.position_embed(positions)[None]
         x = self.embed_norm(x)
         x = self.embed_dropout(x, deterministic=deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
@@ -262,7 +265,11 @@ def flops_per_token(cfg: ml_collections.ConfigDict, seq_len: int, max_prediction
     return 3.0 * forward
 
 
+def finetune_model(cfg, head: str, num_labels: int, peft) -> BertForFineTuning:
+    """What BERT-like families (RoBERTa, SpanBERT, ALBERT, ELECTRA) fine-tune."""
+    return BertForFineTuning(cfg, head, num_labels, peft)
+
+
 models.register(models.Family(
-    name="bert", default_config=default_config,
-    finetune_model=lambda cfg, head, num_labels, peft: BertForFineTuning(cfg, head, num_labels, peft),
+    name="bert", default_config=default_config, finetune_model=finetune_model,
     peft=True, max_positions="max_position_embeddings", fill_mask=True))

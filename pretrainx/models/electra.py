@@ -31,9 +31,21 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
+from pretrainx import models
 from pretrainx.models import bert, dropout, layers
 
 _EVAL_SEEDS = (0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35)
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """ELECTRA-Small's model keys (google-research/electra): BERT's encoder 256 wide with
+    128-wide embeddings, and a generator 1/4 as wide, as deep."""
+    m = bert.default_config()
+    m.family = "electra"
+    m.update(num_layers=12, hidden_size=256, num_heads=4, mlp_dim=1024, embedding_size=128)
+    m.generator_size = 0.25  # of hidden size, FFN size and heads (1/3 for Base)
+    m.generator_layers = 1.0  # of num_layers
+    return m
 
 
 def generator_config(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -176,18 +188,20 @@ def split_counts(params) -> dict:
             "generator_params": generator}
 
 
-def discriminator_as_bert(model_cfg, params: dict) -> tuple:
-    """An ELECTRA pretraining run's model keys and parameters -> a BERT encoder's
-    (family bert, E-wide embeddings projected to the hidden size when they differ;
-    BertEncoder's tree under "bert": the shared embeddings and the discriminator), as
-    BertForFineTuning reads them. The generator and both heads are left behind."""
-    model = bert.default_config()
-    for key in model:
-        if key in model_cfg:
-            model[key] = model_cfg[key]
-    model.family = "bert"
+def as_pretrained(model_cfg, params: dict) -> dict:
+    """An ELECTRA run's parameters laid out as the models others take:
+    "bert" is the discriminator as BertEncoder's tree (the shared embeddings and its
+    layers: what BertForFineTuning reads), "discriminator_dense"/"_out" its head, and
+    "generator" the generator as BertForMaskedLM's tree (the same embeddings, its
+    layers, its MLM head). `model_cfg` keeps the ELECTRA keys, with embedding_size
+    made explicit."""
+    model = ml_collections.ConfigDict(model_cfg.to_dict())
     model.embedding_size = bert.embedding_size(model_cfg)
-    return model, {"bert": {**params["embeddings"], **params["discriminator"]}}
+    generator = {"bert": {**params["embeddings"], **params["generator"]}}
+    generator.update({k: params[k] for k in ("mlm_transform", "mlm_norm", "mlm_bias")})
+    return model, {"bert": {**params["embeddings"], **params["discriminator"]},
+                   "discriminator_dense": params["discriminator_dense"],
+                   "discriminator_out": params["discriminator_out"], "generator": generator}
 
 
 def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
@@ -205,3 +219,8 @@ def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
     total += max_predictions * 2 * (g * e + e * cfg.vocab_size) / seq_len
     total += 2 * (h * h + h)
     return 3.0 * total
+
+
+models.register(models.Family(
+    name="electra", default_config=default_config, finetune_model=bert.finetune_model,
+    peft=True, max_positions="max_position_embeddings"))

@@ -10,7 +10,19 @@ decoder (embedding^T + bias) as the MLM head.
 
 import jax.numpy as jnp
 
+from pretrainx import models
 from pretrainx.models import bert, layers
+
+
+def default_config():
+    """SpanBERT-base's model keys: BERT-Base over bert-base-cased's vocabulary, exact
+    GeLU, and the SBO head's relative positions (longer spans are clipped)."""
+    m = bert.default_config()
+    m.family = "spanbert"
+    m.vocab_size = 28996  # bert-base-cased
+    m.hidden_act = "gelu"
+    m.sbo_max_span_tokens = 32
+    return m
 
 
 class SpanBertForPreTraining(bert.BertForMaskedLM):
@@ -53,3 +65,8 @@ def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
     per_layer = 2 * (4 * h * h + 2 * h * cfg.mlp_dim) + 2 * 2 * seq_len * h
     head = max_predictions * 2 * ((h * h + h * cfg.vocab_size) + (4 * h * h + h * cfg.vocab_size))
     return 3.0 * (n * per_layer + head / seq_len)
+
+
+models.register(models.Family(
+    name="spanbert", default_config=default_config, finetune_model=bert.finetune_model,
+    peft=True, max_positions="max_position_embeddings", fill_mask=True))

@@ -40,7 +40,7 @@ from pretrainx import config as config_lib
 from pretrainx import objectives
 from pretrainx.data import corpus
 from pretrainx.errors import UserError
-from pretrainx.models import bert
+from pretrainx.models import albert, bert
 from pretrainx.objectives import encoder, mlm, nsp
 
 IN_ORDER = 0
@@ -316,12 +316,7 @@ def defaults():
     c.optimizer.learning_rate = 0.00176
     c.optimizer.warmup_steps = 3125
     c.optimizer.schedule = "bert_linear"  # albert's optimization.py: BERT's, to the letter
-    c.model.vocab_size = 30000
-    c.model.embedding_size = 128
-    c.model.share_layers = True
-    c.model.dropout_rate = 0.0
-    c.model.attention_dropout_rate = 0.0
-    c.model.hidden_act = "gelu_tanh"  # albert's modeling.py gelu (HF: gelu_new)
+    c.model = albert.default_config()
     # 15% of 509 tokens is at most 77; google-research/albert's flag default of 20
     # would cap the rate at 4% of a 512-token row.
     c.data.max_predictions_per_seq = 80
@@ -335,4 +330,4 @@ def validate(cfg) -> None:
 
 
 objectives.register(objectives.Entry(name="albert", build=AlbertMlmSop, defaults=defaults,
-                                     validate=validate))
+                                     validate=validate, as_pretrained=encoder.pretrained_encoder))

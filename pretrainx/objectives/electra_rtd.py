@@ -226,10 +226,7 @@ def defaults():
     c.optimizer.warmup_steps = 10_000
     c.optimizer.schedule = "bert_linear"
     c.optimizer.bias_correction = False  # ELECTRA keeps BERT's AdamWeightDecayOptimizer
-    c.model.update(num_layers=12, hidden_size=256, num_heads=4, mlp_dim=1024,
-                   embedding_size=128)
-    c.model.generator_size = 0.25  # of hidden size, FFN size and heads (1/3 for Base)
-    c.model.generator_layers = 1.0  # of num_layers
+    c.model = electra.default_config()
     c.gen_weight = 1.0  # the generator's MLM loss
     c.disc_weight = 50.0  # the discriminator's replaced token detection loss
     c.data.max_predictions_per_seq = 19  # int((0.15 + 0.005) * 128), ELECTRA's rule
@@ -247,9 +244,10 @@ def validate(cfg) -> None:
 
 
 def as_pretrained(model_cfg, params):
-    """The discriminator is the model others take: a BERT encoder."""
-    model, params = electra.discriminator_as_bert(model_cfg, params)
-    return model, params, "encoder"
+    """The discriminator is the model others fine-tune (under "bert"); the generator
+    and both heads come along for export (models/electra.py:as_pretrained)."""
+    model, params = electra.as_pretrained(model_cfg, params)
+    return model, params, "pretrain"
 
 
 objectives.register(objectives.Entry(name="electra", build=ElectraRtd, defaults=defaults,

@@ -70,6 +70,12 @@ def pretrained_encoder(model_cfg, params):
     return model_cfg, params, "pretrain"
 
 
+def pretrained_mlm(model_cfg, params):
+    """A finished run of BertForMaskedLM (or a model that extends it: SpanBERT's SBO
+    head rides along) read as the encoder and its MLM head."""
+    return model_cfg, params, "mlm"
+
+
 # ---- tokenizer --------------------------------------------------------------------
 def require_mask(tokenizer, token: str = "[MASK]") -> None:
     if tokenizer.mask_id < 0:

@@ -15,7 +15,7 @@ import numpy as np
 
 from pretrainx import objectives
 from pretrainx.data import bpe, corpus
-from pretrainx.models import bert
+from pretrainx.models import bert, roberta
 from pretrainx.objectives import encoder, mlm, rows
 
 
@@ -130,12 +130,7 @@ def defaults():
     c.optimizer.b2 = 0.98
     c.optimizer.eps = 1e-6
     c.optimizer.grad_clip = 0.0  # fairseq's recipe: --clip-norm 0.0
-    c.model.vocab_size = 50265  # GPT-2's 50,257 pieces + <s> <pad> </s> <unk> + <mask>
-    c.model.max_position_embeddings = 514
-    c.model.position_offset = 2  # positions start at padding_idx + 1, as fairseq and HF
-    c.model.type_vocab_size = 1
-    c.model.layer_norm_eps = 1e-5
-    c.model.hidden_act = "gelu"
+    c.model = roberta.default_config()
     c.data.lower_case = False
     c.data.max_predictions_per_seq = 80  # 15% of 510 rounds to at most 77: never binds
     del c.data["whole_word_masking"]
@@ -143,4 +138,5 @@ def defaults():
 
 
 objectives.register(objectives.Entry(name="roberta", build=RobertaMlm, defaults=defaults,
-                                     validate=encoder.validate))
+                                     validate=encoder.validate,
+                                     as_pretrained=encoder.pretrained_mlm))

@@ -237,9 +237,7 @@ def defaults():
     c.optimizer.learning_rate = 1e-4
     c.optimizer.warmup_steps = 10_000
     c.optimizer.schedule = "warmup_linear"
-    c.model.vocab_size = 28996  # bert-base-cased
-    c.model.hidden_act = "gelu"
-    c.model.sbo_max_span_tokens = 32  # relative positions of the SBO head (longer: clipped)
+    c.model = spanbert.default_config()
     c.data.lower_case = False
     c.data.max_predictions_per_seq = 80
     c.data.geometric_p = 0.2
@@ -255,4 +253,4 @@ def validate(cfg) -> None:
 
 
 objectives.register(objectives.Entry(name="spanbert", build=SpanMlm, defaults=defaults,
-                                     validate=validate))
+                                     validate=validate, as_pretrained=encoder.pretrained_mlm))
