@@ -97,7 +97,7 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip) -> dict:
         raise UserError(f"{phase.prefix}global_batch_size={phase.global_batch_size} does not "
                         f"divide over {cfg.micro_batches} micro-batches x {dp} data-parallel "
                         "devices")
-    tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps)
+    tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps, getattr(objective, "frozen", ()))
     abstract = state_lib.abstract_state(model, tx, objective.example_batch(1, phase))
     shardings = state_lib.state_shardings(abstract, mesh, rules)
     state = jax.tree_util.tree_map(

@@ -4,7 +4,7 @@ read through interop, which the loop itself never imports."""
 
 import jax
 
-from pretrainx import interop
+from pretrainx import interop, objectives
 from pretrainx.errors import UserError
 from pretrainx.train import loop
 from pretrainx.train import metrics as metrics_lib
@@ -13,8 +13,11 @@ describe = loop.describe
 
 
 def train(cfg, workdir: str, **kwargs) -> dict:
-    """loop.train with init_from supported; the same keyword arguments."""
-    return loop.train(cfg, workdir, init=continue_from, **kwargs)
+    """loop.train with init_from and the objective's imported models (a distillation's
+    teacher) read through interop; the same keyword arguments."""
+    objectives.validate(cfg)
+    imported = {key: interop.load(path) for key, path in objectives.imports(cfg).items()}
+    return loop.train(cfg, workdir, init=continue_from, imported=imported or None, **kwargs)
 
 
 def continue_from(cfg, state, shardings):

@@ -155,9 +155,10 @@ def _write(pretrained, params, tokenizer):
             to_hf_config(pretrained.model, pretrained.head, tokenizer.pad_id, labels))
 
 
-def write_tokenizer(pretrained, tokenizer, output) -> list:
+def write_tokenizer(pretrained, tokenizer, output, extra: dict | None = None) -> list:
     """vocab.txt as BertTokenizer reads it, or a SentencePiece model with BERT's
-    [CLS]/[SEP]/[MASK] pieces as AlbertTokenizer reads it."""
+    [CLS]/[SEP]/[MASK] pieces as AlbertTokenizer reads it; `extra` adds to
+    tokenizer_config.json."""
     max_len = int(pretrained.model.get("max_position_embeddings", 512))
     if pretrained.tokenizer.endswith(".txt"):
         shutil.copyfile(pretrained.tokenizer, os.path.join(output, "vocab.txt"))
@@ -169,6 +170,7 @@ def write_tokenizer(pretrained, tokenizer, output) -> list:
         config = {"tokenizer_class": "AlbertTokenizer", "do_lower_case": False,
                   "keep_accents": True, "remove_space": True, "model_max_length": max_len}
         name = "spiece.model"
+    config.update(extra or {})
     return [name] + hf_lib.write_tokenizer_config(output, config, hf_lib.special_tokens(tokenizer))
 
 

@@ -86,6 +86,7 @@ class BertLayer(nn.Module):
         h = layers.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
         x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="mlp_norm")(x + h)
         x = layers.constrain(x, ("batch", "length", "embed"))
+        self.sow("intermediates", "hidden", x)  # read by distillation; free otherwise
         return (x, None) if self.scanned else x
 
 
@@ -103,8 +104,9 @@ class BertEncoder(nn.Module):
                                         self.dtype, init)
         self.position_embed = layers.Embed(cfg.max_position_embeddings, width,
                                            ("position", "embed"), self.dtype, init)
-        self.type_embed = layers.Embed(cfg.type_vocab_size, width,
-                                       ("type_vocab", "embed"), self.dtype, init)
+        if cfg.type_vocab_size:  # DistilBERT has none
+            self.type_embed = layers.Embed(cfg.type_vocab_size, width,
+                                           ("type_vocab", "embed"), self.dtype, init)
         self.embed_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
         self.embed_dropout = layers.Dropout(cfg.dropout_rate)
         if factorised(cfg):  # ALBERT: E-wide embeddings, one E -> hidden projection
@@ -135,13 +137,15 @@ class BertEncoder(nn.Module):
         positions = jnp.arange(length) + self.cfg.get("position_offset", 0)
         # A one-row type table (RoBERTa) reads every segment as type 0, as HF's RoBERTa
         # tokenizer writes them; a lookup past the table would be NaN, not an error.
-        types = jnp.minimum(token_type_ids, self.cfg.type_vocab_size - 1)
-        x = x + self.type_embed(types) + self.position_embed(positions)[None]
+        x = x + self.position_embed(positions)[None]
+        if self.cfg.type_vocab_size:
+            x = x + self.type_embed(jnp.minimum(token_type_ids, self.cfg.type_vocab_size - 1))
         x = self.embed_norm(x)
         x = self.embed_dropout(x, deterministic=deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
         if factorised(self.cfg):
             x = layers.constrain(self.embedding_projection(x), ("batch", "length", "embed"))
+        self.sow("intermediates", "embedded", x)  # read by distillation; free otherwise
         # attention_mask doubles as segment ids (1 real, 0 pad); packed inputs pass
         # true segment ids and get block-diagonal attention for free.
         bias = layers.mask_to_bias(layers.segment_mask(attention_mask, attention_mask), self.dtype)
@@ -232,9 +236,10 @@ class BertForFineTuning(nn.Module):
         init = layers.truncated_normal(cfg.initializer_range)
         x = BertEncoder(cfg, self.peft, name="bert")(
             batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], deterministic)
-        if self.head == "classify":
-            h = jnp.tanh(layers.Dense(cfg.hidden_size, ("embed", "mlp"), dtype=dtype,
-                                      kernel_init=init, name="pooler")(x[:, 0]))
+        if self.head == "classify":  # tanh (BERT); DistilBERT's pre_classifier: relu
+            act = layers.activation(cfg.get("pooler_activation", "tanh"))
+            h = act(layers.Dense(cfg.hidden_size, ("embed", "mlp"), dtype=dtype,
+                                 kernel_init=init, name="pooler")(x[:, 0]))
             h = layers.constrain(h, ("batch", "embed"))
             kernel_axes = ("mlp", "classes")
         else:

@@ -282,6 +282,7 @@ class MultiHeadAttention(nn.Module):
         logits_dtype = jnp.float32 if self.float32_logits else self.dtype
         probs = jax.nn.softmax(scores.astype(logits_dtype) + bias.astype(logits_dtype), axis=-1)
         probs = probs.astype(self.dtype)
+        self.sow("intermediates", "probs", probs)  # read by distillation; free otherwise
         probs = Dropout(self.dropout_rate)(probs, deterministic=deterministic)
         out = jnp.swapaxes(jnp.einsum("bhqk,bhkd->bhqd", probs, v), 1, 2)
         out = constrain(out, ("batch", "length", "heads", "kv"))

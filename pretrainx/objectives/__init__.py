@@ -7,6 +7,7 @@ every module of this package, so adding an objective edits no table here.
 import ml_collections
 
 from pretrainx import config as config_lib
+from pretrainx.errors import UserError
 from pretrainx.objectives.contract import Entry  # noqa: F401  (what modules register)
 from pretrainx.registry import Registry
 
@@ -18,9 +19,23 @@ def get(name: str) -> Entry:
     return OBJECTIVES.get(name, "objective")
 
 
-def build(cfg, tokenizer):
-    """The objective of `cfg` (tokenizer None: shapes only, as --describe needs)."""
-    return get(cfg.objective).build(cfg, tokenizer)
+def build(cfg, tokenizer, imported: dict | None = None):
+    """The objective of `cfg` (tokenizer None: shapes only, as --describe needs);
+    `imported`: the models its entry's `imports` names, loaded (pretrainx.pretrain)."""
+    entry = get(cfg.objective)
+    return entry.build(cfg, tokenizer, imported) if imported else entry.build(cfg, tokenizer)
+
+
+def imports(cfg) -> dict:
+    """{config key: path} of the models `cfg`'s objective reads besides init_from; a
+    key left empty is refused in one line."""
+    entry = get(cfg.get("objective", "bert"))
+    wanted = entry.imports(cfg) if entry.imports else {}
+    for key, path in wanted.items():
+        if not path:
+            raise UserError(f"config key '{key}' is empty: the {entry.name} objective reads "
+                            "a model from it")
+    return wanted
 
 
 def default_config(name: str) -> ml_collections.ConfigDict:

@@ -58,6 +58,9 @@ class Objective(Protocol):
     def describe(self, phase) -> dict:
         """Extra --describe fields and the start-of-run phase line (e.g. max predictions)."""
 
+    # Optional: `frozen`, paths of parameter subtrees that are part of the model but not
+    # trained (no gradient step, no optimizer state: a distillation's teacher).
+
 
 class Inspection(Protocol):
     """The inspection part: `python -m pretrainx.data --stats / --show`."""
@@ -86,3 +89,8 @@ class Entry:
     # How a finished run is read as a model to export, fine-tune or continue from:
     # (model_cfg, params) -> (model_cfg, params, head); None: no such reading.
     as_pretrained: Callable | None = None
+    # Models the objective reads besides init_from (a distillation's teacher):
+    # (cfg) -> {config key: path}. pretrainx.pretrain loads them through interop and the
+    # objective is built with them (build(cfg, tokenizer, imported)); a fresh run's
+    # parameters then pass through its `adopt(params, imported)`.
+    imports: Callable | None = None

@@ -95,24 +95,10 @@ class RobertaMlm:
     token_features = ("input_ids",)
 
     def batch_stats(self, batch) -> dict:
-        ids = batch["input_ids"]
-        real = batch["attention_mask"] > 0
-        counts = mlm.masking_counts(batch, self.tokenizer.mask_id, self.tokenizer.special_ids())
-        # </s> inside a row (not its last real token) is a document boundary.
-        last = real.sum(axis=1) - 1
-        inner = (mlm.unmasked_ids(batch) == self.tokenizer.sep_id) & real
-        inner[np.arange(ids.shape[0]), last] = False
-        boundaries = inner.sum(axis=1)
-        return {**counts, "examples": int(ids.shape[0] + boundaries.sum()),
-                "rows_crossing_documents": int((boundaries > 0).sum()),
-                "full_rows": encoder.full_rows(batch)}
+        return rows.full_sentences_stats(batch, self.tokenizer)
 
     def summarize_stats(self, totals, phase) -> dict:
-        rows_seen = max(totals["rows"], 1)
-        return {**encoder.masking_summary(totals),
-                "rows_crossing_documents_fraction": totals["rows_crossing_documents"] / rows_seen,
-                "rows_at_least_95pct_full_fraction": totals["full_rows"] / rows_seen,
-                "max_predictions_per_seq": phase.max_predictions}
+        return rows.full_sentences_summary(totals, phase)
 
     def show(self, batch, count: int) -> list:
         return encoder.show_rows(self.tokenizer, batch, count)

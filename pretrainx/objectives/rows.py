@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from pretrainx.objectives import encoder, mlm
+
 
 def pack_sentences(docs, capacity: int, separator: int | None):
     """Rows of at most `capacity` tokens made of whole sentences in document order.
@@ -54,3 +56,26 @@ def sentence_rows(docs, cfg, phase, train: bool, group: int, tokenizer,
     rows = pack_sentences([docs[d] for d in order], phase.seq_len - 2, separator)
     bos, eos = np.array([tokenizer.cls_id], np.int32), np.array([tokenizer.sep_id], np.int32)
     return [{"input_ids": np.concatenate([bos, r, eos])} for r in rows]
+
+
+def full_sentences_stats(batch, tokenizer) -> dict:
+    """--stats counts of FULL-SENTENCES MLM rows (RoBERTa's, DistilBERT's): masking, and
+    documents per row (a </s> inside a row, not its last real token, is a boundary)."""
+    ids = batch["input_ids"]
+    real = batch["attention_mask"] > 0
+    counts = mlm.masking_counts(batch, tokenizer.mask_id, tokenizer.special_ids())
+    last = real.sum(axis=1) - 1
+    inner = (mlm.unmasked_ids(batch) == tokenizer.sep_id) & real
+    inner[np.arange(ids.shape[0]), last] = False
+    boundaries = inner.sum(axis=1)
+    return {**counts, "examples": int(ids.shape[0] + boundaries.sum()),
+            "rows_crossing_documents": int((boundaries > 0).sum()),
+            "full_rows": encoder.full_rows(batch)}
+
+
+def full_sentences_summary(totals, phase) -> dict:
+    rows_seen = max(totals["rows"], 1)
+    return {**encoder.masking_summary(totals),
+            "rows_crossing_documents_fraction": totals["rows_crossing_documents"] / rows_seen,
+            "rows_at_least_95pct_full_fraction": totals["full_rows"] / rows_seen,
+            "max_predictions_per_seq": phase.max_predictions}

@@ -18,7 +18,7 @@ def describe(cfg) -> dict:
     objective = objectives.build(cfg, tokenizer=None)
     mesh = sharding.make_mesh(cfg.mesh)
     phase = config_lib.phases(cfg)[0]
-    tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps)
+    tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps, getattr(objective, "frozen", ()))
     abstract = state_lib.abstract_state(objective.model, tx, objective.example_batch(1, phase))
     return {
         "params": state_lib.count_params(abstract),
@@ -38,16 +38,17 @@ def describe(cfg) -> dict:
 
 
 def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=None,
-          init=None) -> dict:
+          init=None, imported=None) -> dict:
     """Train (or resume) to cfg.total_steps. Returns the last train and eval records.
 
     `devices` restricts the mesh (tests compare 1 device with 8); `stop_at` ends the
     run early at that step with a checkpoint, as a preemption would. `on_step(step,
     records)`, if given, is called after every step with the records logged at it
     (usually none): what drives a notebook's progress bar (pretrainx.notebook).
-    `init(cfg, state, shardings) -> state` reads cfg.init_from (pretrainx.pretrain).
+    `init(cfg, state, shardings) -> state` reads cfg.init_from and `imported` holds the
+    models the objective reads (pretrainx.pretrain gives both).
     """
-    run = Run(cfg, workdir, devices, stop_at, init)
+    run = Run(cfg, workdir, devices, stop_at, init, imported)
     metrics = hooks_lib.Metrics(run)
     evaluate, checkpoint = hooks_lib.Evaluate(metrics), hooks_lib.Checkpoint()
     hooks = [hooks_lib.Profile(run), metrics, evaluate, hooks_lib.PhaseSwitch(metrics),

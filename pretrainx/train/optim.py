@@ -96,10 +96,28 @@ def decay_mask(params):
     return jax.tree_util.tree_map_with_path(keep, params)
 
 
-def make_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation:
+def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = ()) -> optax.GradientTransformation:
     """AdamW (decoupled decay, masked), T5's Adafactor (factored second moments,
     no momentum, decay 0.8, updates clipped at RMS 1 and scaled by parameter RMS),
-    ELMo's Adagrad, or ALBERT's LAMB (layer-wise trust ratio, You et al. 2020)."""
+    ELMo's Adagrad, or ALBERT's LAMB (layer-wise trust ratio, You et al. 2020).
+
+    `frozen`: paths (tuples of keys) of parameter subtrees that never move and hold no
+    optimizer state (a distillation's teacher): optax.multi_transform sends them to
+    set_to_zero, the rest (clipping included) to the recipe's optimizer."""
+    tx = _recipe_optimizer(opt_cfg, total_steps)
+    if not frozen:
+        return tx
+
+    def labels(params):
+        def label(path, _):
+            keys = tuple(getattr(k, "key", k) for k in path)
+            return "frozen" if any(keys[:len(f)] == tuple(f) for f in frozen) else "trained"
+        return jax.tree_util.tree_map_with_path(label, params)
+
+    return optax.multi_transform({"trained": tx, "frozen": optax.set_to_zero()}, labels)
+
+
+def _recipe_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation:
     schedule = learning_rate_schedule(opt_cfg, total_steps)
     parts = []
     if opt_cfg.grad_clip and opt_cfg.grad_clip > 0:

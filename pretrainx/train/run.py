@@ -60,10 +60,17 @@ class Run:
 
     `init(cfg, state, shardings) -> state` starts a fresh run from other weights
     (cfg.init_from); pretrainx.pretrain passes the one that reads them through interop.
+    `imported` holds the models the objective reads (objectives.imports: a teacher),
+    loaded by pretrainx.pretrain too.
     """
 
-    def __init__(self, cfg, workdir: str, devices=None, stop_at=None, init=None):
+    def __init__(self, cfg, workdir: str, devices=None, stop_at=None, init=None,
+                 imported=None):
         objectives.validate(cfg)
+        wanted = objectives.imports(cfg)
+        if wanted and not imported:
+            raise UserError(f"{', '.join(wanted)} is read by pretrainx.pretrain.train (or "
+                            "python -m pretrainx.main); this call gave no imported models")
         config_lib.require_data(cfg)
         tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case)
         # ELMo reads any listed word by its characters; only its softmax is model.vocab_size
@@ -72,13 +79,14 @@ class Run:
             raise UserError(f"tokenizer {cfg.data.tokenizer} has {tokenizer.vocab_size} ids but "
                             f"model.vocab_size={cfg.model.vocab_size}")
         self.cfg, self.workdir = cfg, workdir
-        self.objective = objective = objectives.build(cfg, tokenizer)
+        self.objective = objective = objectives.build(cfg, tokenizer, imported)
         self.mesh = mesh = sharding.make_mesh(cfg.mesh, devices)
         rules = sharding.rules_of(cfg)
         _check_batches(cfg, mesh, rules)
         _writable(workdir, lambda: epath.Path(workdir).mkdir(parents=True, exist_ok=True))
 
-        tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps)
+        tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps,
+                                  getattr(objective, "frozen", ()))
         init_batch = objective.example_batch(1, config_lib.phases(cfg)[0])
         abstract = state_lib.abstract_state(objective.model, tx, init_batch)
         self.n_params = state_lib.count_params(abstract)
@@ -99,6 +107,9 @@ class Run:
             self.step = 0
             self.state, _ = state_lib.create_state(objective.model, tx, init_batch, cfg.seed,
                                                    mesh, rules, shardings)
+            if imported:  # the objective places what it imported (a teacher, its student)
+                params = objective.adopt(jax.device_get(self.state.params), imported)
+                self.state = self.state.replace(params=jax.device_put(params, shardings.params))
             if cfg.init_from:
                 if init is None:
                     raise UserError("init_from is read by pretrainx.pretrain.train (or "

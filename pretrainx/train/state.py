@@ -24,19 +24,19 @@ def _is_box(x):
 def _name_like_params(opt_state, params):
     """Give every optimizer-state array shaped like its parameter that parameter's
     logical axes (Adam's moments, Adafactor's unfactored second moments); anything
-    else (counts, Adafactor's row/column statistics) stays unnamed, i.e. replicated."""
-    boxes, treedef = jax.tree_util.tree_flatten(params, is_leaf=_is_box)
+    else (counts, Adafactor's row/column statistics) stays unnamed, i.e. replicated.
+    A state leaf is matched by its path ending in a parameter's path, so moments of a
+    masked or partly frozen tree (optax.multi_transform) are named too."""
+    boxes = dict(jax.tree_util.tree_flatten_with_path(params, is_leaf=_is_box)[0])
 
-    def name(subtree):
-        if jax.tree_util.tree_structure(subtree) != treedef:
-            return subtree
-        leaves = treedef.flatten_up_to(subtree)
-        named = [box.replace_boxed(v) if v.shape == box.value.shape else v
-                 for v, box in zip(leaves, boxes)]
-        return treedef.unflatten(named)
+    def name(path, leaf):
+        for start in range(len(path)):
+            box = boxes.get(tuple(path[start:]))
+            if box is not None:
+                return box.replace_boxed(leaf) if leaf.shape == box.value.shape else leaf
+        return leaf
 
-    return jax.tree_util.tree_map(
-        name, opt_state, is_leaf=lambda x: jax.tree_util.tree_structure(x) == treedef)
+    return jax.tree_util.tree_map_with_path(name, opt_state)
 
 
 def _init_fn(model, tx, example_batch):
