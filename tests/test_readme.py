@@ -62,6 +62,8 @@ TINY = {"quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BER
                     "data.max_predictions_per_seq": 5},
         "albert": {**GPT2_TINY, "data.max_predictions_per_seq": 5, "data.dupe_factor": 1,
                    "model.vocab_size": 4096, "model.embedding_size": 16},
+        "deberta": {**GPT2_TINY, "data.max_predictions_per_seq": 5,
+                    "model.position_buckets": 8, "model.max_relative_positions": 32},
         # a student of the quickstart's shrunk teacher: its width, one layer
         "distil": {k: v for k, v in BERT_TINY.items()
                    if k not in ("phase2.fraction", "data.dupe_factor")}}

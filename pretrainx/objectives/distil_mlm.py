@@ -155,19 +155,8 @@ class DistilMlm:
                                   cross_documents=True)
 
     def transform(self, phase, train: bool):
-        tok, data = self.tokenizer, self.cfg.data
-        specials = tok.special_ids()
-        seq_len, max_pred = phase.seq_len, phase.max_predictions
-
-        def fn(example, rng):
-            padded, attention = encoder.pad_row(example, seq_len, tok.pad_id)
-            masked = mlm.mask_tokens(padded, rng, vocab_size=tok.vocab_size, mask_id=tok.mask_id,
-                                     special_ids=specials, max_predictions=max_pred,
-                                     mask_prob=data.mask_prob)
-            return dict(masked, token_type_ids=np.zeros(seq_len, np.int32),
-                        attention_mask=attention)
-
-        return fn
+        """(row, rng) -> padded row with a fresh mask (dynamic masking)."""
+        return rows.full_sentences_transform(self.tokenizer, self.cfg.data, phase)
 
     def example_batch(self, batch_size: int, phase) -> dict:
         return encoder.example_batch(batch_size, phase)

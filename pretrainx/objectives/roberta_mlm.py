@@ -11,7 +11,6 @@ static copies. 15% of the non-special tokens are chosen; of those 80% become
 <mask>, 10% a random token, 10% stay (objectives/mlm.py). No NSP.
 """
 
-import numpy as np
 
 from pretrainx import objectives
 from pretrainx.data import bpe, corpus
@@ -48,19 +47,7 @@ class RobertaMlm:
 
     def transform(self, phase, train: bool):
         """(row, rng) -> padded row with a fresh mask (dynamic masking)."""
-        tok, data = self.tokenizer, self.cfg.data
-        specials = tok.special_ids()
-        seq_len, max_pred = phase.seq_len, phase.max_predictions
-
-        def fn(example, rng):
-            padded, attention = encoder.pad_row(example, seq_len, tok.pad_id)
-            masked = mlm.mask_tokens(padded, rng, vocab_size=tok.vocab_size, mask_id=tok.mask_id,
-                                     special_ids=specials, max_predictions=max_pred,
-                                     mask_prob=data.mask_prob)
-            return dict(masked, token_type_ids=np.zeros(seq_len, np.int32),
-                        attention_mask=attention)
-
-        return fn
+        return rows.full_sentences_transform(self.tokenizer, self.cfg.data, phase)
 
     def example_batch(self, batch_size: int, phase) -> dict:
         return encoder.example_batch(batch_size, phase)

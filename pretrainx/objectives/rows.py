@@ -79,3 +79,19 @@ def full_sentences_summary(totals, phase) -> dict:
             "rows_crossing_documents_fraction": totals["rows_crossing_documents"] / rows_seen,
             "rows_at_least_95pct_full_fraction": totals["full_rows"] / rows_seen,
             "max_predictions_per_seq": phase.max_predictions}
+
+
+def full_sentences_transform(tokenizer, data_cfg, phase):
+    """(row, rng) -> the row padded, with a fresh mask (dynamic masking: 15%, 80/10/10)
+    and one segment: what RoBERTa, DistilBERT and DeBERTa's MLM train on."""
+    specials = tokenizer.special_ids()
+    seq_len, max_pred = phase.seq_len, phase.max_predictions
+
+    def fn(example, rng):
+        padded, attention = encoder.pad_row(example, seq_len, tokenizer.pad_id)
+        masked = mlm.mask_tokens(padded, rng, vocab_size=tokenizer.vocab_size,
+                                 mask_id=tokenizer.mask_id, special_ids=specials,
+                                 max_predictions=max_pred, mask_prob=data_cfg.mask_prob)
+        return dict(masked, token_type_ids=np.zeros(seq_len, np.int32), attention_mask=attention)
+
+    return fn

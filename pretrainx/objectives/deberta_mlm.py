@@ -1,0 +1,113 @@
+"""DeBERTa's masked-LM objective (He et al. 2021, the v1/v2 recipe): dynamic masking
+(15%, 80/10/10) of FULL-SENTENCES rows, and the enhanced mask decoder between the
+encoder and the MLM head (models/deberta.py). DeBERTa-v3's replaced-token detection is
+the family's other objective; this one is for a user who wants MLM.
+
+The paper's base recipe: 1M steps of 2K rows of 512 tokens, Adam (eps 1e-6, b2 0.999)
+at 2e-4 with 10K warmup steps and linear decay, weight decay 0.01, gradients clipped
+at 1, dropout 0.1; the v2 vocabulary (128K SentencePiece pieces).
+"""
+
+from pretrainx import objectives
+from pretrainx.data import corpus
+from pretrainx.errors import UserError
+from pretrainx.models import deberta
+from pretrainx.objectives import encoder, mlm, rows
+
+
+class DebertaMlm:
+    flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h + 2*2*seq*2B*h) "
+                     "+ 2 x the last layer (EMD) + P*2*(h^2 + h*V)/seq), B = position_buckets")
+
+    def __init__(self, cfg, tokenizer):
+        self.cfg = cfg
+        self.model = deberta.DebertaForMaskedLM(cfg.model)
+        if tokenizer is not None:
+            encoder.require_mask(tokenizer)
+            encoder.require_vocab_fits(tokenizer, cfg)
+        self.tokenizer = tokenizer
+        self.corpus = corpus.Corpus(cfg, tokenizer)
+
+    def describe(self, phase) -> dict:
+        return {"max_predictions_per_seq": phase.max_predictions}
+
+    def examples(self, files, phase, train: bool) -> list:
+        return self.corpus.examples(self, files, phase, train)
+
+    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
+        return rows.sentence_rows(docs, self.cfg, phase, train, group, self.tokenizer,
+                                  cross_documents=True)
+
+    def transform(self, phase, train: bool):
+        return rows.full_sentences_transform(self.tokenizer, self.cfg.data, phase)
+
+    def example_batch(self, batch_size: int, phase) -> dict:
+        return encoder.example_batch(batch_size, phase)
+
+    def loss_sums(self, outputs, batch) -> dict:
+        return mlm.mlm_loss_and_metrics(outputs["mlm_logits"], batch["masked_lm_ids"],
+                                        batch["masked_lm_weights"])
+
+    def normalizers(self, batch) -> dict:
+        return {"mlm": encoder.mlm_normalizer(batch)}
+
+    def loss(self, sums, norms):
+        return sums["mlm_loss_sum"] / norms["mlm"]
+
+    def metrics(self, sums, norms) -> dict:
+        return encoder.mlm_metrics(sums, norms)
+
+    def eval_metrics(self, totals) -> dict:
+        out = encoder.mlm_eval_metrics(totals)
+        return {"loss": out["mlm_loss"], **out}
+
+    def flops_per_token(self, phase) -> float:
+        """BERT's per-layer terms plus the relative terms (content against 2B position
+        rows for c2p and p2c, and their projections), the EMD's two extra passes of the
+        last layer, and the head at the predicted rows."""
+        m, s = self.cfg.model, phase.seq_len
+        h, rel = m.hidden_size, 2 * m.position_buckets
+        layer = (2 * (4 * h * h + 2 * h * m.mlp_dim) + 2 * 2 * s * h + 2 * 2 * rel * h
+                 + 2 * 2 * rel * h * h / s)
+        emd = 2 * layer if m.enhanced_mask_decoder else 0
+        head = phase.max_predictions * 2 * (h * h + h * m.vocab_size) / s
+        return 3.0 * (m.num_layers * layer + emd + head)
+
+    token_features = ("input_ids",)
+
+    def batch_stats(self, batch) -> dict:
+        return rows.full_sentences_stats(batch, self.tokenizer)
+
+    def summarize_stats(self, totals, phase) -> dict:
+        return rows.full_sentences_summary(totals, phase)
+
+    def show(self, batch, count: int) -> list:
+        return encoder.show_rows(self.tokenizer, batch, count)
+
+
+def defaults():
+    """DeBERTa-base's MLM recipe (the paper's table 8, v2's vocabulary), with the EMD."""
+    c = encoder.defaults("deberta_mlm", "deberta")
+    c.model = deberta.default_config()
+    c.model.enhanced_mask_decoder = True
+    c.total_steps, c.global_batch_size, c.seq_len = 1_000_000, 2048, 512
+    c.optimizer.learning_rate = 2e-4
+    c.optimizer.warmup_steps = 10_000
+    c.optimizer.schedule = "warmup_linear"
+    c.optimizer.eps = 1e-6
+    c.optimizer.grad_clip = 1.0
+    c.data.lower_case = False
+    c.data.max_predictions_per_seq = 80  # 15% of 510 is at most 77: never binds
+    del c.data["whole_word_masking"]
+    return c
+
+
+def validate(cfg) -> None:
+    encoder.validate(cfg)
+    if cfg.model.scan_layers or cfg.model.remat != "none":
+        raise UserError("model.scan_layers and model.remat are not built for DeBERTa yet: "
+                        "leave them False and none")
+
+
+objectives.register(objectives.Entry(name="deberta_mlm", build=DebertaMlm, defaults=defaults,
+                                     validate=validate, as_pretrained=encoder.pretrained_mlm))
