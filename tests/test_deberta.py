@@ -183,3 +183,102 @@ def test_glue_finetunes_from_an_hf_deberta_directory(shared_data, tmp_path):
                         attention_mask=torch.tensor(batch["attention_mask"], dtype=torch.long)
                         ).logits.numpy()
     assert np.abs(np.asarray(mine) - logits).max() <= 1e-4
+
+
+def test_v3_base_discriminator_is_184m():
+    """--describe's discriminator_params for DeBERTa-v3-base: 184M +-1% (the model card:
+    86M backbone + 98M embeddings)."""
+    from conftest import load_config
+    from pretrainx import pretrain
+    out = pretrain.describe(load_config("deberta_v3_base.py"))
+    assert abs(out["discriminator_params"] / 184e6 - 1) < 0.01, out
+    assert abs(out["backbone_params"] / 86e6 - 1) < 0.01 and abs(
+        out["embedding_params"] / 98e6 - 1) < 0.01, out
+    assert out["generator"] == "L6/H768/A12"
+
+
+def test_gradient_disentangled_embedding_sharing():
+    """GDES: the discriminator's word table is sg(E_G) + E_delta with E_delta = 0 at the
+    start; the RTD loss moves E_delta and nothing of the generator, the MLM loss moves
+    the generator (E_G included) and nothing of the discriminator."""
+    from pretrainx.models import deberta_rtd
+    from pretrainx.objectives import rtd
+    cfg = _cfg(generator_layers=0.5)
+    batch = _batch()
+    weights = np.zeros(batch["masked_lm_positions"].shape, np.float32)
+    weights[:, 1:12] = 1.0
+    batch = dict(batch, masked_lm_ids=batch["input_ids"], masked_lm_weights=weights,
+                 masked_lm_positions=np.tile(np.arange(batch["input_ids"].shape[1],
+                                                       dtype=np.int32), (3, 1)))
+    model = deberta_rtd.DebertaV3ForPreTraining(cfg)
+    params = nn.unbox(model.init(jax.random.key(0), batch)["params"])
+    assert not np.any(np.asarray(params["discriminator"]["token_embed"]["embedding"]))
+
+    def grads(gen_weight, disc_weight):
+        def loss(p):
+            out = model.apply({"params": p}, batch, deterministic=False,
+                              rngs={"dropout": jax.random.key(1)})
+            sums = rtd.loss_sums(out, batch)
+            return rtd.loss(sums, rtd.normalizers(batch), gen_weight, disc_weight)
+        return jax.grad(loss)(params)
+
+    def moved(tree):
+        return any(np.any(np.asarray(x)) for x in jax.tree_util.tree_leaves(tree))
+
+    disc = grads(0.0, 50.0)
+    assert not moved(disc["generator"]) and not moved(disc["mlm_transform"])
+    assert moved(disc["discriminator"]["token_embed"])
+    gen = grads(1.0, 0.0)
+    assert not moved(gen["discriminator"]) and not moved(gen["discriminator_dense"])
+    assert moved(gen["generator"]["token_embed"])
+
+
+@pytest.mark.slow
+def test_v3_rtd_learns_sharded_equals_unsharded_and_exports(tmp_path):
+    """RTD on Alice: the generator's MLM loss and the discriminator's loss fall; 1 device
+    == a (2, 2, 2) mesh; the run exports its discriminator (DebertaV2Model, word table
+    E_G + E_delta) and its generator (generator/ DebertaV2ForMaskedLM) with HF's
+    outputs equal to ours."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from conftest import read_metrics, shrink_recipe
+    from pretrainx.interop import hf
+    from pretrainx.models import deberta_rtd
+    from pretrainx.train import loop
+    quiet = {"model.dropout_rate": 0.0, "model.attention_dropout_rate": 0.0,
+             "data.tokenizer": SPM, "data.lower_case": True}
+    model = {"vocab_size": 4096, "position_buckets": 8, "max_relative_positions": 32}
+    cfg = lambda **kw: shrink_recipe("deberta_v3_base.py", learning_rate=1e-2, model=model,
+                                     **quiet, **kw)
+    loop.train(cfg(checkpoint_every=16), str(tmp_path / "one"), devices=jax.devices()[:1])
+    loop.train(cfg(**{"mesh.data": 2, "mesh.fsdp": 2, "mesh.tensor": 2}),
+               str(tmp_path / "mesh"))
+    a, b = read_metrics(tmp_path / "one"), read_metrics(tmp_path / "mesh")
+    np.testing.assert_allclose([r["loss"] for r in a], [r["loss"] for r in b], rtol=0,
+                               atol=2e-4)
+    mlm, disc = [r["mlm_loss"] for r in a], [r["disc_loss"] for r in a]
+    assert np.mean(mlm[-4:]) < mlm[0] - 1.0 and np.mean(disc[-4:]) < disc[0], (mlm, disc)
+    pretrained = interop.load(str(tmp_path / "one"))
+    assert (pretrained.family, pretrained.head) == ("deberta", "pretrain")
+    assert "replaced-token head" in hf.caveat(pretrained)
+    written = hf.save(pretrained, str(tmp_path / "hf"))
+    assert "generator/model.safetensors" in written
+    batch = _batch()
+    torch_in = dict(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
+                    attention_mask=torch.tensor(batch["attention_mask"], dtype=torch.long))
+    real = batch["attention_mask"].astype(bool)
+    m = pretrained.model
+    m.dropout_rate = m.attention_dropout_rate = 0.0
+    ours = deberta.DebertaEncoder(m).apply({"params": pretrained.params["deberta"]},
+                                           batch["input_ids"], batch["token_type_ids"],
+                                           batch["attention_mask"], True)[0]
+    gen_cfg = deberta_rtd.generator_config(m)
+    gen_logits = deberta.DebertaForMaskedLM(gen_cfg).apply(
+        {"params": pretrained.params["generator"]}, batch)["mlm_logits"]
+    with torch.no_grad():
+        hidden = transformers.AutoModel.from_pretrained(tmp_path / "hf").eval()(
+            **torch_in).last_hidden_state.numpy()
+        logits = transformers.AutoModelForMaskedLM.from_pretrained(
+            tmp_path / "hf" / "generator").eval()(**torch_in).logits.numpy()
+    assert np.abs(np.asarray(ours) - hidden)[real].max() <= 1e-4
+    assert np.abs(np.asarray(gen_logits) - logits)[real].max() <= 1e-4

@@ -16,7 +16,7 @@ from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
 import pretrainx.interop.hf_bert as hf_bert
 import pretrainx.interop.hf_tensors as t
-from pretrainx.models import deberta
+from pretrainx.models import deberta, deberta_rtd
 
 ARCHITECTURES = {"mlm": "DebertaV2ForMaskedLM", "classify": "DebertaV2ForSequenceClassification",
                  "tokens": "DebertaV2ForTokenClassification",
@@ -85,12 +85,17 @@ def _read(hf: dict, state: dict, path: str) -> dict:
 
 def _write(pretrained, params, tokenizer):
     m, head = pretrained.model, pretrained.head
+    head = "encoder" if head == "pretrain" else head  # v3: the discriminator's encoder
     state = t.to_hf(params, name_pairs(m, head))
     if head == "mlm":
         state["cls.predictions.decoder.weight"] = state["deberta.embeddings.word_embeddings.weight"]
         state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"]
-    config = hf_bert.to_hf_config(m, head, tokenizer.pad_id,
-                                  pretrained.labels if head in ("classify", "tokens") else None)
+    return state, _config(m, head, tokenizer,
+                          pretrained.labels if head in ("classify", "tokens") else None)
+
+
+def _config(m, head: str, tokenizer, labels=None) -> dict:
+    config = hf_bert.to_hf_config(m, head, tokenizer.pad_id, labels)
     config.update(model_type="deberta-v2",
                   architectures=[ARCHITECTURES.get(head, "DebertaV2Model")],
                   relative_attention=True, position_biased_input=False,
@@ -100,10 +105,27 @@ def _write(pretrained, params, tokenizer):
                   pooler_hidden_size=m.hidden_size, pooler_dropout=m.dropout_rate,
                   pooler_hidden_act=hf_bert.ACT_TO_HF[m.hidden_act], legacy=True)
     config.pop("position_embedding_type")
-    return state, config
+    return config
+
+
+def _companions(pretrained, params, tokenizer) -> dict:
+    """A v3 run's generator, in a directory of its own (as Microsoft released none, the
+    layout is ELECTRA's on the hub: OUTPUT/generator)."""
+    if pretrained.head != "pretrain" or "generator" not in params:
+        return {}
+    gen = deberta_rtd.generator_config(pretrained.model)
+    state = t.to_hf(params["generator"], name_pairs(gen, "mlm"))
+    state["cls.predictions.decoder.weight"] = state["deberta.embeddings.word_embeddings.weight"]
+    state["cls.predictions.decoder.bias"] = state["cls.predictions.bias"]
+    return {"generator": (state, _config(gen, "mlm", tokenizer))}
 
 
 def _caveat(pretrained) -> str:
+    if pretrained.head == "pretrain":
+        return ("the discriminator is written as DebertaV2Model (its word table E_G + "
+                "E_delta, as GDES computes it) and the generator as generator/ "
+                "DebertaV2ForMaskedLM; the replaced-token head has no HF class and is not "
+                "written")
     if pretrained.head == "mlm" and pretrained.model.get("enhanced_mask_decoder"):
         return ("HF's DebertaV2ForMaskedLM has no enhanced mask decoder: the encoder and MLM "
                 "head are written exactly, the decoder's position table (emd_position) is not, "
@@ -113,4 +135,4 @@ def _caveat(pretrained) -> str:
 
 hf_lib.ADAPTERS.register(hf_lib.Adapter(name="deberta", model_type="deberta-v2", read=_read,
                                         write=_write, write_tokenizer=hf_bert.write_tokenizer,
-                                        caveat=_caveat))
+                                        companions=_companions, caveat=_caveat))

@@ -139,15 +139,21 @@ class DebertaLayer(nn.Module):
 class DebertaEncoder(nn.Module):
     """Embeddings, the relative table and the layers; returns the last two layers'
     outputs (the EMD reads the second-to-last), the relative table, its index and the
-    attention bias."""
+    attention bias.
+
+    residual_embeddings (DeBERTa-v3's discriminator, gradient-disentangled embedding
+    sharing): the word table starts at zero and is added to `shared_table` (the
+    generator's) under stop_gradient: E_D = sg(E_G) + E_delta."""
     cfg: ml_collections.ConfigDict
+    residual_embeddings: bool = False
 
     def setup(self):
         cfg = self.cfg
         self.dtype = jnp.dtype(cfg.dtype)
         init = layers.truncated_normal(cfg.initializer_range)
         self.token_embed = layers.Embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
-                                        self.dtype, init)
+                                        self.dtype, nn.initializers.zeros
+                                        if self.residual_embeddings else init)
         if cfg.type_vocab_size:
             self.type_embed = layers.Embed(cfg.type_vocab_size, cfg.hidden_size,
                                            ("type_vocab", "embed"), self.dtype, init)
@@ -159,9 +165,14 @@ class DebertaEncoder(nn.Module):
         self.layers = [DebertaLayer(cfg, self.dtype, name=f"layer_{i}")
                        for i in range(cfg.num_layers)]
 
-    def __call__(self, input_ids, token_type_ids, attention_mask, deterministic):
+    def __call__(self, input_ids, token_type_ids, attention_mask, deterministic,
+                 shared_table=None):
         cfg = self.cfg
-        x = self.token_embed(input_ids)
+        if shared_table is None:
+            x = self.token_embed(input_ids)
+        else:
+            table = jax.lax.stop_gradient(shared_table) + self.token_embed.embedding
+            x = jnp.take(table, input_ids, axis=0).astype(self.dtype)
         if cfg.type_vocab_size:
             x = x + self.type_embed(jnp.minimum(token_type_ids, cfg.type_vocab_size - 1))
         x = self.embed_norm(x) * (attention_mask > 0)[..., None].astype(self.dtype)

@@ -108,6 +108,32 @@ def gumbel_noise(shape, seeds):
     return -jnp.log(-jnp.log(u))
 
 
+def sample(module: nn.Module, logits, deterministic: bool):
+    """Gumbel-max samples of softmax(logits) [batch, pred, vocab], no gradient: the
+    seeds from `module`'s "dropout" stream in training, fixed in evaluation."""
+    if deterministic:
+        seeds = jnp.asarray(_EVAL_SEEDS, jnp.uint32)
+    else:
+        seeds = jax.random.bits(module.make_rng("dropout"), (3,), jnp.uint32)
+    noisy = jax.lax.stop_gradient(logits) + gumbel_noise(logits.shape, seeds)
+    noisy = layers.constrain(noisy, ("batch", "pred", "vocab"))
+    return jnp.argmax(noisy, axis=-1).astype(jnp.int32)
+
+
+def replace_masked(batch, sampled) -> tuple:
+    """The discriminator's input (the samples written at the masked positions) and its
+    labels (1 where a sample differs from the original: ELECTRA's)."""
+    ids, positions = batch["input_ids"], batch["masked_lm_positions"]
+    # Scatter without a scatter: [batch, pred, length] hits of the (distinct) positions.
+    hit = ((positions[..., None] == jnp.arange(ids.shape[1])[None, None, :])
+           & (batch["masked_lm_weights"] > 0)[..., None])
+    replaced = hit.any(axis=1)
+    sampled_at = jnp.sum(jnp.where(hit, sampled[..., None], 0), axis=1)
+    original_at = jnp.sum(jnp.where(hit, batch["masked_lm_ids"][..., None], 0), axis=1)
+    disc_ids = jax.lax.stop_gradient(jnp.where(replaced, sampled_at, ids).astype(jnp.int32))
+    return disc_ids, (replaced & (sampled_at != original_at)).astype(jnp.float32)
+
+
 class ElectraForPreTraining(nn.Module):
     """mlm_logits (generator, at the masked positions), disc_logits [batch, length]
     (discriminator), disc_labels (1 where the discriminator's input differs from the
@@ -140,30 +166,13 @@ class ElectraForPreTraining(nn.Module):
         logits = self.embeddings.token_embed.attend(h) + self.mlm_bias.astype(self.dtype)
         return layers.constrain(logits, ("batch", "pred", "vocab")).astype(jnp.float32)
 
-    def sample(self, logits, deterministic):
-        """Gumbel-max samples of softmax(logits) [batch, pred, vocab], no gradient."""
-        if deterministic:
-            seeds = jnp.asarray(_EVAL_SEEDS, jnp.uint32)
-        else:
-            seeds = jax.random.bits(self.make_rng("dropout"), (3,), jnp.uint32)
-        noisy = jax.lax.stop_gradient(logits) + gumbel_noise(logits.shape, seeds)
-        noisy = layers.constrain(noisy, ("batch", "pred", "vocab"))
-        return jnp.argmax(noisy, axis=-1).astype(jnp.int32)
-
     def __call__(self, batch, deterministic: bool = True):
         ids, types, mask = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
         positions = batch["masked_lm_positions"]
         x = self.generator(self.embeddings(ids, types, deterministic), mask, deterministic)
         mlm_logits = self.mlm_logits(x, positions)
-        sampled = self.sample(mlm_logits, deterministic)
-        # Scatter without a scatter: [batch, pred, length] hits of the (distinct) positions.
-        hit = ((positions[..., None] == jnp.arange(ids.shape[1])[None, None, :])
-               & (batch["masked_lm_weights"] > 0)[..., None])
-        replaced = hit.any(axis=1)
-        sampled_at = jnp.sum(jnp.where(hit, sampled[..., None], 0), axis=1)
-        original_at = jnp.sum(jnp.where(hit, batch["masked_lm_ids"][..., None], 0), axis=1)
-        disc_ids = jax.lax.stop_gradient(jnp.where(replaced, sampled_at, ids).astype(jnp.int32))
-        labels = (replaced & (sampled_at != original_at)).astype(jnp.float32)
+        sampled = sample(self, mlm_logits, deterministic)
+        disc_ids, labels = replace_masked(batch, sampled)
         y = self.discriminator(self.embeddings(disc_ids, types, deterministic), mask,
                                deterministic)
         h = layers.activation(self.cfg.hidden_act)(self.discriminator_dense(y))

@@ -25,16 +25,14 @@ ELECTRA's input_mask). The model (models/electra.py) samples the replacements.
 """
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 
 from pretrainx import config as config_lib
 from pretrainx import objectives
 from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.models import electra
-from pretrainx.objectives import encoder, mlm
+from pretrainx.objectives import encoder, mlm, rtd
 
 ONE_SEGMENT_PROB = 0.1  # ExampleBuilder: "small chance to only have one segment"
 RANDOM_LENGTH_PROB = 0.05  # "small chance for random-length instead of max_length"
@@ -146,50 +144,20 @@ class ElectraRtd:
 
     # ---- loss -------------------------------------------------------------
     def loss_sums(self, outputs, batch) -> dict:
-        sums = mlm.mlm_loss_and_metrics(outputs["mlm_logits"], batch["masked_lm_ids"],
-                                        batch["masked_lm_weights"])
-        real = batch["attention_mask"].astype(jnp.float32)
-        logits, labels = outputs["disc_logits"], outputs["disc_labels"]
-        bce = optax.sigmoid_binary_cross_entropy(logits, labels)
-        predicted = (logits > 0).astype(jnp.float32)
-        sums.update(
-            disc_loss_sum=jnp.sum(bce * real),
-            disc_correct_sum=jnp.sum((predicted == labels).astype(jnp.float32) * real),
-            disc_token_sum=jnp.sum(real),
-            replaced_sum=jnp.sum(labels * real),
-            predicted_sum=jnp.sum(predicted * real),
-            true_positive_sum=jnp.sum(predicted * labels * real))
-        return sums
+        return rtd.loss_sums(outputs, batch)
 
     def normalizers(self, batch) -> dict:
-        return {"mlm": encoder.mlm_normalizer(batch),
-                "disc": jnp.maximum(jnp.sum(batch["attention_mask"].astype(jnp.float32)), 1.0)}
+        return rtd.normalizers(batch)
 
     def loss(self, sums, norms):
         """gen_weight x mean MLM cross-entropy + disc_weight x mean token BCE."""
-        return (self.cfg.gen_weight * sums["mlm_loss_sum"] / norms["mlm"]
-                + self.cfg.disc_weight * sums["disc_loss_sum"] / norms["disc"])
-
-    @staticmethod
-    def _rates(sums, div):
-        return {"disc_accuracy": sums["disc_correct_sum"] / div(sums["disc_token_sum"]),
-                "replaced_fraction": sums["replaced_sum"] / div(sums["disc_token_sum"]),
-                "disc_precision": sums["true_positive_sum"] / div(sums["predicted_sum"]),
-                "disc_recall": sums["true_positive_sum"] / div(sums["replaced_sum"])}
+        return rtd.loss(sums, norms, self.cfg.gen_weight, self.cfg.disc_weight)
 
     def metrics(self, sums, norms) -> dict:
-        return {**encoder.mlm_metrics(sums, norms),
-                "disc_loss": sums["disc_loss_sum"] / norms["disc"],
-                **self._rates(sums, lambda x: jnp.maximum(x, 1.0))}
+        return rtd.metrics(sums, norms)
 
     def eval_metrics(self, totals) -> dict:
-        t = {k: float(v) for k, v in totals.items()}
-        n = max(t["mlm_weight_sum"], 1.0)
-        out = {"mlm_loss": t["mlm_loss_sum"] / n, "mlm_accuracy": t["mlm_correct_sum"] / n,
-               "disc_loss": t["disc_loss_sum"] / max(t["disc_token_sum"], 1.0),
-               **self._rates(t, lambda x: max(x, 1.0))}
-        out["loss"] = self.cfg.gen_weight * out["mlm_loss"] + self.cfg.disc_weight * out["disc_loss"]
-        return out
+        return rtd.eval_metrics(totals, self.cfg.gen_weight, self.cfg.disc_weight)
 
     def flops_per_token(self, phase) -> float:
         return electra.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)

@@ -1,0 +1,11 @@
+"""DeBERTa-v3-large: see configs/deberta_v3.py.
+
+    python -m pretrainx.main --config=configs/deberta_v3_large.py --workdir=gs://BUCKET/deberta_v3_large \
+        --config.data.train_files='/data/corpus/*.txt' --config.data.tokenizer=/data/deberta/spm.model
+"""
+
+from pretrainx.config import sibling_config
+
+
+def get_config():
+    return sibling_config(__file__, "deberta_v3.py", "large")

@@ -1,0 +1,130 @@
+"""DeBERTa-v3's objective (He et al. 2023): replaced token detection with
+gradient-disentangled embedding sharing (models/deberta_rtd.py), on DeBERTa's encoder.
+
+Rows are FULL-SENTENCES with a fresh mask each time a row is seen (15%, 80/10/10);
+the generator (the discriminator's width, half its depth) fills the masked positions
+by sampling, the discriminator tells every token's replaced or original; loss =
+generator MLM + 50 x the discriminator's mean binary cross-entropy (ELECTRA's weight,
+which DeBERTa-v3 keeps; objectives/rtd.py). `--describe` prints the discriminator's
+parameters as HF's DebertaV2Model holds them: DeBERTa-v3-base 184M (86M backbone +
+98M embeddings).
+"""
+
+import jax
+
+from pretrainx import config as config_lib
+from pretrainx import objectives
+from pretrainx.data import corpus
+from pretrainx.errors import UserError
+from pretrainx.models import deberta, deberta_rtd
+from pretrainx.objectives import encoder, rows, rtd
+
+
+class DebertaRtd:
+    flops_formula = ("3 * (generator + discriminator DeBERTa layers (BERT's terms + c2p/p2c "
+                     "over 2B relative rows) + P*2*(h^2 + h*V)/seq + 2*(h^2 + h))")
+
+    def __init__(self, cfg, tokenizer):
+        self.cfg = cfg
+        self.model = deberta_rtd.DebertaV3ForPreTraining(cfg.model)
+        if tokenizer is not None:
+            encoder.require_mask(tokenizer)
+            encoder.require_vocab_fits(tokenizer, cfg)
+        self.tokenizer = tokenizer
+        self.corpus = corpus.Corpus(cfg, tokenizer)
+
+    def describe(self, phase) -> dict:
+        shapes = jax.eval_shape(lambda: self.model.init(
+            jax.random.key(0), self.example_batch(1, phase), deterministic=True))
+        gen = deberta_rtd.generator_config(self.cfg.model)
+        return {"max_predictions_per_seq": phase.max_predictions,
+                "generator": f"L{gen.num_layers}/H{gen.hidden_size}/A{gen.num_heads}",
+                **deberta_rtd.split_counts(shapes["params"])}
+
+    def examples(self, files, phase, train: bool) -> list:
+        return self.corpus.examples(self, files, phase, train)
+
+    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
+        return rows.sentence_rows(docs, self.cfg, phase, train, group, self.tokenizer,
+                                  cross_documents=True)
+
+    def transform(self, phase, train: bool):
+        return rows.full_sentences_transform(self.tokenizer, self.cfg.data, phase)
+
+    def example_batch(self, batch_size: int, phase) -> dict:
+        return encoder.example_batch(batch_size, phase)
+
+    def loss_sums(self, outputs, batch) -> dict:
+        return rtd.loss_sums(outputs, batch)
+
+    def normalizers(self, batch) -> dict:
+        return rtd.normalizers(batch)
+
+    def loss(self, sums, norms):
+        return rtd.loss(sums, norms, self.cfg.gen_weight, self.cfg.disc_weight)
+
+    def metrics(self, sums, norms) -> dict:
+        return rtd.metrics(sums, norms)
+
+    def eval_metrics(self, totals) -> dict:
+        return rtd.eval_metrics(totals, self.cfg.gen_weight, self.cfg.disc_weight)
+
+    def flops_per_token(self, phase) -> float:
+        m, s = self.cfg.model, phase.seq_len
+        h, rel = m.hidden_size, 2 * m.position_buckets
+        layer = (2 * (4 * h * h + 2 * h * m.mlp_dim) + 2 * 2 * s * h + 2 * 2 * rel * h
+                 + 2 * 2 * rel * h * h / s)
+        layers_total = m.num_layers + deberta_rtd.generator_config(m).num_layers
+        head = phase.max_predictions * 2 * (h * h + h * m.vocab_size) / s
+        return 3.0 * (layers_total * layer + head + 2 * (h * h + h))
+
+    token_features = ("input_ids",)
+
+    def batch_stats(self, batch) -> dict:
+        return rows.full_sentences_stats(batch, self.tokenizer)
+
+    def summarize_stats(self, totals, phase) -> dict:
+        return rows.full_sentences_summary(totals, phase)
+
+    def show(self, batch, count: int) -> list:
+        return encoder.show_rows(self.tokenizer, batch, count)
+
+
+def defaults():
+    """DeBERTa-v3-base: the v3 checkpoints' shape (12 x 768, 128,100 SentencePiece ids,
+    256 position buckets up to 512), a generator of half the depth, loss MLM + 50 x RTD,
+    trained, as the v3 paper says, with DeBERTa's settings: 1M steps of 2K rows of 512
+    tokens, Adam (eps 1e-6) at 2e-4 after 10K warmup steps, linear decay, weight decay
+    0.01, gradients clipped at 1; see configs/deberta_v3_base.py."""
+    c = encoder.defaults("deberta_rtd", "deberta")
+    c.model = deberta.default_config()
+    c.model.generator_layers = 0.5  # of num_layers; the generator keeps the width
+    c.total_steps, c.global_batch_size, c.seq_len = 1_000_000, 2048, 512
+    c.optimizer.learning_rate = 2e-4
+    c.optimizer.warmup_steps = 10_000
+    c.optimizer.schedule = "warmup_linear"
+    c.optimizer.eps = 1e-6
+    c.optimizer.grad_clip = 1.0
+    c.gen_weight = 1.0
+    c.disc_weight = 50.0
+    c.data.lower_case = False
+    c.data.max_predictions_per_seq = 80
+    del c.data["whole_word_masking"]
+    return c
+
+
+def validate(cfg) -> None:
+    encoder.validate(cfg)
+    config_lib.check_fraction(cfg, "model.generator_layers", 0.0, 1.0, closed_high=True)
+    if cfg.model.scan_layers or cfg.model.remat != "none":
+        raise UserError("model.scan_layers and model.remat are not built for DeBERTa yet: "
+                        "leave them False and none")
+    for name in ("gen_weight", "disc_weight"):
+        if cfg[name] < 0:
+            raise UserError(f"{name}={cfg[name]} must be >= 0")
+
+
+objectives.register(objectives.Entry(
+    name="deberta_rtd", build=DebertaRtd, defaults=defaults, validate=validate,
+    as_pretrained=lambda model_cfg, params: (*deberta_rtd.as_pretrained(model_cfg, params),
+                                             "pretrain")))
