@@ -236,3 +236,42 @@ def test_export_of_an_unsupported_hf_directory(tmp_path):
     assert "bert, " in supported and "gpt2" in supported and "t5" in supported
     assert_one_line_error(result, str(tmp_path / "hf" / "config.json"),
                           "unsupported architecture LlamaForCausalLM", supported)
+
+
+DISTIL_CASES = {  # name: (arguments, words the error line must contain)
+    "teacher and student vocabularies differ": (["--config.model.vocab_size=4104"],
+                                                ["model.vocab_size=4096", "vocabularies"]),
+    "teacher path holds no checkpoint": (["--config.distill.teacher={empty_run}"],
+                                         ["{empty_run}/checkpoints", "no checkpoint"]),
+    "layer map names a missing layer": (["--config.distill.layer_map=1:5"],
+                                        ["layer_map 1:5", "does not exist"]),
+    "wider teacher without a projection": (["--config.model.hidden_size=16",
+                                            "--config.model.mlp_dim=32",
+                                            "--config.distill.init_from_teacher=False"],
+                                           ["32 wide, the student 16",
+                                            "distill.project_hidden=True"]),
+}
+
+
+@pytest.mark.parametrize("name", list(DISTIL_CASES))
+def test_cli_bad_distillation_input(name, trained, tmp_path):
+    """configs/distil_quickstart.py with the 2-step quickstart run above as its teacher:
+    each mistake is one line, and the workdir (a copy of that run) keeps every file."""
+    empty_run = tmp_path / "empty_run"
+    (empty_run / "checkpoints").mkdir(parents=True)
+    shutil.copy(trained / "config.json", empty_run / "config.json")
+    args, culprits = DISTIL_CASES[name]
+    workdir = tmp_path / "w"
+    shutil.copytree(trained, workdir)
+    before = _snapshot(workdir)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    student = ["--config.total_steps=1", "--config.model.num_layers=1",
+               "--config.model.hidden_size=32", "--config.model.num_heads=2",
+               "--config.model.mlp_dim=64", "--config.global_batch_size=4",
+               "--config.seq_len=32", "--config.eval_steps=1", f"--config.data.train_files={BOOK}",
+               f"--config.distill.teacher={trained}"]
+    cmd = [sys.executable, "-m", "pretrainx.main", "--config=configs/distil_quickstart.py",
+           f"--workdir={workdir}"] + student + [a.format(empty_run=empty_run) for a in args]
+    result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert_one_line_error(result, *[c.format(empty_run=empty_run) for c in culprits])
+    assert _snapshot(workdir) == before

@@ -234,7 +234,7 @@ def test_gradient_disentangled_embedding_sharing():
 
 
 @pytest.mark.slow
-def test_v3_rtd_learns_sharded_equals_unsharded_and_exports(tmp_path):
+def test_v3_rtd_learns_sharded_equals_unsharded_and_exports(shared_data, tmp_path):
     """RTD on Alice: the generator's MLM loss and the discriminator's loss fall; 1 device
     == a (2, 2, 2) mesh; the run exports its discriminator (DebertaV2Model, word table
     E_G + E_delta) and its generator (generator/ DebertaV2ForMaskedLM) with HF's
@@ -282,3 +282,14 @@ def test_v3_rtd_learns_sharded_equals_unsharded_and_exports(tmp_path):
             tmp_path / "hf" / "generator").eval()(**torch_in).logits.numpy()
     assert np.abs(np.asarray(ours) - hidden)[real].max() <= 1e-4
     assert np.abs(np.asarray(gen_logits) - logits)[real].max() <= 1e-4
+    # GLUE from the workdir: the discriminator's encoder under DeBERTa's pooler.
+    from pretrainx.finetune import loop as finetune_loop
+    from pretrainx.finetune.config import finetune_config
+    ft = finetune_config()
+    ft.update_from_flattened_dict({
+        "init_from": str(tmp_path / "one"), "task": "sst2", "seq_len": 32,
+        "data.glue_dir": str(shared_data / "glue"), "global_batch_size": 16, "epochs": 1,
+        "data.max_train_examples": 32, "data.max_eval_examples": 32})
+    out = finetune_loop.train(ft, str(tmp_path / "ft"), devices=jax.devices()[:1])
+    assert 0 <= out["best"]["accuracy"] <= 1
+    assert interop.load(str(tmp_path / "ft")).family == "deberta"
