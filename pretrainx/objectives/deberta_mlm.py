@@ -12,10 +12,10 @@ from pretrainx import objectives
 from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.models import deberta
-from pretrainx.objectives import encoder, mlm, rows
+from pretrainx.objectives import encoder, rows
 
 
-class DebertaMlm:
+class DebertaMlm(rows.FullSentencesRows, encoder.MlmLoss):
     flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h + 2*2*seq*2B*h) "
                      "+ 2 x the last layer (EMD) + P*2*(h^2 + h*V)/seq), B = position_buckets")
 
@@ -31,36 +31,6 @@ class DebertaMlm:
     def describe(self, phase) -> dict:
         return {"max_predictions_per_seq": phase.max_predictions}
 
-    def examples(self, files, phase, train: bool) -> list:
-        return self.corpus.examples(self, files, phase, train)
-
-    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
-        return rows.sentence_rows(docs, self.cfg, phase, train, group, self.tokenizer,
-                                  cross_documents=True)
-
-    def transform(self, phase, train: bool):
-        return rows.full_sentences_transform(self.tokenizer, self.cfg.data, phase)
-
-    def example_batch(self, batch_size: int, phase) -> dict:
-        return encoder.example_batch(batch_size, phase)
-
-    def loss_sums(self, outputs, batch) -> dict:
-        return mlm.mlm_loss_and_metrics(outputs["mlm_logits"], batch["masked_lm_ids"],
-                                        batch["masked_lm_weights"])
-
-    def normalizers(self, batch) -> dict:
-        return {"mlm": encoder.mlm_normalizer(batch)}
-
-    def loss(self, sums, norms):
-        return sums["mlm_loss_sum"] / norms["mlm"]
-
-    def metrics(self, sums, norms) -> dict:
-        return encoder.mlm_metrics(sums, norms)
-
-    def eval_metrics(self, totals) -> dict:
-        out = encoder.mlm_eval_metrics(totals)
-        return {"loss": out["mlm_loss"], **out}
-
     def flops_per_token(self, phase) -> float:
         """BERT's per-layer terms plus the relative terms (content against 2B position
         rows for c2p and p2c, and their projections), the EMD's two extra passes of the
@@ -72,17 +42,6 @@ class DebertaMlm:
         emd = 2 * layer if m.enhanced_mask_decoder else 0
         head = phase.max_predictions * 2 * (h * h + h * m.vocab_size) / s
         return 3.0 * (m.num_layers * layer + emd + head)
-
-    token_features = ("input_ids",)
-
-    def batch_stats(self, batch) -> dict:
-        return rows.full_sentences_stats(batch, self.tokenizer)
-
-    def summarize_stats(self, totals, phase) -> dict:
-        return rows.full_sentences_summary(totals, phase)
-
-    def show(self, batch, count: int) -> list:
-        return encoder.show_rows(self.tokenizer, batch, count)
 
 
 def defaults():

@@ -20,7 +20,7 @@ from pretrainx.models import deberta, deberta_rtd
 from pretrainx.objectives import encoder, rows, rtd
 
 
-class DebertaRtd:
+class DebertaRtd(rows.FullSentencesRows, rtd.RtdLoss):
     flops_formula = ("3 * (generator + discriminator DeBERTa layers (BERT's terms + c2p/p2c "
                      "over 2B relative rows) + P*2*(h^2 + h*V)/seq + 2*(h^2 + h))")
 
@@ -41,34 +41,6 @@ class DebertaRtd:
                 "generator": f"L{gen.num_layers}/H{gen.hidden_size}/A{gen.num_heads}",
                 **deberta_rtd.split_counts(shapes["params"])}
 
-    def examples(self, files, phase, train: bool) -> list:
-        return self.corpus.examples(self, files, phase, train)
-
-    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
-        return rows.sentence_rows(docs, self.cfg, phase, train, group, self.tokenizer,
-                                  cross_documents=True)
-
-    def transform(self, phase, train: bool):
-        return rows.full_sentences_transform(self.tokenizer, self.cfg.data, phase)
-
-    def example_batch(self, batch_size: int, phase) -> dict:
-        return encoder.example_batch(batch_size, phase)
-
-    def loss_sums(self, outputs, batch) -> dict:
-        return rtd.loss_sums(outputs, batch)
-
-    def normalizers(self, batch) -> dict:
-        return rtd.normalizers(batch)
-
-    def loss(self, sums, norms):
-        return rtd.loss(sums, norms, self.cfg.gen_weight, self.cfg.disc_weight)
-
-    def metrics(self, sums, norms) -> dict:
-        return rtd.metrics(sums, norms)
-
-    def eval_metrics(self, totals) -> dict:
-        return rtd.eval_metrics(totals, self.cfg.gen_weight, self.cfg.disc_weight)
-
     def flops_per_token(self, phase) -> float:
         m, s = self.cfg.model, phase.seq_len
         h, rel = m.hidden_size, 2 * m.position_buckets
@@ -77,17 +49,6 @@ class DebertaRtd:
         layers_total = m.num_layers + deberta_rtd.generator_config(m).num_layers
         head = phase.max_predictions * 2 * (h * h + h * m.vocab_size) / s
         return 3.0 * (layers_total * layer + head + 2 * (h * h + h))
-
-    token_features = ("input_ids",)
-
-    def batch_stats(self, batch) -> dict:
-        return rows.full_sentences_stats(batch, self.tokenizer)
-
-    def summarize_stats(self, totals, phase) -> dict:
-        return rows.full_sentences_summary(totals, phase)
-
-    def show(self, batch, count: int) -> list:
-        return encoder.show_rows(self.tokenizer, batch, count)
 
 
 def defaults():

@@ -97,7 +97,7 @@ def check_teacher(cfg, teacher) -> None:
                         f"{m.num_layers} student layers need at least {2 * m.num_layers - 1}")
 
 
-class DistilMlm:
+class DistilMlm(rows.FullSentencesRows):
     flops_formula = ("3 * student(L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) + P*2*(h^2 + h*V)/seq)"
                      " + teacher(same terms, forward only)")
 
@@ -145,21 +145,6 @@ class DistilMlm:
         if self.teacher is not None:
             out["teacher"] = self.teacher.source
         return out
-
-    # ---- data -------------------------------------------------------------
-    def examples(self, files, phase, train: bool) -> list:
-        return self.corpus.examples(self, files, phase, train)
-
-    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
-        return rows.sentence_rows(docs, self.cfg, phase, train, group, self.tokenizer,
-                                  cross_documents=True)
-
-    def transform(self, phase, train: bool):
-        """(row, rng) -> padded row with a fresh mask (dynamic masking)."""
-        return rows.full_sentences_transform(self.tokenizer, self.cfg.data, phase)
-
-    def example_batch(self, batch_size: int, phase) -> dict:
-        return encoder.example_batch(batch_size, phase)
 
     # ---- loss -------------------------------------------------------------
     def loss_sums(self, outputs, batch) -> dict:
@@ -233,18 +218,6 @@ class DistilMlm:
             return m.num_layers * per_layer + predicted * 2 * (h * h + h * m.vocab_size) / phase.seq_len
         teacher = forward(self.teacher.model) if self.teacher is not None else 0.0
         return 3.0 * forward(self.cfg.model) + teacher
-
-    # ---- statistics (python -m pretrainx.data --stats) ----------------------
-    token_features = ("input_ids",)
-
-    def batch_stats(self, batch) -> dict:
-        return rows.full_sentences_stats(batch, self.tokenizer)
-
-    def summarize_stats(self, totals, phase) -> dict:
-        return rows.full_sentences_summary(totals, phase)
-
-    def show(self, batch, count: int) -> list:
-        return encoder.show_rows(self.tokenizer, batch, count)
 
 
 def soft_kl(student, teacher, temperature: float):

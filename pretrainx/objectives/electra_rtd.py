@@ -91,7 +91,7 @@ def build_examples(docs, max_length: int, rng, cls_id: int, sep_id: int) -> list
     return out
 
 
-class ElectraRtd:
+class ElectraRtd(rtd.RtdLoss):
     flops_formula = ("3 * (sum over generator and discriminator of L * (2*(4*h^2 + 2*h*mlp) "
                      "+ 4*seq*h) + 2*E*h if E != h, + P*2*(g*E + E*V) / seq + 2*(H^2 + H)), "
                      "P = max_predictions_per_seq")
@@ -113,7 +113,6 @@ class ElectraRtd:
                              f"/I{gen.mlp_dim}",
                 **electra.split_counts(shapes["params"])}
 
-    # ---- data -------------------------------------------------------------
     def examples(self, files, phase, train: bool) -> list:
         return self.corpus.examples(self, files, phase, train)
 
@@ -141,23 +140,6 @@ class ElectraRtd:
 
     def example_batch(self, batch_size: int, phase) -> dict:
         return encoder.example_batch(batch_size, phase)
-
-    # ---- loss -------------------------------------------------------------
-    def loss_sums(self, outputs, batch) -> dict:
-        return rtd.loss_sums(outputs, batch)
-
-    def normalizers(self, batch) -> dict:
-        return rtd.normalizers(batch)
-
-    def loss(self, sums, norms):
-        """gen_weight x mean MLM cross-entropy + disc_weight x mean token BCE."""
-        return rtd.loss(sums, norms, self.cfg.gen_weight, self.cfg.disc_weight)
-
-    def metrics(self, sums, norms) -> dict:
-        return rtd.metrics(sums, norms)
-
-    def eval_metrics(self, totals) -> dict:
-        return rtd.eval_metrics(totals, self.cfg.gen_weight, self.cfg.disc_weight)
 
     def flops_per_token(self, phase) -> float:
         return electra.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)

@@ -9,6 +9,7 @@ import numpy as np
 from pretrainx import config as config_lib
 from pretrainx.errors import UserError
 from pretrainx.models import bert
+from pretrainx.objectives import mlm
 
 # ---- config ---------------------------------------------------------------------
 def defaults(objective: str, family: str):
@@ -191,3 +192,25 @@ def show_rows(tokenizer, batch, count: int, label=None) -> list:
                      + " ".join(tokenizer.id_to_piece(int(i)) for i in ids)
                      + f"\nmasked originals: {' '.join(originals)}")
     return texts
+
+
+class MlmLoss:
+    """The loss half of an MLM-only objective (RoBERTa, DeBERTa's MLM): the mean
+    cross-entropy over the real masked positions of the global batch."""
+
+    def loss_sums(self, outputs, batch) -> dict:
+        return mlm.mlm_loss_and_metrics(outputs["mlm_logits"], batch["masked_lm_ids"],
+                                        batch["masked_lm_weights"])
+
+    def normalizers(self, batch) -> dict:
+        return {"mlm": mlm_normalizer(batch)}
+
+    def loss(self, sums, norms):
+        return sums["mlm_loss_sum"] / norms["mlm"]
+
+    def metrics(self, sums, norms) -> dict:
+        return mlm_metrics(sums, norms)
+
+    def eval_metrics(self, totals) -> dict:
+        out = mlm_eval_metrics(totals)
+        return {"loss": out["mlm_loss"], **out}

@@ -15,10 +15,10 @@ static copies. 15% of the non-special tokens are chosen; of those 80% become
 from pretrainx import objectives
 from pretrainx.data import bpe, corpus
 from pretrainx.models import bert, roberta
-from pretrainx.objectives import encoder, mlm, rows
+from pretrainx.objectives import encoder, rows
 
 
-class RobertaMlm:
+class RobertaMlm(rows.FullSentencesRows, encoder.MlmLoss):
     flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) "
                      "+ P*2*(h^2 + h*V) / seq), P = max_predictions_per_seq")
 
@@ -36,59 +36,12 @@ class RobertaMlm:
     def describe(self, phase) -> dict:
         return {"max_predictions_per_seq": phase.max_predictions}
 
-    # ---- data -------------------------------------------------------------
-    def examples(self, files, phase, train: bool) -> list:
-        return self.corpus.examples(self, files, phase, train)
-
-    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
-        """FULL-SENTENCES rows: they run on across documents, a </s> between two."""
-        return rows.sentence_rows(docs, self.cfg, phase, train, group, self.tokenizer,
-                                  cross_documents=True)
-
-    def transform(self, phase, train: bool):
-        """(row, rng) -> padded row with a fresh mask (dynamic masking)."""
-        return rows.full_sentences_transform(self.tokenizer, self.cfg.data, phase)
-
-    def example_batch(self, batch_size: int, phase) -> dict:
-        return encoder.example_batch(batch_size, phase)
-
-    # ---- loss -------------------------------------------------------------
-    def loss_sums(self, outputs, batch) -> dict:
-        return mlm.mlm_loss_and_metrics(outputs["mlm_logits"], batch["masked_lm_ids"],
-                                        batch["masked_lm_weights"])
-
-    def normalizers(self, batch) -> dict:
-        return {"mlm": encoder.mlm_normalizer(batch)}
-
-    def loss(self, sums, norms):
-        """Mean cross-entropy over the real masked positions of the global batch."""
-        return sums["mlm_loss_sum"] / norms["mlm"]
-
-    def metrics(self, sums, norms) -> dict:
-        return encoder.mlm_metrics(sums, norms)
-
-    def eval_metrics(self, totals) -> dict:
-        out = encoder.mlm_eval_metrics(totals)
-        return {"loss": out["mlm_loss"], **out}
-
     def flops_per_token(self, phase) -> float:
         m = self.cfg.model
         h, n = m.hidden_size, m.num_layers
         per_layer = 2 * (4 * h * h + 2 * h * m.mlp_dim) + 2 * 2 * phase.seq_len * h
         head = phase.max_predictions * 2 * (h * h + h * m.vocab_size)
         return 3.0 * (n * per_layer + head / phase.seq_len)
-
-    # ---- statistics (python -m pretrainx.data --stats) ----------------------
-    token_features = ("input_ids",)
-
-    def batch_stats(self, batch) -> dict:
-        return rows.full_sentences_stats(batch, self.tokenizer)
-
-    def summarize_stats(self, totals, phase) -> dict:
-        return rows.full_sentences_summary(totals, phase)
-
-    def show(self, batch, count: int) -> list:
-        return encoder.show_rows(self.tokenizer, batch, count)
 
 
 def defaults():

@@ -95,3 +95,35 @@ def full_sentences_transform(tokenizer, data_cfg, phase):
         return dict(masked, token_type_ids=np.zeros(seq_len, np.int32), attention_mask=attention)
 
     return fn
+
+
+class FullSentencesRows:
+    """The data half of an objective on FULL-SENTENCES rows with dynamic masking
+    (RoBERTa, DistilBERT, DeBERTa): examples, the batch transform, --stats and --show.
+    The objective sets self.cfg, self.tokenizer and self.corpus."""
+
+    token_features = ("input_ids",)
+
+    def examples(self, files, phase, train: bool) -> list:
+        return self.corpus.examples(self, files, phase, train)
+
+    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
+        """Rows that run on across documents, a </s> (or [SEP]) between two."""
+        return sentence_rows(docs, self.cfg, phase, train, group, self.tokenizer,
+                             cross_documents=True)
+
+    def transform(self, phase, train: bool):
+        """(row, rng) -> padded row with a fresh mask (dynamic masking)."""
+        return full_sentences_transform(self.tokenizer, self.cfg.data, phase)
+
+    def example_batch(self, batch_size: int, phase) -> dict:
+        return encoder.example_batch(batch_size, phase)
+
+    def batch_stats(self, batch) -> dict:
+        return full_sentences_stats(batch, self.tokenizer)
+
+    def summarize_stats(self, totals, phase) -> dict:
+        return full_sentences_summary(totals, phase)
+
+    def show(self, batch, count: int) -> list:
+        return encoder.show_rows(self.tokenizer, batch, count)

@@ -58,3 +58,24 @@ def eval_metrics(totals, gen_weight: float, disc_weight: float) -> dict:
            **_rates(t, lambda x: max(x, 1.0))}
     out["loss"] = gen_weight * out["mlm_loss"] + disc_weight * out["disc_loss"]
     return out
+
+
+class RtdLoss:
+    """The loss half of a replaced-token-detection objective; self.cfg holds gen_weight
+    and disc_weight."""
+
+    def loss_sums(self, outputs, batch) -> dict:
+        return loss_sums(outputs, batch)
+
+    def normalizers(self, batch) -> dict:
+        return normalizers(batch)
+
+    def loss(self, sums, norms):
+        """gen_weight x mean MLM cross-entropy + disc_weight x mean token BCE."""
+        return loss(sums, norms, self.cfg.gen_weight, self.cfg.disc_weight)
+
+    def metrics(self, sums, norms) -> dict:
+        return metrics(sums, norms)
+
+    def eval_metrics(self, totals) -> dict:
+        return eval_metrics(totals, self.cfg.gen_weight, self.cfg.disc_weight)
