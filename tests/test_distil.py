@@ -26,8 +26,8 @@ TEACHER_MODEL = dict(num_layers=2, hidden_size=64, num_heads=2, mlp_dim=256, voc
 
 
 def _teacher_config(steps):
-    """The quickstart's recipe at L2/H64 (lr 3e-3): after 600 steps (75 s on 2 cores) its
-    eval MLM accuracy on Alice is 0.11, past the unigram plateau's 0.065."""
+    """The quickstart's recipe at L2/H64 (lr 3e-3), for the tests that need a teacher
+    but not one that knows English."""
     c = load_config("quickstart.py")
     c.model.update(**TEACHER_MODEL)
     return override(c, {"total_steps": steps, "checkpoint_every": steps, "eval_every": steps,
@@ -45,15 +45,8 @@ def _student_config(teacher, steps, **overrides):
 
 
 @pytest.fixture(scope="module")
-def trained_teacher(tmp_path_factory):
-    workdir = str(tmp_path_factory.mktemp("teacher") / "w")
-    pretrain.train(_teacher_config(600), workdir, devices=jax.devices()[:1])
-    return workdir
-
-
-@pytest.fixture(scope="module")
 def teacher(tmp_path_factory):
-    """The same teacher after 20 steps: for what does not need it to know English."""
+    """A teacher after 20 steps."""
     workdir = str(tmp_path_factory.mktemp("teacher20") / "w")
     pretrain.train(_teacher_config(20), workdir, devices=jax.devices()[:1])
     return workdir
@@ -64,17 +57,32 @@ def _eval(workdir):
 
 
 @pytest.mark.slow
-def test_student_keeps_90pct_of_the_teacher_and_beats_scratch(trained_teacher, tmp_path):
-    """Half the layers: the distilled student's eval MLM accuracy on the unseen Alice is
-    at least 90% of the teacher's (read on the same eval rows), and above the same
-    student trained from scratch for the same steps (fresh weights, MLM loss only)."""
-    steps = 300
-    distilled = str(tmp_path / "distilled")
-    pretrain.train(_student_config(trained_teacher, steps), distilled,
+def test_quickstart_leaves_the_plateau_and_distils_into_half_its_depth(tmp_path):
+    """Two claims on one run (the suite's longest test, in a file collected early so that
+    the other worker runs the rest meanwhile):
+
+    the quickstart's: at length 32 BERT-Tiny starts filling [MASK] from context within
+    900 steps (staying on the unigram plateau scores about 0.13 on the unseen book; the
+    full run reaches 0.27); the run stops at step 1,000 of the real 2,500-step schedule;
+
+    DistilBERT's, at CPU size: a 1-layer student distilled from that run for 200 steps
+    reaches at least 90% of the teacher's eval MLM accuracy on the unseen Alice (read on
+    the same rows) and beats the same student trained from scratch for the same steps
+    (fresh weights, MLM loss only)."""
+    cfg = load_config("quickstart.py")
+    cfg.eval_every, cfg.eval_steps, cfg.checkpoint_every, cfg.log_every = 1000, 4, 1000, 500
+    cfg.mesh.data = 1  # one CPU device, as the README command runs it
+    teacher = str(tmp_path / "teacher")
+    result = pretrain.train(cfg, teacher, devices=jax.devices()[:1], stop_at=1000)
+    assert result["eval"]["mlm_accuracy"] > 0.18, result["eval"]
+
+    steps = {"total_steps": 200, "eval_every": 200, "checkpoint_every": 200,
+             "log_every": 100, "eval_steps": 4, "distill.teacher": teacher}
+    distilled, scratch = str(tmp_path / "distilled"), str(tmp_path / "scratch")
+    pretrain.train(override(load_config("distil_quickstart.py"), steps), distilled,
                    devices=jax.devices()[:1])
-    scratch = str(tmp_path / "scratch")  # the same student, rows and steps; no teacher signal
-    pretrain.train(_student_config(trained_teacher, steps, **{
-        "distill.alpha_ce": 0.0, "distill.alpha_cos": 0.0, "distill.alpha_mlm": 1.0,
+    pretrain.train(override(load_config("distil_quickstart.py"), {
+        **steps, "distill.alpha_ce": 0.0, "distill.alpha_cos": 0.0, "distill.alpha_mlm": 1.0,
         "distill.init_from_teacher": False, "distill.freeze_positions": False}), scratch,
         devices=jax.devices()[:1])
     got, base = _eval(distilled), _eval(scratch)
