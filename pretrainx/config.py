@@ -65,9 +65,14 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.max_skipped_steps = 10
 
     c.mesh = ml_collections.ConfigDict()
-    c.mesh.data = -1  # -1: all devices not taken by the other axes
+    # Within a slice (the fast interconnect): -1 takes the devices the others leave.
+    c.mesh.data = -1
     c.mesh.fsdp = 1
     c.mesh.tensor = 1
+    # Across slices (the data-center network): how many slices the data and fsdp axes
+    # span; the mesh's data axis is mesh.data x mesh.dcn_data. -1: all slices.
+    c.mesh.dcn_data = -1
+    c.mesh.dcn_fsdp = 1
     c.sharding_rules = DEFAULT_SHARDING_RULES
 
     c.optimizer = ml_collections.ConfigDict()
@@ -179,7 +184,7 @@ def validate_shared(cfg) -> None:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise UserError(f"config key 'data.worker_processes' must be an integer >= 0, "
                         f"got {workers!r}")
-    for name in ("mesh.data", "mesh.fsdp", "mesh.tensor"):
+    for name in ("mesh.data", "mesh.fsdp", "mesh.tensor", "mesh.dcn_data", "mesh.dcn_fsdp"):
         value = flatten(cfg)[name]
         if not isinstance(value, int) or (value < 1 and value != -1):
             raise UserError(f"config key '{name}' must be a positive integer or -1, got {value!r}")

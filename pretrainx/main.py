@@ -26,14 +26,17 @@ _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 
 
 def _init_distributed() -> None:
-    """jax.distributed for multi-process jobs: explicit flags, or a multi-host TPU VM
-    slice (where JAX finds the coordinator itself). One process needs nothing."""
+    """jax.distributed for multi-process jobs: explicit flags, a multi-host TPU slice,
+    or several slices (MEGASCALE_* set by a queued resource or a GKE JobSet, even
+    of one-host slices); JAX finds the coordinator itself on TPUs. One process
+    needs nothing."""
     import jax
     if _COORDINATOR.value or _NUM_PROCESSES.value:
         if not (_COORDINATOR.value and _NUM_PROCESSES.value and _PROCESS_ID.value is not None):
             raise UserError("--coordinator_address, --num_processes and --process_id go together")
         jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
-    elif "," in os.environ.get("TPU_WORKER_HOSTNAMES", ""):
+    elif ("," in os.environ.get("TPU_WORKER_HOSTNAMES", "")
+          or int(os.environ.get("MEGASCALE_NUM_SLICES", "1") or 1) > 1):
         jax.distributed.initialize()
 
 

@@ -1,6 +1,9 @@
-"""Multi-host: two local processes under jax.distributed (2 CPU devices each, gloo
-collectives) must train exactly as one process with 4 devices, and a checkpoint
-written by either must resume in the other."""
+"""Multi-host and multi-slice: two local processes under jax.distributed (2 CPU
+devices each, gloo collectives) standing for two slices (mesh.dcn_data=2: data
+parallel across the slices, FSDP inside each) must train exactly as one process
+with 4 devices, and a checkpoint written by either must resume in the other and on
+a run of another data-parallel size (one process, 2 devices), with the same
+examples next."""
 
 import os
 import shutil
@@ -15,8 +18,10 @@ from conftest import REPO, TINY_CLI, read_metrics
 
 TINY = TINY_CLI + [
     "--config.total_steps=6", "--config.checkpoint_every=3", "--config.keep_checkpoints=2",
-    # parameters sharded across the two hosts, the batch over both axes
-    "--config.mesh.data=2", "--config.mesh.fsdp=2"]
+    # parameters sharded inside a slice (or host), the batch over both axes
+    "--config.mesh.fsdp=2"]
+# Each process a slice: the data axis spans the two, FSDP stays inside each.
+SLICES = ["--config.mesh.dcn_data=2", "--config.mesh.data=1"]
 
 
 def _free_port() -> int:
@@ -29,7 +34,7 @@ def _train(workdir, processes: int, devices_per_process: int):
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}")
     command = [sys.executable, "-m", "pretrainx.main", "--config=configs/quickstart.py",
-               f"--workdir={workdir}", *TINY]
+               f"--workdir={workdir}", *TINY, *(SLICES if processes > 1 else [])]
     if processes > 1:
         port = _free_port()
         commands = [command + [f"--coordinator_address=127.0.0.1:{port}",
@@ -62,9 +67,10 @@ def _copy_at_step_3(src, dst):
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="local multi-process needs Linux")
-def test_two_hosts_train_as_one_and_resume_across(tmp_path):
-    two, one = tmp_path / "two_hosts", tmp_path / "one_host"
-    _train(two, processes=2, devices_per_process=2)
+def test_two_slices_train_as_one_host_and_resume_on_another_size(tmp_path):
+    two, one = tmp_path / "two_slices", tmp_path / "one_host"
+    out = _train(two, processes=2, devices_per_process=2)
+    assert "mesh {'data': 2, 'fsdp': 2, 'tensor': 1}" in out[0]
     _train(one, processes=1, devices_per_process=4)
     two_losses, one_losses = _losses(two), _losses(one)
     assert sorted(two_losses) == list(range(1, 7))
@@ -73,13 +79,19 @@ def test_two_hosts_train_as_one_and_resume_across(tmp_path):
     # Only process 0 writes metrics: one record per step, not two.
     assert len(read_metrics(two)) == 6
 
-    _copy_at_step_3(two, tmp_path / "two_then_one")
-    out = _train(tmp_path / "two_then_one", processes=1, devices_per_process=4)
+    # Two slices' checkpoint on one process of 2 devices: data-parallel size 4 -> 2.
+    _copy_at_step_3(two, tmp_path / "two_then_smaller")
+    out = _train(tmp_path / "two_then_smaller", processes=1, devices_per_process=2)
     assert "resumed from" in out[0]
+    changed = next(line for line in out[0].splitlines() if "changed since the checkpoint" in line)
+    for change in ("processes 2 -> 1", "slices 2 -> 1", "devices 4 -> 2",
+                   "data-parallel 4 -> 2", "mesh.dcn_data 2 -> -1",
+                   "the same examples follow"):
+        assert change in changed, (change, changed)
     _copy_at_step_3(one, tmp_path / "one_then_two")
     out = _train(tmp_path / "one_then_two", processes=2, devices_per_process=2)
-    assert "resumed from" in out[0]
-    for resumed in ("two_then_one", "one_then_two"):
+    assert "resumed from" in out[0] and "slices 1 -> 2" in out[0]
+    for resumed in ("two_then_smaller", "one_then_two"):
         losses = _losses(tmp_path / resumed)
         assert sorted(losses) == [4, 5, 6], (resumed, losses)
         np.testing.assert_allclose([losses[s] for s in (4, 5, 6)],

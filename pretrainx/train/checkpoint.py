@@ -82,10 +82,14 @@ class Checkpointer:
                             f"{self.directory}; committed checkpoints kept: "
                             f"{good or 'none'}") from None
 
-    def save(self, step: int, state, data_iterator, config_json: str, force: bool = False) -> bool:
+    def save(self, step: int, state, data_iterator, config_json: str, force: bool = False,
+             layout: dict | None = None) -> bool:
+        """`layout` (processes, slices, mesh: sharding.layout) goes beside the data
+        position, so that a resume on another layout can say what changed."""
+        data = dict(data_iterator.get_state(), **({"layout": layout} if layout else {}))
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(state),
-            data=ocp.args.JsonSave(data_iterator.get_state()),
+            data=ocp.args.JsonSave(data),
             config=ocp.args.JsonSave(json.loads(config_json)))
         with self._disk_full_is_a_user_error():
             return self.manager.save(step, args=args, force=force)
@@ -96,7 +100,8 @@ class Checkpointer:
         `check_config(saved_config)` runs before the state is read and raises to
         refuse a checkpoint of another model. `data_iterator_for_step(step)` builds
         the (fresh) iterator of the phase that step belongs to, whose position the
-        checkpoint then sets. Returns (step, state, data_iterator, saved_config), or
+        checkpoint then sets. Returns (step, state, data_iterator, saved_config,
+        saved_layout: None for checkpoints written before layouts were saved), or
         None when there is no checkpoint; when there are some and none restores,
         refuses to start afresh over them.
         """
@@ -120,7 +125,7 @@ class Checkpointer:
             except Exception as e:  # a truncated or half-deleted checkpoint
                 self._warn(step, e)
                 continue
-            return step, restored["state"], iterator, saved_config
+            return step, restored["state"], iterator, saved_config, restored["data"].get("layout")
         if steps:
             raise UserError(f"no checkpoint in {self.directory} restores (tried {steps}); "
                             "move them away to start afresh")

@@ -166,7 +166,7 @@ class Checkpoint(Hook):
         preempted = bool(self.stop) or run.ckpt.reached_preemption(run.step)
         if run.step % run.cfg.checkpoint_every == 0 or run.step == run.end or preempted:
             run.ckpt.save(run.step, run.state, run.iterator, run.cfg.to_json(sort_keys=True),
-                          force=run.step == run.end or preempted)
+                          force=run.step == run.end or preempted, layout=run.layout)
         run.stopping = preempted
         return []
 

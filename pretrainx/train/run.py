@@ -20,7 +20,7 @@ _RUNTIME_MODEL_KEYS = ("dtype", "remat", "dropout_rate", "attention_dropout_rate
                        "float32_attention_logits", "initializer_range")
 # Keys a resumed run may change; it says so.
 _RESUMABLE_CHANGES = ("global_batch_size", "micro_batches", "mesh.data", "mesh.fsdp",
-                      "mesh.tensor")
+                      "mesh.tensor", "mesh.dcn_data", "mesh.dcn_fsdp")
 
 
 def _check_batches(cfg, mesh, rules):
@@ -46,6 +46,15 @@ def _resumable_changes(saved: dict, cfg) -> list:
     old, new = config_lib.flatten(saved), config_lib.flatten(cfg)
     return [f"{k} {old[k]} -> {new[k]}" for k in _RESUMABLE_CHANGES
             if k in old and old[k] != new[k]]
+
+
+def _layout_changes(saved: dict | None, now: dict) -> list:
+    """Processes, slices, devices, data-parallel size and mesh that differ from the
+    checkpoint's run (sharding.layout)."""
+    if not saved:
+        return []
+    return [f"{k.replace('_', '-')} {saved[k]} -> {now[k]}" for k in now
+            if k in saved and saved[k] != now[k]]
 
 
 def _writable(workdir: str, write) -> None:
@@ -83,6 +92,7 @@ class Run:
         self.mesh = mesh = sharding.make_mesh(cfg.mesh, devices)
         rules = sharding.rules_of(cfg)
         _check_batches(cfg, mesh, rules)
+        self.layout = sharding.layout(mesh, rules, cfg.mesh)
         _writable(workdir, lambda: epath.Path(workdir).mkdir(parents=True, exist_ok=True))
 
         tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps,
@@ -101,8 +111,8 @@ class Run:
             nn.unbox(abstract), shardings,
             lambda s: self.phases.train_iterator(config_lib.phase_at(cfg, s)), self._check_saved)
         if restored is not None:
-            self.step, self.state, self.iterator, saved_cfg = restored
-            self._log_resume(saved_cfg)
+            self.step, self.state, self.iterator, saved_cfg, saved_layout = restored
+            self._log_resume(saved_cfg, saved_layout)
         else:
             self.step = 0
             self.state, _ = state_lib.create_state(objective.model, tx, init_batch, cfg.seed,
@@ -144,12 +154,15 @@ class Run:
             raise UserError(f"checkpoint in {self.ckpt.directory} was written for another "
                             "model: " + "; ".join(differ))
 
-    def _log_resume(self, saved_cfg):
+    def _log_resume(self, saved_cfg, saved_layout):
         metrics_lib.log(f"resumed from {self.ckpt.directory}/{self.step}")
-        changes = _resumable_changes(saved_cfg, self.cfg)
+        changes = _resumable_changes(saved_cfg, self.cfg) + _layout_changes(saved_layout,
+                                                                            self.layout)
         if changes:
-            metrics_lib.log("  changed since the checkpoint: " + "; ".join(changes)
-                            + " (the data position counts batches of the new size)")
+            batch_changed = any(c.startswith("global_batch_size") for c in changes)
+            metrics_lib.log("  changed since the checkpoint: " + "; ".join(changes) + (
+                " (the data position counts batches of the new size)" if batch_changed else
+                " (the data position counts global batches: the same examples follow)"))
 
     def next_batch(self):
         return self.phases.to_global(next(self.iterator))
