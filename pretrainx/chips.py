@@ -15,6 +15,9 @@ class Chip(NamedTuple):
     hbm_bandwidth: float  # bytes/s per chip
     devices_per_chip: int
     device_kinds: tuple  # jax Device.device_kind prefixes
+    # bytes/s per chip over the data-center network between slices, where Google
+    # publishes it (v5e: two 100 Gbit/s NICs per host of 8 chips); None elsewhere
+    dcn_bandwidth: float | None = None
 
     @property
     def peak_flops_per_device(self) -> float:
@@ -25,7 +28,7 @@ CHIPS = {  # keyed by the generation of a topology name (v3:4x4)
     "v2": Chip(45e12, 16 * GIB, 700e9, 2, ("TPU v2",)),
     "v3": Chip(123e12, 32 * GIB, 900e9, 2, ("TPU v3",)),
     "v4": Chip(275e12, 32 * GIB, 1228e9, 2, ("TPU v4",)),
-    "v5e": Chip(197e12, 16 * GIB, 819e9, 1, ("TPU v5 lite", "TPU v5e")),
+    "v5e": Chip(197e12, 16 * GIB, 819e9, 1, ("TPU v5 lite", "TPU v5e"), 2 * 100e9 / 8 / 8),
     "v5p": Chip(459e12, 95 * GIB, 2765e9, 1, ("TPU v5p", "TPU v5")),
     "v6e": Chip(918e12, 32 * GIB, 1640e9, 1, ("TPU v6 lite", "TPU v6e")),
     "h100": Chip(989e12, 80 * GIB, 3350e9, 1, ("NVIDIA H100",)),

@@ -1,4 +1,5 @@
 """python -m pretrainx.plan --config=configs/NAME.py --topology=v3:4x4 [--phase=N] [--search]
+                          [--num_slices=N]
 
 Compiles the real train step of a config (the training code path: same model,
 shardings, batch and optimizer) for a TPU topology without a TPU (libtpu's
@@ -8,6 +9,12 @@ length estimated from the compiler's cost model. Estimates, not measurements.
 
 Without --phase every phase of the recipe is planned; the top-level figures are
 those of the first phase and `est_days` covers the whole recipe.
+
+With --num_slices=N the topology is N such slices joined by the data-center
+network (DCN); the mesh is the run's hybrid mesh (mesh.dcn_data / mesh.dcn_fsdp),
+and each phase says which collectives cross slices, their bytes per device, and
+the seconds they take at the chip's DCN bandwidth (an estimate that assumes no
+overlap with compute, so an upper bound on what DCN adds to a step).
 """
 
 import json
@@ -25,7 +32,7 @@ from absl import flags  # noqa: E402
 from flax import linen as nn  # noqa: E402
 
 from pretrainx import config as config_lib  # noqa: E402
-from pretrainx import objectives, sharding  # noqa: E402
+from pretrainx import dcn_traffic, objectives, sharding  # noqa: E402
 
 from pretrainx.chips import CHIPS, GIB  # noqa: E402
 from pretrainx.errors import UserError  # noqa: E402
@@ -34,6 +41,9 @@ from pretrainx.train import optim, state as state_lib, step as step_lib  # noqa:
 
 _TOPOLOGY = flags.DEFINE_string("topology", None, "TPU topology, e.g. v3:4x4, v5e:4x4, v4:2x2x2.")
 _PHASE = flags.DEFINE_integer("phase", None, "Plan only this phase (1, or 2 for BERT's 512).")
+_NUM_SLICES = flags.DEFINE_integer("num_slices", 1, "Slices of --topology joined over DCN.")
+_DCN_GBPS = flags.DEFINE_float("dcn_gbps_per_chip", None, "DCN bandwidth per chip in Gbit/s "
+                               "(default: the chip table's, where Google publishes one).")
 _SEARCH = flags.DEFINE_bool("search", False, "Try remat policies x micro-batch counts; report "
                             "the fastest that fits.")
 
@@ -42,20 +52,23 @@ _OOM = re.compile(r"RESOURCE_EXHAUSTED|HbmOom|exceeds available HBM|Ran out of m
                   re.IGNORECASE)
 
 
-def topology_devices(name: str):
-    """(devices, chip generation, devices per chip) of a TPU topology, deviceless."""
+def topology_devices(name: str, num_slices: int = 1):
+    """(devices, chip generation, devices per chip) of a TPU topology (`num_slices`
+    of them, joined over DCN), deviceless."""
     generation = name.split(":")[0].lower()
     if generation not in TPU_GENERATIONS or ":" not in name:
         raise UserError(f"--topology={name!r}: expected GEN:AxB[xC] with GEN one of "
                         f"{', '.join(TPU_GENERATIONS)}, e.g. v3:4x4 or v4:2x2x2")
     try:
         from jax.experimental import topologies
-        topo = topologies.get_topology_desc(platform="tpu", topology_name=name)
+        extra = {"num_slices": num_slices} if num_slices > 1 else {}
+        topo = topologies.get_topology_desc(platform="tpu", topology_name=name, **extra)
     except Exception as e:  # no libtpu, or a name it does not know
         raise UserError(f"--topology={name}: cannot build it ({_first_line(e)}); "
                         "is libtpu installed (pip install 'pretrainx[tpu]')?") from None
     devices = list(topo.devices)
-    chips = {tuple(getattr(d, "coords", (i,))) for i, d in enumerate(devices)}
+    chips = {(sharding.slice_of(d),) + tuple(getattr(d, "coords", (i,)))
+             for i, d in enumerate(devices)}
     return devices, generation, max(len(devices) // max(len(chips), 1), 1)
 
 
@@ -87,7 +100,19 @@ def _estimate(cost, generation, devices_per_chip, model_flops_device):
     return roofline, "roofline: max(flops / peak, bytes accessed / HBM bandwidth)"
 
 
-def plan_phase(cfg, phase, devices, generation, devices_per_chip) -> dict:
+def _dcn(compiled_text, n_slices, generation, devices_per_chip, gbps_per_chip) -> dict:
+    """What crosses slices per step, and its seconds at the DCN bandwidth."""
+    per_chip = gbps_per_chip * 1e9 / 8 if gbps_per_chip else CHIPS[generation].dcn_bandwidth
+    collectives = dcn_traffic.cross_slice(compiled_text, n_slices)
+    network = sum(c["network_bytes"] for c in collectives.values())
+    seconds = network / (per_chip / devices_per_chip) if per_chip else None
+    return {"collectives": collectives, "network_bytes_per_device": network,
+            "gbps_per_chip": per_chip and per_chip * 8 / 1e9, "est_seconds": seconds,
+            **({} if per_chip else {"why_no_seconds": f"no published DCN bandwidth for "
+                                    f"{generation}; pass --dcn_gbps_per_chip"})}
+
+
+def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None) -> dict:
     objective = objectives.build(cfg, tokenizer=None)
     model = objective.model
     mesh = sharding.make_mesh(cfg.mesh, devices)
@@ -96,7 +121,9 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip) -> dict:
     if phase.global_batch_size % (dp * cfg.micro_batches):
         raise UserError(f"{phase.prefix}global_batch_size={phase.global_batch_size} does not "
                         f"divide over {cfg.micro_batches} micro-batches x {dp} data-parallel "
-                        "devices")
+                        "devices" + ("; with fewer sequences than devices, split the model too "
+                                     "(e.g. --config.mesh.tensor=2)"
+                                     if phase.global_batch_size < dp else ""))
     tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps, getattr(objective, "frozen", ()))
     abstract = state_lib.abstract_state(model, tx, objective.example_batch(1, phase))
     shardings = state_lib.state_shardings(abstract, mesh, rules)
@@ -137,6 +164,13 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip) -> dict:
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else (cost or {})
     seconds, source = _estimate(cost, generation, devices_per_chip, model_flops / n)
+    n_slices = len(sharding.slices(devices, cfg.mesh))
+    if n_slices > 1:
+        out["dcn"] = _dcn(compiled.as_text(), n_slices, generation, devices_per_chip, dcn_gbps)
+        if seconds and out["dcn"]["est_seconds"] is not None:
+            out["est_step_seconds_without_dcn"] = seconds
+            seconds += out["dcn"]["est_seconds"]
+            source += " + DCN transfers at the chip's DCN bandwidth, not overlapped"
     out.update(
         fits=per_device <= hbm, per_device_bytes=per_device,
         per_device_gib=round(per_device / GIB, 2),
@@ -147,9 +181,12 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip) -> dict:
     return out
 
 
-def plan(cfg, topology: str, phase_index=None, search=False) -> dict:
+def plan(cfg, topology: str, phase_index=None, search=False, num_slices=1,
+         dcn_gbps=None) -> dict:
     objectives.validate(cfg)
-    devices, generation, per_chip = topology_devices(topology)
+    if num_slices < 1:
+        raise UserError(f"--num_slices={num_slices} must be at least 1")
+    devices, generation, per_chip = topology_devices(topology, num_slices)
     phases = config_lib.phases(cfg)
     if phase_index is not None:
         chosen = [p for p in phases if p.index == phase_index]
@@ -160,14 +197,18 @@ def plan(cfg, topology: str, phase_index=None, search=False) -> dict:
     results = []
     for phase in phases:
         if search:
-            results.append(_search(cfg, phase, devices, generation, per_chip))
+            results.append(_search(cfg, phase, devices, generation, per_chip, dcn_gbps))
         else:
-            results.append(plan_phase(cfg, phase, devices, generation, per_chip))
+            results.append(plan_phase(cfg, phase, devices, generation, per_chip, dcn_gbps))
     mesh = sharding.make_mesh(cfg.mesh, devices)
+    dcn = sharding.dcn_sizes(cfg.mesh, num_slices)
     first = results[0]
     return {
-        "topology": topology, "devices": len(devices), "chips": len(devices) // per_chip,
-        "mesh": dict(mesh.shape), "params": first["params"],
+        "topology": topology, "slices": num_slices, "devices": len(devices),
+        "chips": len(devices) // per_chip, "mesh": dict(mesh.shape),
+        **({"dcn_mesh": dcn, "ici_mesh": {a: s // dcn.get(a, 1) for a, s in mesh.shape.items()}}
+           if num_slices > 1 else {}),
+        "params": first["params"],
         **{k: first.get(k) for k in ("global_batch", "per_device_batch", "seq_len",
                                      "per_device_bytes", "hbm_bytes_per_device",
                                      "flops_per_step", "est_step_seconds", "est_mfu",
@@ -180,7 +221,7 @@ def plan(cfg, topology: str, phase_index=None, search=False) -> dict:
     }
 
 
-def _search(cfg, phase, devices, generation, per_chip) -> dict:
+def _search(cfg, phase, devices, generation, per_chip, dcn_gbps=None) -> dict:
     """Fastest (remat, micro_batches) that fits; all tried configurations are listed."""
     tried = []
     for remat in ("none", "dots", "full"):
@@ -190,7 +231,7 @@ def _search(cfg, phase, devices, generation, per_chip) -> dict:
             trial = cfg.copy_and_resolve_references()
             trial.model.remat, trial.micro_batches = remat, micro
             try:
-                tried.append(plan_phase(trial, phase, devices, generation, per_chip))
+                tried.append(plan_phase(trial, phase, devices, generation, per_chip, dcn_gbps))
             except UserError:
                 continue
     fitting = [t for t in tried if t["fits"]]
@@ -207,7 +248,8 @@ def run(argv) -> int:
     cfg = cli_config(argv, example="configs/bert_base.py")
     if not _TOPOLOGY.value:
         raise UserError("--topology is required, e.g. --topology=v3:4x4")
-    print(json.dumps(plan(cfg, _TOPOLOGY.value, _PHASE.value, _SEARCH.value)))
+    print(json.dumps(plan(cfg, _TOPOLOGY.value, _PHASE.value, _SEARCH.value, _NUM_SLICES.value,
+                          _DCN_GBPS.value)))
     return 0
 
 

@@ -52,3 +52,60 @@ def test_scanned_layers_fit_but_get_no_step_time():
     assert result["fits"] is True and result["per_device_bytes"] > 0
     assert result["est_step_seconds"] is None and result["est_days"] is None
     assert "scan_layers" in result["estimate"]
+
+
+def _fp32_param_bytes(result):
+    return 4 * result["params"]
+
+
+def _vocab(result):
+    return tiny_bert_config().model.vocab_size
+
+
+def test_two_slices_send_only_the_gradient_all_reduce_over_dcn():
+    """Data parallel across two v5e:2x2 slices, FSDP inside each: what crosses slices
+    is the all-reduce of each device's gradient shard (a quarter of the float32
+    gradients), once per step, whether the layers are a Python loop or a scan (the
+    loop's trip count multiplies what its body sends). XLA gathers the word
+    embedding lookup's activation gradients instead of all-reducing the table's
+    gradient (less traffic), so the all-reduce carries the rest, up to twice over
+    (this libtpu crosses DCN half-way through the slice's reduce-scatter, on 2x2 a
+    half-reduced buffer). Width 256: at 64 the TPU's 128-lane tiles would pad every
+    small shard several times over."""
+    base = {"mesh.data": 1, "mesh.fsdp": -1, "global_batch_size": 32, "model.num_layers": 3,
+            "model.hidden_size": 256, "model.mlp_dim": 1024}
+    unrolled = plan.plan(tiny_bert_config(**base), "v5e:2x2", num_slices=2)
+    scanned = plan.plan(tiny_bert_config(**base, **{"model.scan_layers": True}), "v5e:2x2",
+                        num_slices=2)
+    assert (unrolled["slices"], unrolled["devices"]) == (2, 8)
+    assert unrolled["mesh"] == {"data": 2, "fsdp": 4, "tensor": 1}
+    assert unrolled["dcn_mesh"] == {"data": 2, "fsdp": 1}
+    dcn = unrolled["phases"][0]["dcn"]
+    assert set(dcn["collectives"]) <= {"ALL_REDUCE", "ALL_GATHER"}
+    shard = _fp32_param_bytes(unrolled) / 4
+    table = 4 * _vocab(unrolled) * 256 / 4
+    reduced = dcn["collectives"]["ALL_REDUCE"]["payload_bytes"]
+    assert 0.95 * (shard - table) < reduced < 2.05 * shard, (reduced, shard, table)
+    gathered = dcn["collectives"].get("ALL_GATHER", {}).get("payload_bytes", 0)
+    assert gathered <= 2 * (32 // 8) * 64 * 256 * 4  # a device's rows of activations, twice
+    assert dcn["gbps_per_chip"] == 25.0 and dcn["est_seconds"] > 0
+    assert unrolled["est_step_seconds"] > unrolled["phases"][0]["est_step_seconds_without_dcn"]
+    scanned_dcn = scanned["phases"][0]["dcn"]["collectives"]["ALL_REDUCE"]
+    assert scanned_dcn["payload_bytes"] == pytest.approx(
+        dcn["collectives"]["ALL_REDUCE"]["payload_bytes"], rel=0.05)
+
+
+def test_fsdp_across_slices_gathers_parameters_over_dcn():
+    cfg = tiny_bert_config(**{"mesh.data": 1, "mesh.fsdp": -1, "mesh.dcn_data": 1,
+                              "mesh.dcn_fsdp": 2, "global_batch_size": 32})
+    result = plan.plan(cfg, "v5e:2x2", num_slices=2, dcn_gbps=100.0)
+    assert result["mesh"] == {"data": 1, "fsdp": 8, "tensor": 1}
+    assert result["dcn_mesh"] == {"data": 1, "fsdp": 2}
+    dcn = result["phases"][0]["dcn"]
+    assert "ALL_GATHER" in dcn["collectives"] and dcn["gbps_per_chip"] == 100.0
+
+
+def test_slices_that_the_mesh_cannot_use_are_one_line():
+    cfg = tiny_bert_config(**{"mesh.dcn_data": 3, "global_batch_size": 32})
+    with pytest.raises(plan.UserError, match="needs 3 slices but 2 are present"):
+        plan.plan(cfg, "v5e:2x2", num_slices=2)
