@@ -242,6 +242,13 @@ def run_step(sandbox: Sandbox, words):
     if words[0] == "pip" or words[:3] == ["python", "-m", "pytest"]:
         _ci_runs(words)
         return "ci"
+    if words[:2] == ["python", "launch/gke.py"]:
+        # the manifest only, with the page's gs:// workdir: nothing reaches a cluster
+        import yaml
+        out = sandbox.run(words + ([] if "--dry-run" in words else ["--dry-run"]), cwd=REPO)
+        jobset = yaml.safe_load(out)
+        assert jobset["kind"] == "JobSet" and jobset["spec"]["replicatedJobs"], out
+        return "gke"
     words = sandbox.words(words)
     _needs(words)
     module = words[2] if words[:2] == ["python", "-m"] else None
