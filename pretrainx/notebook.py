@@ -19,7 +19,6 @@ import re
 import sys
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -196,29 +195,6 @@ def span_corruption_examples(cfg_or_workdir, texts, seed: int = 0) -> list:
     return out
 
 
-def _t5_sampler(net, length: int, temperature: float, top_k: int, top_p: float):
-    """[batch, length] decoder outputs, one token a step, each step rerunning the decoder
-    on the whole prefix as finetune.loop.greedy_decode does (no cache: a few tokens);
-    temperature 0 is greedy decoding."""
-    def run(params, tokens, segments, key):
-        encoded = net.apply({"params": params}, tokens, segments, True, method=t5.T5.encode)
-        out = jnp.zeros((tokens.shape[0], length), jnp.int32)
-        ones = jnp.ones_like(out)
-
-        def step(i, out):
-            previous = jnp.concatenate([jnp.zeros_like(out[:, :1]), out[:, :-1]], axis=1)
-            logits = net.apply({"params": params}, encoded, segments, previous, ones, True,
-                               method=t5.T5.decode)[:, i]
-            logits = sampling.filter_logits(logits.astype(jnp.float32), temperature, top_k,
-                                            top_p)
-            token = jax.random.categorical(jax.random.fold_in(key, i), logits)
-            return out.at[:, i].set(token.astype(jnp.int32))
-
-        return jax.lax.fori_loop(0, length, step, out)
-
-    return jax.jit(run)
-
-
 def t5_sample(workdir: str, texts, max_new_tokens: int = 16, temperature: float = 0.0,
               top_k: int = 0, top_p: float = 1.0, num_samples: int = 1, seed: int = 0) -> list:
     """What a T5 pretraining workdir's model writes for each text, where "<extra_id_N>"
@@ -248,7 +224,8 @@ def t5_sample(workdir: str, texts, max_new_tokens: int = 16, temperature: float 
     for r, ids in enumerate(rows):
         tokens[r, :len(ids)], segments[r, :len(ids)] = ids, 1
     net = t5.T5(_eval_model_config(pretrained))
-    sampler = _t5_sampler(net, max_new_tokens, temperature, top_k, top_p)
+    sampler = jax.jit(lambda params, tokens, segments, key: sampling.encoder_decoder(
+        net, params, tokens, segments, max_new_tokens, temperature, top_k, top_p, key))
     outputs = np.asarray(sampler(pretrained.params, tokens, segments, jax.random.key(seed)))
     decoded = []
     for row in outputs.tolist():

@@ -1,8 +1,12 @@
-"""Autoregressive sampling from a GPT-2 with a key-value cache: greedy, top-k, top-p.
+"""Autoregressive sampling: greedy, top-k, top-p.
 
-The prompt is fed one token at a time through the same jitted step as the
-generated tokens (each step attends to the cache, so a step costs one token's
-work); only that one step is ever compiled.
+`generate` continues a GPT-2 prompt with a key-value cache: the prompt is fed one
+token at a time through the same jitted step as the generated tokens (each step
+attends to the cache, so a step costs one token's work); only that step is compiled.
+
+`encoder_decoder` writes an encoder-decoder's outputs (T5: fine-tuning's
+predictions, the notebook's samples): the input is encoded once, and the decoder
+reruns on the whole prefix at each step (no cache: targets there are a few tokens).
 """
 
 import jax
@@ -75,3 +79,28 @@ def generate(model_cfg, params, prompt_ids, max_new_tokens: int, temperature: fl
         tokens = [row[:list(row).index(stop_id) + 1] if stop_id in row else row
                   for row in tokens]
     return tokens
+
+
+def encoder_decoder(model, params, tokens, segments, length: int, temperature: float = 0.0,
+                    top_k: int = 0, top_p: float = 1.0, key=None):
+    """[batch, length] outputs of a model with `encode(tokens, segments, deterministic)`
+    and `decode(encoded, segments, decoder_inputs, decoder_segments, deterministic)`,
+    starting from id 0 as T5 does; temperature 0 is greedy decoding. Rows go on past
+    their EOS (callers cut there), as HF's generate pads finished rows."""
+    key = jax.random.key(0) if key is None else key
+    encoded = model.apply({"params": params}, tokens, segments, True, method="encode")
+    out = jnp.zeros((tokens.shape[0], length), jnp.int32)
+    ones = jnp.ones_like(out)
+
+    def step(i, out):
+        previous = jnp.concatenate([jnp.zeros_like(out[:, :1]), out[:, :-1]], axis=1)
+        logits = model.apply({"params": params}, encoded, segments, previous, ones, True,
+                             method="decode")[:, i]
+        if temperature == 0.0:  # the first of tied maxima, as argmax and HF's greedy search
+            token = jnp.argmax(logits, axis=-1)
+        else:
+            logits = filter_logits(logits.astype(jnp.float32), temperature, top_k, top_p)
+            token = jax.random.categorical(jax.random.fold_in(key, i), logits)
+        return out.at[:, i].set(token.astype(jnp.int32))
+
+    return jax.lax.fori_loop(0, length, step, out)

@@ -257,25 +257,28 @@ def test_t5_text_to_text_formats():
 
 @pytest.mark.slow
 def test_t5_finetunes_text_to_text(shared_data, pretrained_t5_workdir, tmp_path):
-    """A T5 learns to answer SST-2 with its label words: every greedy output on dev
-    reads back as a label, and the submission file has words turned into labels."""
+    """A T5 learns to answer SST-2 with its label words: on all of dev it beats the
+    majority class (0.509; 0.647 measured), every greedy output reads back as a label,
+    and the submission file has words turned into labels."""
     from pretrainx.finetune import loop
     cfg = ft_config(shared_data, init_from=pretrained_t5_workdir, epochs=2, **{
-        "data.max_train_examples": 512, "data.max_eval_examples": 64, "global_batch_size": 32})
+        "data.max_train_examples": 4000, "data.max_eval_examples": 0, "global_batch_size": 32})
     out = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
     from pretrainx.finetune import text_to_text as t2t
     from pretrainx.data.tokenizers import load_tokenizer
+    from pretrainx import sampling
     from pretrainx.models import t5
     tuned = interop.load(str(tmp_path))
     assert tuned.family == "t5" and tuned.head == "seq2seq"
     tokenizer = load_tokenizer(tuned.tokenizer)
     data = t2t.build(cfg, tokenizer)
     dev = data.dev[0].arrays
-    generated = loop.greedy_decode(t5.T5(tuned.model), tuned.params,
-                                   {k: dev[k] for k in t2t.INPUTS},
-                                   data.train["decoder_target_tokens"].shape[1])
+    generated = sampling.encoder_decoder(t5.T5(tuned.model), tuned.params,
+                                         dev["encoder_input_tokens"], dev["encoder_segment_ids"],
+                                         data.train["decoder_target_tokens"].shape[1])
     words = [t2t.decode(tokenizer, g) for g in np.asarray(generated)]
     assert all(t2t.read_label("sst2", w) is not None for w in words), words
     assert data.dev[0].score(np.asarray(generated))["accuracy"] == out["best"]["accuracy"]
+    assert out["best"]["accuracy"] > 0.60, out["history"]
     lines = (tmp_path / "predictions" / "SST-2.tsv").read_text().splitlines()
     assert len(lines) == 1822 and {ln.split("\t")[1] for ln in lines[1:]} <= {"0", "1"}

@@ -185,6 +185,19 @@ def test_t5_export_matches_transformers_and_round_trips(pretrained_t5_workdir, t
         theirs = model(input_ids=torch.tensor(enc), attention_mask=torch.tensor(enc > 0),
                        decoder_input_ids=torch.tensor(dec)).logits.numpy()
     assert np.abs(mine - theirs).max() <= 1e-4
+    # Greedy decoding: ours (fine-tuning's predictions, the notebook's samples) writes
+    # what transformers' generate writes, up to each row's EOS.
+    from pretrainx import sampling
+    length = 12
+    ours_out = np.asarray(sampling.encoder_decoder(
+        t5.T5(ours.model), ours.params, enc, (enc > 0).astype(np.int32), length))
+    with torch.no_grad():
+        hf_out = model.generate(input_ids=torch.tensor(enc), attention_mask=torch.tensor(enc > 0),
+                                max_new_tokens=length, do_sample=False, num_beams=1).numpy()
+    eos = tokenizer.sep_id
+    for a, b in zip(ours_out.tolist(), hf_out[:, 1:].tolist()):  # HF's row starts at id 0
+        a = a[:a.index(eos) + 1] if eos in a else a
+        assert b[:len(a)] == a, (a, b)
     back = interop.load(str(out))
     assert back.family == "t5" and back.num_sentinels == ours.num_sentinels
     for (path, a), (_, b) in zip(jax.tree_util.tree_leaves_with_path(ours.params),

@@ -16,7 +16,7 @@ import numpy as np
 import optax
 from flax import linen as nn
 
-from pretrainx import interop, models, sharding
+from pretrainx import interop, models, sampling, sharding
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.finetune import config as ft_config
@@ -208,7 +208,8 @@ def train(cfg, workdir: str, devices=None) -> dict:
     inputs = data.predict_inputs
     if data.head == "seq2seq":
         target_len = data.train["decoder_target_tokens"].shape[1]
-        forward = lambda params, b: greedy_decode(model, params, b, target_len)
+        forward = lambda params, b: sampling.encoder_decoder(
+            model, params, b["encoder_input_tokens"], b["encoder_segment_ids"], target_len)
     else:
         forward = lambda params, b: model.apply({"params": params}, b,
                                                 deterministic=True)["logits"]
@@ -288,23 +289,6 @@ def train(cfg, workdir: str, devices=None) -> dict:
     return {"best": best, "history": history, "test": test_results, "params": n_params,
             "trainable_params": n_trainable, "optimizer_state_size": opt_size,
             "steps": total_steps}
-
-
-def greedy_decode(model, params, batch, length: int):
-    """[batch, length] greedy outputs of an encoder-decoder (T5's encode / decode). The decoder reruns on the whole prefix at
-    each step (no cache): targets here are a few tokens long."""
-    tokens, segments = batch["encoder_input_tokens"], batch["encoder_segment_ids"]
-    encoded = model.apply({"params": params}, tokens, segments, True, method="encode")
-    out = jnp.zeros((tokens.shape[0], length), jnp.int32)
-    ones = jnp.ones_like(out)
-
-    def step(i, out):
-        previous = jnp.concatenate([jnp.zeros_like(out[:, :1]), out[:, :-1]], axis=1)
-        logits = model.apply({"params": params}, encoded, segments, previous, ones, True,
-                             method="decode")
-        return out.at[:, i].set(jnp.argmax(logits[:, i], axis=-1).astype(jnp.int32))
-
-    return jax.lax.fori_loop(0, length, step, out)
 
 
 def _count_skips(host, run, limit, step):
