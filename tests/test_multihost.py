@@ -16,10 +16,14 @@ import pytest
 
 from conftest import REPO, TINY_CLI, read_metrics
 
+EVAL_BOOK = REPO / "pretrainx" / "assets" / "text" / "pg1342_pride_and_prejudice.txt"
+
 TINY = TINY_CLI + [
     "--config.total_steps=6", "--config.checkpoint_every=3", "--config.keep_checkpoints=2",
     # parameters sharded inside a slice (or host), the batch over both axes
-    "--config.mesh.fsdp=2"]
+    "--config.mesh.fsdp=2",
+    # an eval at the last step, on a book it does not train on
+    f"--config.data.eval_files={EVAL_BOOK}", "--config.eval_steps=2"]
 # Each process a slice: the data axis spans the two, FSDP stays inside each.
 SLICES = ["--config.mesh.dcn_data=2", "--config.mesh.data=1"]
 
@@ -58,6 +62,11 @@ def _losses(workdir):
     return {r["step"]: r["loss"] for r in read_metrics(workdir)}
 
 
+def _eval(workdir):
+    [record] = read_metrics(workdir, split="eval")
+    return {k: record[k] for k in ("loss", "mlm_accuracy")}
+
+
 def _copy_at_step_3(src, dst):
     """The workdir as a preemption after step 3 would have left it."""
     shutil.copytree(src, dst)
@@ -78,6 +87,9 @@ def test_two_slices_train_as_one_host_and_resume_on_another_size(tmp_path):
                                [one_losses[s] for s in range(1, 7)], rtol=1e-5)
     # Only process 0 writes metrics: one record per step, not two.
     assert len(read_metrics(two)) == 6
+    reference_eval = _eval(one)
+    for k, v in _eval(two).items():
+        np.testing.assert_allclose(v, reference_eval[k], rtol=1e-5, err_msg=k)
 
     # Two slices' checkpoint on one process of 2 devices: data-parallel size 4 -> 2.
     _copy_at_step_3(two, tmp_path / "two_then_smaller")
@@ -97,3 +109,5 @@ def test_two_slices_train_as_one_host_and_resume_on_another_size(tmp_path):
         np.testing.assert_allclose([losses[s] for s in (4, 5, 6)],
                                    [one_losses[s] for s in (4, 5, 6)], rtol=1e-5,
                                    err_msg=resumed)
+        for k, v in _eval(tmp_path / resumed).items():
+            np.testing.assert_allclose(v, reference_eval[k], rtol=1e-5, err_msg=(resumed, k))

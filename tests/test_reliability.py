@@ -65,8 +65,27 @@ def test_consecutive_non_finite_steps_stop_the_run_and_keep_good_checkpoints(
     assert all(np.all(np.isfinite(p)) for p in _saved_params(tmp_path, max(saved)))
 
 
+def _first_batches(monkeypatch):
+    """Records (step, params, batch) each time a run draws a batch."""
+    from pretrainx.train import run as run_lib
+    seen, draw = [], run_lib.Run.next_batch
+
+    def spy(self):
+        batch = draw(self)
+        seen.append((self.step, jax.tree_util.tree_leaves(jax.device_get(self.state.params)),
+                     {k: np.asarray(jax.device_get(v)) for k, v in batch.items()}))
+        return batch
+
+    monkeypatch.setattr(run_lib.Run, "next_batch", spy)
+    return seen
+
+
 @pytest.mark.slow
-def test_resume_refuses_another_model_and_logs_a_new_batch_size(tmp_path, capsys):
+def test_resume_refuses_another_model_and_continues_with_a_new_batch_size(
+        tmp_path, capsys, monkeypatch):
+    """A resume with a new batch size and mesh starts from the checkpoint's values
+    (parameters bitwise) and draws what a fresh run of the new size draws at that
+    step: the data position counts batches, of the new size."""
     loop.train(tiny_bert_config(total_steps=2, checkpoint_every=2), str(tmp_path))
     with pytest.raises(UserError, match=r"model.scan_layers: checkpoint False vs config True"):
         loop.train(tiny_bert_config(total_steps=4, **{"model.scan_layers": True}),
@@ -74,11 +93,23 @@ def test_resume_refuses_another_model_and_logs_a_new_batch_size(tmp_path, capsys
     with pytest.raises(UserError, match=r"model.mlp_dim: checkpoint 128 vs config 256"):
         loop.train(tiny_bert_config(total_steps=4, **{"model.mlp_dim": 256}), str(tmp_path))
     capsys.readouterr()
-    loop.train(tiny_bert_config(total_steps=3, global_batch_size=16,
-                                **{"mesh.data": 2, "mesh.fsdp": 4}), str(tmp_path))
+    seen = _first_batches(monkeypatch)
+    bigger = tiny_bert_config(total_steps=3, global_batch_size=16,
+                              **{"mesh.data": 2, "mesh.fsdp": 4})
+    loop.train(bigger, str(tmp_path))
     err = capsys.readouterr().out
     assert "resumed from" in err and "global_batch_size 8 -> 16" in err
     assert "mesh.data -1 -> 2; mesh.fsdp 1 -> 4" in err
+    [(step, params, batch)] = seen
+    assert step == 2
+    for got, saved in zip(params, _saved_params(tmp_path, 2)):
+        assert np.asarray(got).tobytes() == np.asarray(saved).tobytes()
+    seen.clear()
+    loop.train(bigger, str(tmp_path / "fresh"))
+    fresh_step, _, fresh_batch = seen[2]
+    assert fresh_step == 2 and batch["input_ids"].shape[0] == 16
+    for k in fresh_batch:
+        np.testing.assert_array_equal(batch[k], fresh_batch[k], err_msg=k)
 
 
 def _damage(checkpoint: pathlib.Path):
@@ -255,3 +286,38 @@ def test_a_full_disk_stops_with_one_line_and_keeps_the_last_checkpoint(small_dis
     assert "Failed to write" not in out  # Orbax's per-thread reports are folded into ours
     assert "committed checkpoints kept: [3]" in errors[0]
     assert all(np.all(np.isfinite(p)) for p in _saved_params(workdir, 3))
+
+
+def _files(workdir):
+    return {str(p.relative_to(workdir)): p.read_bytes() for p in sorted(workdir.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.slow
+def test_a_second_run_on_a_workdir_in_use_is_refused_and_writes_nothing(tmp_path):
+    """Another run holding the workdir's lock (flock: another process, here another
+    open file) refuses this one before it writes anything; once it lets go, the run
+    resumes. A killed holder needs no clean-up: the kernel drops its lock."""
+    import fcntl
+    cfg = tiny_bert_config(total_steps=2, checkpoint_every=2)
+    loop.train(cfg, str(tmp_path))
+    before = _files(tmp_path)
+    holder = open(tmp_path / ".lock", "a")
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with pytest.raises(UserError, match=rf"workdir {tmp_path} is in use by another run"):
+        loop.train(tiny_bert_config(total_steps=4, checkpoint_every=2), str(tmp_path))
+    assert _files(tmp_path) == before
+    holder.close()  # the other run ends (or dies)
+    loop.train(tiny_bert_config(total_steps=4, checkpoint_every=2), str(tmp_path))
+    assert [r["step"] for r in read_metrics(tmp_path)][-2:] == [3, 4]
+
+
+def test_a_refused_run_leaves_no_lock_file_behind(tmp_path):
+    """A run refused after taking the lock (here: its eval corpus is empty) removes
+    the lock file it created."""
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    workdir = tmp_path / "w"
+    with pytest.raises(UserError):
+        loop.train(tiny_bert_config(**{"data.eval_files": str(empty)}), str(workdir))
+    assert not (workdir / ".lock").exists()

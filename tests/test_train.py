@@ -16,6 +16,14 @@ def _losses(workdir):
     return [r["loss"] for r in read_metrics(workdir)]
 
 
+def _eval(workdir):
+    """The final eval record's numbers (the loop evaluates at the last step)."""
+    records = read_metrics(workdir, split="eval")
+    assert records, f"no eval record in {workdir}"
+    return {k: v for k, v in records[-1].items() if isinstance(v, float) and "time" not in k
+            and "per_sec" not in k}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("scan", [False, True], ids=["unrolled", "scanned"])
 def test_sharded_equals_unsharded(tmp_path, scan):
@@ -31,6 +39,11 @@ def test_sharded_equals_unsharded(tmp_path, scan):
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
     # Not vacuous: parameters moved, so later losses depend on the sharded updates.
     assert a[0] != a[-1]
+    # Evaluation too: the same numbers from the sharded eval step.
+    eval_one, eval_mesh = _eval(tmp_path / "one"), _eval(tmp_path / "mesh")
+    assert eval_one.keys() == eval_mesh.keys() and "mlm_accuracy" in eval_one, eval_one
+    for k in eval_one:
+        np.testing.assert_allclose(eval_one[k], eval_mesh[k], rtol=0, atol=1e-5, err_msg=k)
 
 
 @pytest.mark.slow
@@ -43,6 +56,7 @@ def test_resume_continues_exactly(tmp_path):
     straight, resumed = _losses(tmp_path / "straight"), _losses(tmp_path / "resumed")
     assert len(resumed) == 6
     assert straight == resumed  # bitwise: params, optimizer, RNG and data position restored
+    assert _eval(tmp_path / "straight") == _eval(tmp_path / "resumed")
 
 
 @pytest.mark.slow
