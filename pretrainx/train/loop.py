@@ -69,6 +69,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
         hooks[0].close()
         run.ckpt.close()  # waits for the last save to commit
         metrics.close()
+        run.lock.release()
     if run.step < run.end:
         metrics_lib.log(f"stopped by {checkpoint.signal_name or 'a preemption notice'} at step "
                         f"{run.step}/{cfg.total_steps}; checkpoint {run.step} saved in "

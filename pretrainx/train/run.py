@@ -14,6 +14,7 @@ from pretrainx.train import checkpoint as checkpoint_lib
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, state as state_lib
 from pretrainx.train.phases import Phases
+from pretrainx.train.workdir_lock import WorkdirLock
 
 # Model keys that change how the model runs but not its parameters.
 _RUNTIME_MODEL_KEYS = ("dtype", "remat", "dropout_rate", "attention_dropout_rate",
@@ -94,7 +95,17 @@ class Run:
         _check_batches(cfg, mesh, rules)
         self.layout = sharding.layout(mesh, rules, cfg.mesh)
         _writable(workdir, lambda: epath.Path(workdir).mkdir(parents=True, exist_ok=True))
+        self.lock = WorkdirLock(workdir)
+        if jax.process_index() == 0:
+            self.lock.acquire()
+        try:
+            self._settle(cfg, workdir, objective, mesh, rules, stop_at, init, imported)
+        except BaseException:
+            self.lock.release(refused=True)
+            raise
 
+    def _settle(self, cfg, workdir, objective, mesh, rules, stop_at, init, imported):
+        """The rest of __init__, under the workdir's lock."""
         tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps,
                                   getattr(objective, "frozen", ()))
         init_batch = objective.example_batch(1, config_lib.phases(cfg)[0])
