@@ -1,6 +1,6 @@
 """Can one TPU host's CPUs keep its chips fed? Input pipeline throughput per core.
 
-    python benchmarks/input_pipeline.py [--batches=N] [--workers=2]
+    python benchmarks/input_pipeline.py [--batches=N] [--workers=2] [--corpus=GLOBS]
 
 1. Prepare: the shared corpus (8 Gutenberg books + WikiText-2 raw) is tokenized
    into ArrayRecord shards with `pretrainx.prepare`, once with BERT's
@@ -51,18 +51,19 @@ HOSTS, CHIPS_PER_SLICE, MFU, CHIP = 4, 16, 0.5, "v5e"
 TARGET_CORES = 8
 
 
-def bert_config():
+def bert_config(corpus=CORPUS):
     sys.path.insert(0, os.path.join(REPO, "configs"))
     import bert_base
     cfg = bert_base.get_config()
-    cfg.data.train_files, cfg.data.tokenizer = CORPUS, BERT_VOCAB
+    cfg.data.train_files, cfg.data.tokenizer = corpus, BERT_VOCAB
     return cfg
 
 
-def t5_config():
+def t5_config(corpus=CORPUS):
+    sys.path.insert(0, os.path.join(REPO, "configs"))
     import t5_base
     cfg = t5_base.get_config()
-    cfg.data.train_files, cfg.data.tokenizer = CORPUS, T5_SPM
+    cfg.data.train_files, cfg.data.tokenizer = corpus, T5_SPM
     return cfg
 
 
@@ -123,13 +124,15 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--corpus", default=CORPUS, help="comma-separated globs (the smoke "
+                        "test's: two bundled books)")
     args = parser.parse_args()
     flags.FLAGS(sys.argv[:1])  # grain's worker processes read absl flags
     work = tempfile.mkdtemp(prefix="pretrainx-input-")
     results, prep = {}, {}
     try:
         for family, make in (("bert", bert_config), ("t5", t5_config)):
-            cfg = make()
+            cfg = make(args.corpus)
             out = os.path.join(work, family)
             prep[family] = prepare_timed(cfg, out)
             p = prep[family]

@@ -1,6 +1,7 @@
 """Does pretraining pay? A small BERT pretrained on the shared books, then SST-2.
 
     python benchmarks/pretrain_pays.py [--workdir=/tmp/pretrain_pays] [--steps=7000]
+        [--corpus=FILES] [--vocab_size=8192] [--max_train_examples=0]
 
 1. Trains an 8k lower-cased SentencePiece vocabulary on seven public-domain novels and
    WikiText-2's raw articles (Alice in Wonderland held out for the pretraining eval).
@@ -47,18 +48,18 @@ def corpus_files() -> list:
                for s in ("valid", "test")])
 
 
-def pretrain_config(tokenizer: str, steps: int):
+def pretrain_config(tokenizer: str, steps: int, files=None, vocab_size: int = 8192):
     import importlib.util
     spec = importlib.util.spec_from_file_location("quickstart", REPO / "configs" / "quickstart.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     c = module.get_config()
-    c.data.train_files = ",".join(corpus_files())
+    c.data.train_files = ",".join(files or corpus_files())
     c.data.eval_files = str(SHARED / "corpus" / "gutenberg" / "pg11_alice_in_wonderland.txt")
     c.data.tokenizer = tokenizer
-    c.model.vocab_size = 8192
+    c.model.vocab_size = vocab_size
     c.total_steps = steps
-    c.eval_every = steps // 2
+    c.eval_every = max(steps // 2, 1)
     c.checkpoint_every = 1000
     c.log_every = 250
     # At 32 tokens a segment is one short sentence and NSP stays at chance, so [CLS]
@@ -107,7 +108,13 @@ def main():
     parser.add_argument("--slice_epochs", type=int, default=10)
     parser.add_argument("--lrs", default="1e-4,3e-4,1e-3",
                         help="the slices' learning-rate grid (best dev per model)")
+    parser.add_argument("--corpus", default="", help="comma-separated files (default: the "
+                        "seven novels and WikiText-2; the smoke test gives two small books)")
+    parser.add_argument("--vocab_size", type=int, default=8192)
+    parser.add_argument("--max_train_examples", type=int, default=0,
+                        help="SST-2 sentences of the full fine-tuning (0: all 67,349)")
     args = parser.parse_args()
+    files = [f for f in args.corpus.split(",") if f] or corpus_files()
     if not SHARED.is_dir():
         raise SystemExit(f"needs the shared data at {SHARED}")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -119,13 +126,13 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     times = {}
     t = time.perf_counter()
-    tokenizer = str(work / "spm_8k.model")
+    tokenizer = str(work / "spm.model")
     if not os.path.exists(tokenizer):
-        train_sentencepiece(corpus_files(), str(work / "spm_8k"), vocab_size=8192)
+        train_sentencepiece(files, str(work / "spm"), vocab_size=args.vocab_size)
     times["tokenizer_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    cfg = pretrain_config(tokenizer, args.steps)
+    cfg = pretrain_config(tokenizer, args.steps, files, args.vocab_size)
     result = pretrain.train(cfg, str(work / "pretrain"))
     times["pretrain_s"] = time.perf_counter() - t
     mlm_accuracy = (result["eval"] or {}).get("mlm_accuracy")
@@ -134,8 +141,9 @@ def main():
     accuracies = {}
     for name, init_from in inits:
         t = time.perf_counter()
-        accuracies[name] = finetune_once(finetune_config(cfg.model, tokenizer, init_from),
-                                         str(work / f"sst2_{name}"))
+        fcfg = finetune_config(cfg.model, tokenizer, init_from)
+        fcfg.data.max_train_examples = args.max_train_examples
+        accuracies[name] = finetune_once(fcfg, str(work / f"sst2_{name}"))
         times[f"finetune_{name}_s"] = time.perf_counter() - t
 
     sliced = {}  # (n, name) -> {lr: best dev accuracy}

@@ -1,6 +1,7 @@
 """Our BERT-Base train step vs HuggingFace's Flax BERT, compiled for a TPU slice.
 
     python benchmarks/tpu_plan.py [--topology=v3:4x4] [--phase=1|2] [--mesh=data|fsdp]
+                                  [--tiny]
 
 Both steps are compiled deviceless for the same topology, the same global batch
 and sequence length, bf16 compute with float32 parameters, AdamW with clipping and
@@ -8,7 +9,9 @@ dropout 0.1. HuggingFace's step is data parallel with its MLM head over every
 position (as FlaxBertForPreTraining computes it); ours is the training code path
 of configs/bert_base.py. Step times are the compiler's cost-model estimates (see
 pretrainx.plan), so the ratio compares two estimates made the same way.
-Needs libtpu and transformers 4.57 (the last release with Flax models).
+Needs libtpu and transformers 4.57 (the last release with Flax models). --tiny
+shrinks both models to 2 layers of width 128 and the batch to 32 (the smoke test's
+size: it proves the script runs, not a figure).
 """
 
 import argparse
@@ -30,12 +33,19 @@ from pretrainx.config import sibling_config  # noqa: E402
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
 
 
-def hf_step_estimate(topology, batch, seq_len):
+TINY = {"num_layers": 2, "hidden_size": 128, "num_heads": 2, "mlp_dim": 512}
+
+
+def hf_step_estimate(topology, batch, seq_len, tiny=False):
     import transformers
 
     devices, generation, per_chip = plan.topology_devices(topology)
     mesh = Mesh(np.array(devices), ("data",))
     config = transformers.BertConfig()  # bert-base-uncased: L12/H768/A12, vocab 30522
+    if tiny:
+        config = transformers.BertConfig(
+            num_hidden_layers=TINY["num_layers"], hidden_size=TINY["hidden_size"],
+            num_attention_heads=TINY["num_heads"], intermediate_size=TINY["mlp_dim"])
     model = transformers.FlaxBertForPreTraining(config, dtype=jnp.bfloat16, _do_init=False)
     params = jax.eval_shape(lambda: model.init_weights(jax.random.PRNGKey(0), (1, seq_len)))
     tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-4, eps=1e-6,
@@ -84,13 +94,17 @@ def main():
     parser.add_argument("--phase", type=int, default=1)
     parser.add_argument("--mesh", choices=("data", "fsdp"), default="data",
                         help="our parallelism: pure data parallel, or FSDP over all devices")
+    parser.add_argument("--tiny", action="store_true", help="smoke-test size (no figure)")
     args = parser.parse_args()
     cfg = sibling_config(os.path.join(CONFIGS, "bert.py"), "bert.py", "base")
     if args.mesh == "fsdp":
         cfg.mesh.data, cfg.mesh.fsdp = 1, -1
+    if args.tiny:
+        cfg.model.update(TINY)
+        cfg.global_batch_size = cfg.phase2.global_batch_size = 32
     phase = [p for p in config_lib.phases(cfg) if p.index == args.phase][0]
     ours = plan.plan(cfg, args.topology, phase_index=args.phase)
-    theirs = hf_step_estimate(args.topology, phase.global_batch_size, phase.seq_len)
+    theirs = hf_step_estimate(args.topology, phase.global_batch_size, phase.seq_len, args.tiny)
     print(json.dumps({
         "topology": args.topology, "phase": args.phase, "global_batch": phase.global_batch_size,
         "seq_len": phase.seq_len, "ours_mesh": ours["mesh"],

@@ -1,49 +1,71 @@
-"""Train-step speed of our BERT against HuggingFace's, measured in the same run.
+"""Train-step speed of our BERT, T5 and GPT-2 against HuggingFace's, in the same run.
 
-    python benchmarks/train_step.py [--sizes=small,base] [--steps=N]
+    python benchmarks/train_step.py [--sizes=small,base,t5_small,gpt2_small]
+                                    [--windows=3] [--steps=N] [--no_flax]
 
-For each size: tokens/s of our jitted train step (forward, MLM+NSP loss, grads,
-clipping, AdamW; dropout on; float32; sequence 128; vocab 30522) and of
-transformers' BertForPreTraining on PyTorch CPU with torch.optim.AdamW on the same
-batch, their ratio, and MFU against the float32 matmul peak of this machine
-measured in this run. Targets on 2 CPU cores: >= 2.0x at small, >= 1.3x at base.
-The last line is one JSON object with every figure.
+For each size, on the same batch: tokens/s of our jitted train step (forward, loss,
+grads, clipping at 1.0, AdamW; dropout on; float32) and of transformers' PyTorch
+model on CPU with torch.optim.AdamW, timed over --windows windows of --steps steps
+(median, min, max), their ratio of medians, and MFU of both against the float32
+matmul peak of this machine measured in this run. Both sides use the tanh GELU.
 
-Token ids come from real text (BERT's sample text under ../shared/data, tokenized
-with the original vocab) when it is there; speed does not depend on them.
+BERT is reported two ways. "task": HF's BertForPreTraining as a user runs it, with
+vocabulary logits at all 128 positions (2.4x our FLOPs per token at L4/H256, 1.2x at
+Base), against ours with the MLM head at the 20 masked positions, as google-research
+/bert does: what a user gets. "same work": HF's encoder and heads with its MLM head
+applied only at the masked positions (a small wrapper): equal FLOPs, so the ratio
+compares implementations. transformers' Flax BERT (jitted, all positions) is a second
+peer for BERT, the JAX-to-JAX comparison. T5 (span corruption, 512 -> 114) and GPT-2
+(every next token) do equal work on both sides as HF computes them.
+
+`ratio` in the last line is ours / HF on equal work (the same-work figure for BERT).
+Goals on 2 CPU cores: T5-small and GPT-2 small >= 2.5x and MFU >= 60%, BERT-Base MFU
+>= 70%. Tokens are input tokens (T5: encoder inputs). The last line is one JSON
+object keyed by size. The tiny sizes are the smoke test's (no figures).
 """
 
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
+import hf_steps  # noqa: E402
 from pretrainx import config as config_lib, objectives, sharding  # noqa: E402
-from pretrainx.models import bert  # noqa: E402
 from pretrainx.train import metrics as metrics_lib, optim, state as state_lib  # noqa: E402
 from pretrainx.train import step as step_lib  # noqa: E402
 
-SIZES = {  # layers, hidden, heads, mlp, batch
-    "small": (4, 256, 4, 1024, 32),
-    "base": (12, 768, 12, 3072, 16),
+# family, shape, batch, sequence length (T5: inputs; targets follow from the noise)
+SIZES = {
+    "tiny": ("bert", {"layers": 2, "hidden": 64, "heads": 2, "mlp": 256}, 8, 128),
+    "small": ("bert", {"layers": 4, "hidden": 256, "heads": 4, "mlp": 1024}, 32, 128),
+    "base": ("bert", {"layers": 12, "hidden": 768, "heads": 12, "mlp": 3072}, 16, 128),
+    "t5_tiny": ("t5", {"layers": 2, "hidden": 64, "heads": 2, "head_dim": 32, "mlp": 256},
+                2, 128),
+    "t5_small": ("t5", {"layers": 6, "hidden": 512, "heads": 8, "head_dim": 64, "mlp": 2048},
+                 8, 512),
+    "gpt2_tiny": ("gpt2", {"layers": 2, "hidden": 64, "heads": 2, "mlp": 256}, 2, 128),
+    "gpt2_small": ("gpt2", {"layers": 12, "hidden": 768, "heads": 12, "mlp": 3072}, 4, 512),
 }
-SEQ, MAX_PRED, VOCAB = 128, 20, 30522
+OBJECTIVE = {"bert": "bert", "t5": "t5", "gpt2": "causal_lm"}
+MAX_PRED = 20
 SHARED = os.path.join(os.path.dirname(REPO), "shared", "data")
+GOALS = {"base": {"mfu": 0.70}, "t5_small": {"ratio": 2.5, "mfu": 0.60},
+         "gpt2_small": {"ratio": 2.5, "mfu": 0.60}}
 
 
-def make_batch(batch_size: int, seed: int = 0) -> dict:
-    """A BERT batch: [CLS] A [SEP] B [SEP] of real ids where available, 15% masked."""
+def bert_batch(batch_size: int, seq: int, seed: int = 0) -> dict:
+    """[CLS] A [SEP] B [SEP] of real ids where the shared data is, 15% masked."""
     rng = np.random.default_rng(seed)
-    ids = None
     vocab = os.path.join(SHARED, "tokenizers", "bert-base-uncased", "vocab.txt")
     text = os.path.join(SHARED, "corpus", "misc", "bert_sample_text.txt")
     if os.path.exists(vocab) and os.path.exists(text):
@@ -51,136 +73,164 @@ def make_batch(batch_size: int, seed: int = 0) -> dict:
         tok = load_tokenizer(vocab)
         with open(text, encoding="utf-8") as f:
             stream = np.array([i for line in f for i in tok.encode(line)], np.int32)
-        starts = rng.integers(0, stream.size - SEQ, batch_size)
-        ids = np.stack([stream[s:s + SEQ] for s in starts])
-    if ids is None:
-        ids = rng.integers(1000, VOCAB, (batch_size, SEQ)).astype(np.int32)
-    ids[:, 0], ids[:, SEQ // 2], ids[:, -1] = 101, 102, 102
+        starts = rng.integers(0, stream.size - seq, batch_size)
+        ids = np.stack([stream[s:s + seq] for s in starts])
+    else:
+        ids = rng.integers(1000, hf_steps.VOCAB["bert"], (batch_size, seq)).astype(np.int32)
+    ids[:, 0], ids[:, seq // 2], ids[:, -1] = 101, 102, 102
     types = np.zeros_like(ids)
-    types[:, SEQ // 2 + 1:] = 1
-    positions = np.sort(np.stack([rng.choice(np.arange(1, SEQ - 1), MAX_PRED, replace=False)
+    types[:, seq // 2 + 1:] = 1
+    positions = np.sort(np.stack([rng.choice(np.arange(1, seq - 1), MAX_PRED, replace=False)
                                   for _ in range(batch_size)]), axis=1).astype(np.int32)
-    labels = np.take_along_axis(ids, positions, axis=1)
     masked = ids.copy()
     np.put_along_axis(masked, positions, 103, axis=1)
-    return {
-        "input_ids": masked, "token_type_ids": types.astype(np.int32),
-        "attention_mask": np.ones_like(ids), "masked_lm_positions": positions,
-        "masked_lm_ids": labels, "masked_lm_weights": np.ones((batch_size, MAX_PRED), np.float32),
-        "next_sentence_label": rng.integers(0, 2, batch_size).astype(np.int32),
-        "_original_ids": ids,
-    }
+    return {"input_ids": masked, "token_type_ids": types.astype(np.int32),
+            "attention_mask": np.ones_like(ids), "masked_lm_positions": positions,
+            "masked_lm_ids": np.take_along_axis(ids, positions, axis=1),
+            "masked_lm_weights": np.ones((batch_size, MAX_PRED), np.float32),
+            "next_sentence_label": rng.integers(0, 2, batch_size).astype(np.int32),
+            "_original_ids": ids}
 
 
-def model_config(size: str):
-    layers, hidden, heads, mlp, batch = SIZES[size]
-    c = objectives.default_config("bert")
-    c.model.num_layers, c.model.hidden_size, c.model.num_heads = layers, hidden, heads
-    c.model.mlp_dim, c.model.vocab_size, c.model.dtype = mlp, VOCAB, "float32"
-    c.global_batch_size, c.seq_len, c.data.max_predictions_per_seq = batch, SEQ, MAX_PRED
-    c.phase2.fraction = 0.0
-    c.mesh.data = 1
-    return c, batch
+def our_config(size: str):
+    family, shape, batch, seq = SIZES[size]
+    c = objectives.default_config(OBJECTIVE[family])
+    m = c.model
+    m.num_layers, m.hidden_size, m.num_heads, m.mlp_dim = (shape["layers"], shape["hidden"],
+                                                           shape["heads"], shape["mlp"])
+    m.vocab_size, m.dtype = hf_steps.VOCAB[family], "float32"
+    if family == "t5":
+        m.num_decoder_layers, m.head_dim = shape["layers"], shape["head_dim"]
+    if family == "bert":
+        c.data.max_predictions_per_seq = MAX_PRED
+        c.phase2.fraction = 0.0
+    c.global_batch_size, c.seq_len, c.mesh.data = batch, seq, 1
+    c.optimizer.name = "adamw"
+    return c
 
 
-def time_ours(size: str, steps: int) -> dict:
-    cfg, batch_size = model_config(size)
+def our_step(size: str):
+    """(one_step, tokens per step, FLOPs per step, the batch as numpy)."""
+    family, _, batch_size, seq = SIZES[size]
+    cfg = our_config(size)
     objective = objectives.build(cfg, tokenizer=None)
+    phase = config_lib.phases(cfg)[0]
     mesh = sharding.make_mesh(cfg.mesh, jax.devices()[:1])
     rules = sharding.rules_of(cfg)
-    phase = config_lib.phases(cfg)[0]
     tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps)
-    state, shardings = state_lib.create_state(objective.model, tx, objective.example_batch(1, phase),
-                                              0, mesh, rules)
-    batch = {k: v for k, v in make_batch(batch_size).items() if not k.startswith("_")}
-    batch_sharding = {k: sharding.batch_sharding(mesh, rules) for k in batch}
+    state, shardings = state_lib.create_state(objective.model, tx,
+                                              objective.example_batch(1, phase), 0, mesh, rules)
+    if family == "bert":
+        batch = bert_batch(batch_size, seq)
+    else:  # the objective's own shapes, with ids drawn over the vocabulary
+        rng = np.random.default_rng(0)
+        batch = {k: np.asarray(v) for k, v in objective.example_batch(batch_size, phase).items()}
+        for k in ("encoder_input_tokens", "decoder_target_tokens", "inputs"):
+            if k in batch:
+                batch[k] = rng.integers(3, hf_steps.VOCAB[family] - 200, batch[k].shape,
+                                        dtype=np.int32)
+        if "decoder_input_tokens" in batch:
+            batch["decoder_input_tokens"] = np.concatenate(
+                [np.zeros_like(batch["decoder_target_tokens"][:, :1]),
+                 batch["decoder_target_tokens"][:, :-1]], axis=1)
+    ours = {k: v for k, v in batch.items() if not k.startswith("_")}
+    batch_sharding = {k: sharding.batch_sharding(mesh, rules) for k in ours}
     schedule = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
     train_step = step_lib.compile_train_step(
         step_lib.make_train_step(objective.model, tx, objective, schedule, 1),
         mesh, rules, shardings, batch_sharding)
-    batch = jax.device_put(batch, batch_sharding)
-    key = jax.random.key(0)
-    for _ in range(2):  # compile + warm up
-        state, m = train_step(state, batch, key)
-    jax.block_until_ready(m)
-    t = time.perf_counter()
-    for _ in range(steps):
-        state, m = train_step(state, batch, key)
-    jax.block_until_ready(m)
-    seconds = (time.perf_counter() - t) / steps
-    return {"tokens_per_sec": batch_size * SEQ / seconds, "seconds_per_step": seconds,
-            "flops_per_token": bert.flops_per_token(cfg.model, SEQ, MAX_PRED),
-            "loss": float(m["loss"])}
-
-
-def time_hf(size: str, steps: int) -> dict | None:
-    try:
-        import torch
-        from transformers import BertConfig, BertForPreTraining
-    except ImportError:
-        return None
-    layers, hidden, heads, mlp, batch_size = SIZES[size]
-    torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig(
-        vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-        intermediate_size=mlp, max_position_embeddings=512))  # HF default: fused exact GELU
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, eps=1e-6)
-    b = make_batch(batch_size)
-    labels = np.full_like(b["_original_ids"], -100)
-    np.put_along_axis(labels, b["masked_lm_positions"],
-                      np.take_along_axis(b["_original_ids"], b["masked_lm_positions"], 1), axis=1)
-    inputs = {
-        "input_ids": torch.from_numpy(b["input_ids"].astype(np.int64)),
-        "token_type_ids": torch.from_numpy(b["token_type_ids"].astype(np.int64)),
-        "attention_mask": torch.from_numpy(b["attention_mask"].astype(np.int64)),
-        "labels": torch.from_numpy(labels.astype(np.int64)),
-        "next_sentence_label": torch.from_numpy(b["next_sentence_label"].astype(np.int64)),
-    }
+    on_device, key = jax.device_put(ours, batch_sharding), jax.random.key(0)
+    holder = {"state": state}
 
     def one_step():
-        opt.zero_grad(set_to_none=True)
-        loss = model(**inputs).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        return loss
+        holder["state"], m = train_step(holder["state"], on_device, key)
+        return float(m["loss"])  # waits for the step
 
+    tokens = batch_size * seq
+    return one_step, tokens, objective.flops_per_token(phase) * tokens, batch, cfg
+
+
+def bert_all_positions_flops(cfg) -> float:
+    """FLOPs per step with the MLM head at every position (HF's BertForPreTraining)."""
+    from pretrainx.models import bert
+    return bert.flops_per_token(cfg.model, cfg.seq_len, cfg.seq_len) * (
+        cfg.seq_len * cfg.global_batch_size)
+
+
+def time_windows(one_step, tokens: int, windows: int, steps: int) -> dict:
+    """tokens/s of `windows` timed windows after two warm-up steps (compilation)."""
     for _ in range(2):
-        one_step()
-    t = time.perf_counter()
-    for _ in range(steps):
         loss = one_step()
-    seconds = (time.perf_counter() - t) / steps
-    return {"tokens_per_sec": batch_size * SEQ / seconds, "seconds_per_step": seconds,
-            "loss": float(loss.detach()), "torch_threads": torch.get_num_threads()}
+    rates = []
+    for _ in range(windows):
+        t = time.perf_counter()
+        for _ in range(steps):
+            loss = one_step()
+        rates.append(tokens * steps / (time.perf_counter() - t))
+    return {"tokens_per_sec": statistics.median(rates), "min": min(rates), "max": max(rates),
+            "windows": windows, "steps_per_window": steps, "loss": loss}
+
+
+def measure(size, windows, steps, peak, flax) -> dict:
+    family = SIZES[size][0]
+    one_step, tokens, flops, batch, cfg = our_step(size)
+    row = {"ours": time_windows(one_step, tokens, windows, steps)}
+    row["ours"]["mfu"] = flops / tokens * row["ours"]["tokens_per_sec"] / peak
+    peers = {"bert": [("hf_pytorch_task", hf_steps.bert_task_step),
+                      ("hf_pytorch_same_work", hf_steps.bert_same_work_step)]
+             + ([("hf_flax_task", hf_steps.bert_flax_step)] if flax else []),
+             "t5": [("hf_pytorch", hf_steps.t5_step)],
+             "gpt2": [("hf_pytorch", hf_steps.gpt2_step)]}[family]
+    for name, make in peers:
+        try:
+            peer_step, work = make(SIZES[size][1], batch)
+        except ImportError as e:
+            row[name] = {"missing": str(e)}
+            continue
+        peer = time_windows(peer_step, tokens, windows, steps)
+        peer_flops = bert_all_positions_flops(cfg) if work == "all_positions" else flops
+        peer.update(work=work, mfu=peer_flops / tokens * peer["tokens_per_sec"] / peak,
+                    ratio_ours_over_this=row["ours"]["tokens_per_sec"] / peer["tokens_per_sec"])
+        row[name] = peer
+    equal = row.get("hf_pytorch_same_work", row.get("hf_pytorch", {}))
+    if "tokens_per_sec" in equal:
+        row["ratio"] = row["ours"]["tokens_per_sec"] / equal["tokens_per_sec"]
+    row["goals"] = GOALS.get(size)
+    return row
+
+
+def _line(size, row) -> str:
+    o = row["ours"]
+    text = (f"{size}: ours {o['tokens_per_sec']:,.0f} tok/s (min {o['min']:,.0f}, max "
+            f"{o['max']:,.0f}; MFU {o['mfu']:.1%})")
+    for name, peer in row.items():
+        if isinstance(peer, dict) and "ratio_ours_over_this" in peer:
+            text += (f" | {name} {peer['tokens_per_sec']:,.0f} ({peer['min']:,.0f}-"
+                     f"{peer['max']:,.0f}; MFU {peer['mfu']:.1%}) -> "
+                     f"{peer['ratio_ours_over_this']:.2f}x")
+        elif isinstance(peer, dict) and "missing" in peer:
+            text += f" | {name} not installed (pip install -e '.[reference]')"
+    return text
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="small,base")
-    parser.add_argument("--steps", type=int, default=0, help="timed steps (default: by size)")
+    parser.add_argument("--sizes", default="small,base,t5_small,gpt2_small")
+    parser.add_argument("--windows", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=0,
+                        help="steps per window (default: 5 for small sizes, 2 for large)")
+    parser.add_argument("--no_flax", action="store_true", help="skip HF's Flax BERT")
     args = parser.parse_args()
+    unknown = [s for s in args.sizes.split(",") if s not in SIZES]
+    if unknown:
+        parser.error(f"--sizes: unknown {unknown}; known: {', '.join(SIZES)}")
     peak = metrics_lib.measured_matmul_peak(size=2048)
     print(f"float32 matmul peak of this machine (2048^3, jitted): {peak / 1e9:.0f} GFLOP/s")
-    targets = {"small": 2.0, "base": 1.3}
     results = {"peak_flops": peak}
     for size in args.sizes.split(","):
-        steps = args.steps or (20 if size == "small" else 5)
-        ours = time_ours(size, steps)
-        ours["mfu"] = ours["flops_per_token"] * ours["tokens_per_sec"] / peak
-        hf = time_hf(size, steps)
-        row = {"ours": ours, "hf_pytorch": hf, "target_ratio": targets.get(size)}
-        line = (f"{size:5s} batch {SIZES[size][4]} x {SEQ}: ours {ours['tokens_per_sec']:,.0f} tok/s "
-                f"(MFU {ours['mfu']:.1%})")
-        if hf:
-            row["ratio"] = ours["tokens_per_sec"] / hf["tokens_per_sec"]
-            line += (f" | HF PyTorch {hf['tokens_per_sec']:,.0f} tok/s | ratio "
-                     f"{row['ratio']:.2f}x (target >= {targets.get(size)}x)")
-        else:
-            line += " | HF PyTorch not installed (pip install torch==2.13.0 transformers==4.57.6)"
-        print(line, flush=True)
-        results[size] = row
+        steps = args.steps or (5 if size in ("tiny", "small", "t5_tiny", "gpt2_tiny") else 2)
+        results[size] = measure(size, args.windows, steps, peak, not args.no_flax)
+        print(_line(size, results[size]), flush=True)
     print(json.dumps(results))
 
 

@@ -135,11 +135,17 @@ def test_kv_cache_sampling(vocab):
                                             "segment_ids": np.ones((1, len(prompt)), np.int32),
                                             "positions": np.arange(len(prompt))[None]})["params"]
     cached = sampling.generate(cfg, params, prompt, 12, temperature=0.0)[0]
-    ids = list(prompt)  # greedy without a cache: the whole prefix every step
+    # Greedy without a cache: the whole prefix every step, padded to one length (one
+    # compilation; causal attention and segment 0 keep the padding out of the prefix).
+    total = len(prompt) + 12
+    forward = jax.jit(lambda p, b: model.apply({"params": p}, b)["logits"])
+    ids = list(prompt)
     for _ in range(12):
-        batch = {"inputs": np.array([ids]), "segment_ids": np.ones((1, len(ids)), np.int32),
-                 "positions": np.arange(len(ids))[None]}
-        ids.append(int(jnp.argmax(model.apply({"params": params}, batch)["logits"][0, -1])))
+        n = len(ids)
+        inputs, segments = np.zeros((1, total), np.int32), np.zeros((1, total), np.int32)
+        inputs[0, :n], segments[0, :n] = ids, 1
+        batch = {"inputs": inputs, "segment_ids": segments, "positions": np.arange(total)[None]}
+        ids.append(int(jnp.argmax(forward(params, batch)[0, n - 1])))
     assert list(cached) == ids[len(prompt):]
     assert list(sampling.generate(cfg, params, prompt, 12, top_k=1)[0]) == list(cached)
     logits = jnp.log(jnp.array([[0.5, 0.3, 0.15, 0.05]]))

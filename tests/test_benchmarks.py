@@ -1,0 +1,72 @@
+"""Every benchmark runs at a tiny size, so that none rots between measurements; the
+figures themselves are in docs/benchmarks.md (never asserted: timing is the
+machine's). What is asserted is each script's contract: its last line is one JSON
+object with the keys the docs read, and the soak run checks its own promises."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+BOOKS = ",".join(str(REPO / "pretrainx" / "assets" / "text" / name) for name in
+                 ("pg11_alice_in_wonderland.txt", "pg1661_adventures_of_sherlock_holmes.txt"))
+
+
+def _run(script, *args, timeout=600):
+    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args],
+                            cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{script} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    return result, json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_soak_keeps_its_promises():
+    _, out = _run("soak.py", "--steps=40", "--checkpoint_every=10", "--keep=2")
+    assert out["checkpoints_left"] == [30, 40] and out["rss_end_over_warm"] > 0
+
+
+@pytest.mark.slow
+def test_train_step_compares_equal_work_for_every_family():
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    _, out = _run("train_step.py", "--sizes=tiny,t5_tiny,gpt2_tiny", "--windows=1",
+                  "--steps=1")
+    assert out["peak_flops"] > 0
+    for size in ("tiny", "t5_tiny", "gpt2_tiny"):
+        row = out[size]
+        assert row["ratio"] > 0 and 0 < row["ours"]["mfu"] < 1, row
+    bert = out["tiny"]
+    # HF's MLM head over every position does more work than over the masked ones.
+    assert bert["hf_pytorch_task"]["work"] == "all_positions"
+    assert bert["hf_pytorch_same_work"]["work"] == "same" and "hf_flax_task" in bert
+    assert bert["ratio"] == bert["hf_pytorch_same_work"]["ratio_ours_over_this"]
+
+
+@pytest.mark.slow
+def test_input_pipeline_reports_cores_per_host(shared_data):
+    _, out = _run("input_pipeline.py", "--batches=2", "--workers=1", f"--corpus={BOOKS}")
+    assert set(out["cases"]) == {"bert_128", "bert_512", "t5_512"}
+    for case in out["cases"].values():
+        assert case["tokens_per_sec_per_core"] > 0 and case["cores_needed_per_host"] >= 1
+
+
+@pytest.mark.slow
+def test_tpu_plan_compares_with_flax_bert():
+    pytest.importorskip("libtpu")
+    pytest.importorskip("transformers")
+    _, out = _run("tpu_plan.py", "--tiny", "--topology=v5e:2x2")
+    assert out["speedup"] > 0 and out["ours_flops_per_step"] > 0
+
+
+@pytest.mark.slow
+def test_pretrain_pays_runs_end_to_end(shared_data, tmp_path):
+    _, out = _run("pretrain_pays.py", f"--workdir={tmp_path}", "--steps=4", "--slices=32",
+                  "--slice_epochs=1", "--lrs=1e-3", "--vocab_size=1000",
+                  "--max_train_examples=64", f"--corpus={BOOKS}")
+    for key in ("pretrained_dev_accuracy", "random_init_dev_accuracy", "gap_points",
+                "slice_32_gap_points"):
+        assert key in out, out
