@@ -4,7 +4,6 @@ machine's). What is asserted is each script's contract: its last line is one JSO
 object with the keys the docs read, and the soak run checks its own promises."""
 
 import json
-import pathlib
 import subprocess
 import sys
 
