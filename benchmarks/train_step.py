@@ -110,7 +110,7 @@ def our_config(size: str):
 
 
 def our_step(size: str):
-    """(one_step, tokens per step, FLOPs per step, the batch as numpy)."""
+    """(one_step, tokens per step, FLOPs per step, the batch as numpy, the config)."""
     family, _, batch_size, seq = SIZES[size]
     cfg = our_config(size)
     objective = objectives.build(cfg, tokenizer=None)

@@ -47,6 +47,14 @@ def default_config() -> ml_collections.ConfigDict:
     return m
 
 
+def flops_per_layer(cfg, seq_len: int) -> float:
+    """Forward FLOPs per token of one layer: BERT's terms plus the relative terms
+    (content against 2B position rows for c2p and p2c, and their projections)."""
+    h, rel = cfg.hidden_size, 2 * cfg.position_buckets
+    return (2 * (4 * h * h + 2 * h * cfg.mlp_dim) + 2 * 2 * seq_len * h + 2 * 2 * rel * h
+            + 2 * 2 * rel * h * h / seq_len)
+
+
 def log_buckets(relative, buckets: int, max_position: int):
     """microsoft/DeBERTa's make_log_bucket_position: distances under buckets / 2 kept,
     longer ones on a log scale up to max_position, the sign kept."""

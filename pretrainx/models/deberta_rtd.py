@@ -37,36 +37,20 @@ class DebertaV3ForPreTraining(nn.Module):
     def setup(self):
         cfg = self.cfg
         self.dtype = jnp.dtype(cfg.dtype)
-        init = layers.truncated_normal(cfg.initializer_range)
         self.generator = deberta.DebertaEncoder(generator_config(cfg))
         self.discriminator = deberta.DebertaEncoder(cfg, residual_embeddings=True)
-        self.mlm_transform = layers.Dense(cfg.hidden_size, ("embed", "mlp"), dtype=self.dtype,
-                                          kernel_init=init)
-        self.mlm_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
-        self.mlm_bias = self.param("mlm_bias", nn.with_logical_partitioning(
-            nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
-        self.discriminator_dense = layers.Dense(cfg.hidden_size, ("embed", "mlp"),
-                                                dtype=self.dtype, kernel_init=init)
-        self.discriminator_out = layers.Dense(1, ("mlp", "classes"), dtype=self.dtype,
-                                              kernel_init=init)
+        electra.declare_heads(self, cfg.hidden_size)
 
     def __call__(self, batch, deterministic: bool = True):
         ids, types, mask = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
-        act = layers.activation(self.cfg.hidden_act)
         x = self.generator(ids, types, mask, deterministic)[0]
-        axes = ("batch", "pred", "embed")
-        picked = layers.constrain(jnp.take_along_axis(
-            x, batch["masked_lm_positions"][..., None], axis=1), axes)
-        h = layers.constrain(self.mlm_norm(act(self.mlm_transform(picked))), axes)
-        mlm_logits = self.generator.token_embed.attend(h) + self.mlm_bias.astype(self.dtype)
-        mlm_logits = layers.constrain(mlm_logits, ("batch", "pred", "vocab")).astype(jnp.float32)
+        mlm_logits = electra.head_mlm_logits(self, x, batch["masked_lm_positions"],
+                                             self.generator.token_embed)
         disc_ids, labels = electra.replace_masked(
             batch, electra.sample(self, mlm_logits, deterministic))
         y = self.discriminator(disc_ids, types, mask, deterministic,
                                shared_table=self.generator.token_embed.embedding)[0]
-        h = layers.constrain(act(self.discriminator_dense(y)), ("batch", "length", "mlp"))
-        return {"mlm_logits": mlm_logits,
-                "disc_logits": self.discriminator_out(h)[..., 0].astype(jnp.float32),
+        return {"mlm_logits": mlm_logits, "disc_logits": electra.head_disc_logits(self, y),
                 "disc_labels": layers.constrain(labels, ("batch", "length")),
                 "disc_input_ids": disc_ids}
 

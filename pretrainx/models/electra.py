@@ -134,6 +134,42 @@ def replace_masked(batch, sampled) -> tuple:
     return disc_ids, (replaced & (sampled_at != original_at)).astype(jnp.float32)
 
 
+def declare_heads(module: nn.Module, mlm_width: int) -> None:
+    """The heads of a replaced-token-detection model, declared from its setup() under
+    the names ELECTRA and DeBERTa-v3 share: the generator's MLM transform (to
+    `mlm_width`), norm and output bias, and the discriminator's dense layer and
+    one-logit output. `module` has `cfg` and `dtype`."""
+    cfg = module.cfg
+    init = layers.truncated_normal(cfg.initializer_range)
+    module.mlm_transform = layers.Dense(mlm_width, ("embed", "mlp"), dtype=module.dtype,
+                                        kernel_init=init)
+    module.mlm_norm = layers.LayerNorm(cfg.layer_norm_eps, module.dtype)
+    module.mlm_bias = module.param("mlm_bias", nn.with_logical_partitioning(
+        nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
+    module.discriminator_dense = layers.Dense(cfg.hidden_size, ("embed", "mlp"),
+                                              dtype=module.dtype, kernel_init=init)
+    module.discriminator_out = layers.Dense(1, ("mlp", "classes"), dtype=module.dtype,
+                                            kernel_init=init)
+
+
+def head_mlm_logits(module: nn.Module, x, positions, token_embed):
+    """The generator's vocabulary logits [batch, pred, vocab] (float32) at `positions`
+    of its output `x`, through the word table `token_embed` (declare_heads' heads)."""
+    axes = ("batch", "pred", "embed")
+    picked = layers.constrain(jnp.take_along_axis(x, positions[..., None], axis=1), axes)
+    h = layers.activation(module.cfg.hidden_act)(module.mlm_transform(picked))
+    h = layers.constrain(module.mlm_norm(layers.constrain(h, axes)), axes)
+    logits = token_embed.attend(h) + module.mlm_bias.astype(module.dtype)
+    return layers.constrain(logits, ("batch", "pred", "vocab")).astype(jnp.float32)
+
+
+def head_disc_logits(module: nn.Module, y):
+    """The discriminator's logit [batch, length] (float32) for each token of its output y."""
+    h = layers.activation(module.cfg.hidden_act)(module.discriminator_dense(y))
+    h = layers.constrain(h, ("batch", "length", "mlp"))
+    return module.discriminator_out(h)[..., 0].astype(jnp.float32)
+
+
 class ElectraForPreTraining(nn.Module):
     """mlm_logits (generator, at the masked positions), disc_logits [batch, length]
     (discriminator), disc_labels (1 where the discriminator's input differs from the
@@ -143,42 +179,22 @@ class ElectraForPreTraining(nn.Module):
     def setup(self):
         cfg = self.cfg
         self.dtype = jnp.dtype(cfg.dtype)
-        init = layers.truncated_normal(cfg.initializer_range)
         gen, disc = generator_config(cfg), discriminator_config(cfg)
         self.embeddings = _Embeddings(disc)
         self.generator = _Tower(gen)
         self.discriminator = _Tower(disc)
-        self.mlm_transform = layers.Dense(bert.embedding_size(cfg), ("embed", "mlp"),
-                                          dtype=self.dtype, kernel_init=init)
-        self.mlm_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
-        self.mlm_bias = self.param("mlm_bias", nn.with_logical_partitioning(
-            nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
-        self.discriminator_dense = layers.Dense(cfg.hidden_size, ("embed", "mlp"),
-                                                dtype=self.dtype, kernel_init=init)
-        self.discriminator_out = layers.Dense(1, ("mlp", "classes"), dtype=self.dtype,
-                                              kernel_init=init)
-
-    def mlm_logits(self, x, positions):
-        axes = ("batch", "pred", "embed")
-        picked = layers.constrain(jnp.take_along_axis(x, positions[..., None], axis=1), axes)
-        h = layers.activation(self.cfg.hidden_act)(self.mlm_transform(picked))
-        h = layers.constrain(self.mlm_norm(layers.constrain(h, axes)), axes)
-        logits = self.embeddings.token_embed.attend(h) + self.mlm_bias.astype(self.dtype)
-        return layers.constrain(logits, ("batch", "pred", "vocab")).astype(jnp.float32)
+        declare_heads(self, bert.embedding_size(cfg))
 
     def __call__(self, batch, deterministic: bool = True):
         ids, types, mask = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
         positions = batch["masked_lm_positions"]
         x = self.generator(self.embeddings(ids, types, deterministic), mask, deterministic)
-        mlm_logits = self.mlm_logits(x, positions)
+        mlm_logits = head_mlm_logits(self, x, positions, self.embeddings.token_embed)
         sampled = sample(self, mlm_logits, deterministic)
         disc_ids, labels = replace_masked(batch, sampled)
         y = self.discriminator(self.embeddings(disc_ids, types, deterministic), mask,
                                deterministic)
-        h = layers.activation(self.cfg.hidden_act)(self.discriminator_dense(y))
-        h = layers.constrain(h, ("batch", "length", "mlp"))
-        disc_logits = self.discriminator_out(h)[..., 0].astype(jnp.float32)
-        return {"mlm_logits": mlm_logits, "disc_logits": disc_logits,
+        return {"mlm_logits": mlm_logits, "disc_logits": head_disc_logits(self, y),
                 "disc_labels": layers.constrain(labels, ("batch", "length")),
                 "disc_input_ids": disc_ids, "sampled_ids": sampled}
 

@@ -32,23 +32,22 @@ class DebertaMlm(rows.FullSentencesRows, encoder.MlmLoss):
         return {"max_predictions_per_seq": phase.max_predictions}
 
     def flops_per_token(self, phase) -> float:
-        """BERT's per-layer terms plus the relative terms (content against 2B position
-        rows for c2p and p2c, and their projections), the EMD's two extra passes of the
-        last layer, and the head at the predicted rows."""
+        """DeBERTa's layers (models/deberta.flops_per_layer), the EMD's two extra passes
+        of the last layer, and the head at the predicted rows."""
         m, s = self.cfg.model, phase.seq_len
-        h, rel = m.hidden_size, 2 * m.position_buckets
-        layer = (2 * (4 * h * h + 2 * h * m.mlp_dim) + 2 * 2 * s * h + 2 * 2 * rel * h
-                 + 2 * 2 * rel * h * h / s)
+        layer = deberta.flops_per_layer(m, s)
         emd = 2 * layer if m.enhanced_mask_decoder else 0
+        h = m.hidden_size
         head = phase.max_predictions * 2 * (h * h + h * m.vocab_size) / s
         return 3.0 * (m.num_layers * layer + emd + head)
 
 
-def defaults():
-    """DeBERTa-base's MLM recipe (the paper's table 8, v2's vocabulary), with the EMD."""
-    c = encoder.defaults("deberta_mlm", "deberta")
+def paper_defaults(objective: str):
+    """DeBERTa's pretraining settings, which both of the family's objectives use: the
+    base shape, 1M steps of 2K rows of 512 tokens, Adam (eps 1e-6) at 2e-4 after 10K
+    warmup steps, linear decay, gradients clipped at 1, cased text, 80 predictions."""
+    c = encoder.defaults(objective, "deberta")
     c.model = deberta.default_config()
-    c.model.enhanced_mask_decoder = True
     c.total_steps, c.global_batch_size, c.seq_len = 1_000_000, 2048, 512
     c.optimizer.learning_rate = 2e-4
     c.optimizer.warmup_steps = 10_000
@@ -61,7 +60,15 @@ def defaults():
     return c
 
 
+def defaults():
+    """DeBERTa-base's MLM recipe (the paper's table 8, v2's vocabulary), with the EMD."""
+    c = paper_defaults("deberta_mlm")
+    c.model.enhanced_mask_decoder = True
+    return c
+
+
 def validate(cfg) -> None:
+    """Checks for both of the family's objectives."""
     encoder.validate(cfg)
     if cfg.model.scan_layers or cfg.model.remat != "none":
         raise UserError("model.scan_layers and model.remat are not built for DeBERTa yet: "

@@ -17,7 +17,7 @@ from pretrainx import objectives
 from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.models import deberta, deberta_rtd
-from pretrainx.objectives import encoder, rows, rtd
+from pretrainx.objectives import deberta_mlm, encoder, rows, rtd
 
 
 class DebertaRtd(rows.FullSentencesRows, rtd.RtdLoss):
@@ -43,12 +43,10 @@ class DebertaRtd(rows.FullSentencesRows, rtd.RtdLoss):
 
     def flops_per_token(self, phase) -> float:
         m, s = self.cfg.model, phase.seq_len
-        h, rel = m.hidden_size, 2 * m.position_buckets
-        layer = (2 * (4 * h * h + 2 * h * m.mlp_dim) + 2 * 2 * s * h + 2 * 2 * rel * h
-                 + 2 * 2 * rel * h * h / s)
+        h = m.hidden_size
         layers_total = m.num_layers + deberta_rtd.generator_config(m).num_layers
         head = phase.max_predictions * 2 * (h * h + h * m.vocab_size) / s
-        return 3.0 * (layers_total * layer + head + 2 * (h * h + h))
+        return 3.0 * (layers_total * deberta.flops_per_layer(m, s) + head + 2 * (h * h + h))
 
 
 def defaults():
@@ -57,29 +55,16 @@ def defaults():
     trained, as the v3 paper says, with DeBERTa's settings: 1M steps of 2K rows of 512
     tokens, Adam (eps 1e-6) at 2e-4 after 10K warmup steps, linear decay, weight decay
     0.01, gradients clipped at 1; see configs/deberta_v3_base.py."""
-    c = encoder.defaults("deberta_rtd", "deberta")
-    c.model = deberta.default_config()
+    c = deberta_mlm.paper_defaults("deberta_rtd")
     c.model.generator_layers = 0.5  # of num_layers; the generator keeps the width
-    c.total_steps, c.global_batch_size, c.seq_len = 1_000_000, 2048, 512
-    c.optimizer.learning_rate = 2e-4
-    c.optimizer.warmup_steps = 10_000
-    c.optimizer.schedule = "warmup_linear"
-    c.optimizer.eps = 1e-6
-    c.optimizer.grad_clip = 1.0
     c.gen_weight = 1.0
     c.disc_weight = 50.0
-    c.data.lower_case = False
-    c.data.max_predictions_per_seq = 80
-    del c.data["whole_word_masking"]
     return c
 
 
 def validate(cfg) -> None:
-    encoder.validate(cfg)
+    deberta_mlm.validate(cfg)
     config_lib.check_fraction(cfg, "model.generator_layers", 0.0, 1.0, closed_high=True)
-    if cfg.model.scan_layers or cfg.model.remat != "none":
-        raise UserError("model.scan_layers and model.remat are not built for DeBERTa yet: "
-                        "leave them False and none")
     for name in ("gen_weight", "disc_weight"):
         if cfg[name] < 0:
             raise UserError(f"{name}={cfg[name]} must be >= 0")

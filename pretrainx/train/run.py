@@ -89,7 +89,7 @@ class Run:
             raise UserError(f"tokenizer {cfg.data.tokenizer} has {tokenizer.vocab_size} ids but "
                             f"model.vocab_size={cfg.model.vocab_size}")
         self.cfg, self.workdir = cfg, workdir
-        self.objective = objective = objectives.build(cfg, tokenizer, imported)
+        self.objective = objectives.build(cfg, tokenizer, imported)
         self.mesh = mesh = sharding.make_mesh(cfg.mesh, devices)
         rules = sharding.rules_of(cfg)
         _check_batches(cfg, mesh, rules)
@@ -99,13 +99,14 @@ class Run:
         if jax.process_index() == 0:
             self.lock.acquire()
         try:
-            self._settle(cfg, workdir, objective, mesh, rules, stop_at, init, imported)
+            self._settle(rules, stop_at, init, imported)
         except BaseException:
             self.lock.release(refused=True)
             raise
 
-    def _settle(self, cfg, workdir, objective, mesh, rules, stop_at, init, imported):
+    def _settle(self, rules, stop_at, init, imported):
         """The rest of __init__, under the workdir's lock."""
+        cfg, workdir, objective, mesh = self.cfg, self.workdir, self.objective, self.mesh
         tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps,
                                   getattr(objective, "frozen", ()))
         init_batch = objective.example_batch(1, config_lib.phases(cfg)[0])
