@@ -88,16 +88,25 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.optimizer.bias_correction = True
     c.optimizer.weight_decay = 0.01
     c.optimizer.grad_clip = 1.0
+    c.optimizer.stlr_ratio = 32.0  # schedule slanted_triangular: peak / lowest rate (ULMFiT)
 
     c.data = ml_collections.ConfigDict()
     c.data.train_files = ""
     c.data.eval_files = ""
-    c.data.format = "auto"  # auto | sentences | text
+    # auto | sentences | text | tsv (a task's text columns, data.text_field) | conll
+    c.data.format = "auto"
     c.data.tokenizer = ""
     # train_files: comma-separated globs (text, .gz, .jsonl) or tfds:NAME[@SPLIT];
     # ';' separates sources, mixed by train_weights (equal when empty).
     c.data.train_weights = ""
-    c.data.text_field = "text"  # the JSONL / TFDS field that holds the text
+    # Without train_weights: sources sampled with probability ~ tokens^alpha (XLM-R 0.3,
+    # mBERT 0.7; tokens counted once, as prepare stores them); 0: equal weights.
+    c.data.mixing_alpha = 0.0
+    c.data.train_source_names = ""  # one name a source ("en,de"): --stats and eval records
+    # > 0 (and no eval_files): the first N% of each train source's documents are held
+    # out as that source's eval set (HF run_mlm's validation_split_percentage).
+    c.data.eval_split_percent = 0.0
+    c.data.text_field = "text"  # the JSONL / TFDS field (TSV columns) that holds the text
     c.data.skip_bad_lines = False  # True: skip and count bad JSONL lines, cut truncated .gz
     c.data.tfds_data_dir = ""  # where tfds: datasets are prepared (local or gs://)
     c.data.tfds_reader = "data_source"  # data_source (ArrayRecord, no TF) | tf (tfds.load)
@@ -109,7 +118,8 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
 
 _DTYPES = ("float32", "bfloat16")
 _REMAT = ("none", "full", "dots")
-_SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt", "cosine")
+SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt", "cosine",
+             "slanted_triangular")
 _OPTIMIZERS = ("adamw", "adafactor", "adagrad", "lamb")
 
 
@@ -154,6 +164,12 @@ def check_fraction(cfg, name: str, low: float, high: float, closed_high: bool = 
         raise UserError(f"{name}={value} must be in ({low:g}, {high:g}{']' if closed_high else ')'}")
 
 
+def check_stlr_ratio(opt) -> None:
+    if opt.stlr_ratio < 1:
+        raise UserError(f"config key 'optimizer.stlr_ratio' is {opt.stlr_ratio}; the slanted "
+                        "triangle's peak / lowest rate must be >= 1 (ULMFiT: 32)")
+
+
 def check_divisible(cfg) -> None:
     """model.hidden_size a multiple of model.num_heads, as every attention layer needs."""
     m = cfg.model
@@ -176,10 +192,12 @@ def validate_shared(cfg) -> None:
                         "does not do; use bfloat16 (same speed on TPUs and recent GPUs)")
     choice(m.dtype, "model.dtype", _DTYPES)
     choice(m.remat, "model.remat", _REMAT)
-    choice(cfg.optimizer.schedule, "optimizer.schedule", _SCHEDULES)
-    choice(cfg.data.format, "data.format", ("auto", "sentences", "text"))
+    choice(cfg.optimizer.schedule, "optimizer.schedule", SCHEDULES)
+    check_stlr_ratio(cfg.optimizer)
+    choice(cfg.data.format, "data.format", ("auto", "sentences", "text", "tsv", "conll"))
     choice(cfg.data.tfds_reader, "data.tfds_reader", ("data_source", "tf"))
     check_positive(cfg, "data.docs_per_shard")
+    _check_sources(cfg.data)
     workers = cfg.data.worker_processes
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise UserError(f"config key 'data.worker_processes' must be an integer >= 0, "
@@ -198,6 +216,24 @@ def validate_shared(cfg) -> None:
     if cfg.global_batch_size % cfg.micro_batches:
         raise UserError(f"global_batch_size={cfg.global_batch_size} is not divisible by "
                         f"micro_batches={cfg.micro_batches}")
+
+
+def _check_sources(data) -> None:
+    alpha = data.mixing_alpha
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1:
+        raise UserError(f"config key 'data.mixing_alpha' is {alpha!r}; expected a number in "
+                        "(0, 1] (XLM-R: 0.3, mBERT: 0.7), or 0 for no temperature sampling")
+    split = data.eval_split_percent
+    if isinstance(split, bool) or not isinstance(split, (int, float)) or not 0 <= split < 50:
+        raise UserError(f"config key 'data.eval_split_percent' is {split!r}; expected a "
+                        "percentage in [0, 50)")
+    if split and data.eval_files:
+        raise UserError("config keys 'data.eval_split_percent' and 'data.eval_files' are both "
+                        "set; hold out part of the train sources or name eval files, not both")
+    if split and data.prepared_dir:
+        raise UserError("config key 'data.eval_split_percent' needs the text sources; with "
+                        "'data.prepared_dir' set, prepare the eval files and name them in "
+                        "data.eval_files")
 
 
 def require_data(cfg) -> None:

@@ -16,11 +16,12 @@ import json
 import sys
 import time
 
+import numpy as np
 from absl import flags
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, prepare
-from pretrainx.data import pipeline, tfds_text
+from pretrainx.data import pipeline, sources, tfds_text
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.main import cli, cli_config
@@ -44,7 +45,7 @@ def batch_statistics(cfg, num_batches: int, show: int = 0, out=sys.stderr) -> di
     objective = objectives.build(cfg, tokenizer)
     phase = config_lib.phases(cfg)[0]
     start = time.perf_counter()
-    dataset = phases_lib.train_dataset(cfg, objective, phase)
+    dataset, signature = phases_lib.train_data(cfg, objective, phase)
     iterator = pipeline.make_iterator(dataset)
     first = next(iterator)
     setup_sec = time.perf_counter() - start
@@ -66,8 +67,18 @@ def batch_statistics(cfg, num_batches: int, show: int = 0, out=sys.stderr) -> di
         "tokens_per_sec": tokens / elapsed if elapsed > 0 else None,
         "setup_sec": setup_sec,
         "sources": objective.corpus.stats,
+        **source_fractions(cfg, signature["weights"], num_batches * phase.global_batch_size),
         **objective.summarize_stats(totals, phase),
     }
+
+
+def source_fractions(cfg, weights, rows: int) -> dict:
+    """The share of each train source in the rows drawn (measured) and its sampling
+    probability (expected: data.train_weights, or tokens^alpha normalised)."""
+    names = sources.source_names(cfg.data.train_files, cfg.data.train_source_names)
+    counts = np.bincount(pipeline.row_sources(weights, rows), minlength=len(names))
+    return {"source_fractions": {n: float(c) / rows for n, c in zip(names, counts)},
+            "expected_source_fractions": dict(zip(names, map(float, weights)))}
 
 
 def _prepare(argv) -> int:

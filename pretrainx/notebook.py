@@ -71,7 +71,7 @@ def train(cfg, workdir: str, **kwargs) -> dict:
     shown = {}
 
     def on_step(step, records):
-        for record in records:
+        for record in (r for r in records if "source" not in r):
             shown["eval_loss" if record.get("split") == "eval" else "loss"] = (
                 f"{record['loss']:.3f}")
         if records:
@@ -84,12 +84,14 @@ def train(cfg, workdir: str, **kwargs) -> dict:
         bar.close()
 
 
-def read_metrics(workdir: str, split: str = "train") -> list:
+def read_metrics(workdir: str, split: str = "train", source: str | None = None) -> list:
     """The records of WORKDIR/metrics.jsonl of one split ("train", "eval"; fine-tuning
-    runs also write "dev")."""
+    runs also write "dev"); `source` picks one eval source's records (runs with several
+    eval sources write one a source besides the overall one)."""
     with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
         records = [json.loads(line) for line in f if line.strip()]
-    return [r for r in records if r.get("split", "train") == split]
+    return [r for r in records
+            if r.get("split", "train") == split and r.get("source") == source]
 
 
 def _load(model):

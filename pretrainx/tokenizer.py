@@ -7,7 +7,9 @@
 unigram and bpe write a SentencePiece model (T5 and ALBERT use unigram); wordpiece
 writes DIR/vocab.txt as BERT's; words writes DIR/vocab.words, every word of the input
 most frequent first (ELMo's; --vocab_size caps it, cased as the text is). --max_sentences samples that many lines of a
-large corpus (uniformly, with a fixed seed).
+large corpus (uniformly, with a fixed seed). A multilingual vocabulary samples its
+input per language, as XLM-R did: --input='de/*.txt;es/*.txt;...' --alpha=0.3 draws
+--max_sentences lines, a language's share ~ its lines^alpha.
   python -m pretrainx.tokenizer encode --tokenizer=PATH < text > ids
   python -m pretrainx.tokenizer decode --tokenizer=PATH < ids > text
 """
@@ -22,6 +24,7 @@ import sys
 from absl import app, flags
 
 from pretrainx.data import words
+from pretrainx.data.tokenizer_training import temperature_sample
 from pretrainx.data.tokenizers import load_tokenizer, train_sentencepiece, train_wordpiece
 from pretrainx.errors import UserError
 
@@ -31,7 +34,11 @@ _COMMANDS = ("train", "encode", "decode")
 
 def _define_flags() -> None:
     # Defined on demand so importing this module never clashes with other CLIs' flags.
-    flags.DEFINE_string("input", None, "Comma-separated globs of UTF-8 text files (train).")
+    flags.DEFINE_string("input", None, "Comma-separated globs of UTF-8 text files (train); "
+                        "';' separates sources (languages) for --alpha.")
+    flags.DEFINE_float("alpha", 0.0, "Temperature sampling of the ';'-separated sources "
+                       "(train, unigram/bpe): lines drawn ~ lines^alpha (XLM-R: 0.3); "
+                       "0: every line once.")
     flags.DEFINE_integer("vocab_size", None, "Number of pieces (train).")
     flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe", "wordpiece", "words"],
                       "unigram/bpe: a SentencePiece model; wordpiece: a BERT vocab.txt; "
@@ -93,14 +100,22 @@ def _train() -> None:
                               vocab_size=_require("vocab_size"), lower_case=FLAGS.lower_case,
                               max_sentences=FLAGS.max_sentences))
         return
+    groups = [_expand_globs(g) for g in _require("input").split(";") if g.strip()]
+    lines = None
+    if FLAGS.alpha:
+        lines, report = temperature_sample(groups, FLAGS.alpha, FLAGS.max_sentences)
+        for r in report:
+            print(f"{','.join(os.path.basename(f) for f in r['files'])}: {r['lines']} lines, "
+                  f"share {r['share']:.3f}, {r['drawn']} drawn", file=sys.stderr)
     path = train_sentencepiece(
-        _expand_globs(_require("input")),
+        [f for g in groups for f in g],
         _output_prefix(_require("output")),
         vocab_size=_require("vocab_size"),
         model_type=FLAGS.model_type,
         lower_case=FLAGS.lower_case,
         style=FLAGS.style,
         max_sentences=FLAGS.max_sentences,
+        lines=lines,
     )
     print(path)
 

@@ -123,11 +123,11 @@ TINY_CLI = ["--config.global_batch_size=8", "--config.seq_len=64", "--config.log
             f"--config.data.train_files={ALICE}"]
 
 
-def read_metrics(workdir, split="train"):
+def read_metrics(workdir, split="train", source=None):
     import json
     with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
-    return [r for r in records if r.get("split", "train") == split]
+    return [r for r in records if r.get("split", "train") == split and r.get("source") == source]
 
 
 def override(c, overrides):

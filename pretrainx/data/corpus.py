@@ -15,6 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from pretrainx.data import prepared, sources
+from pretrainx.errors import UserError
 
 
 def read_options(data) -> dict:
@@ -54,6 +55,11 @@ def report(stats: dict, where: str) -> None:
         print(f"warning: {where}: {', '.join(notes)}", file=sys.stderr, flush=True)
 
 
+def held_out(num_docs: int, percent: float) -> int:
+    """How many leading documents `data.eval_split_percent` holds out (at least one)."""
+    return min(max(int(num_docs * percent / 100), 1), num_docs - 1) if percent else 0
+
+
 class Corpus:
     """An objective's view of its sources: tokenized once, examples per phase."""
 
@@ -66,7 +72,31 @@ class Corpus:
             docs, stats = sources.read_documents(spec, **read_options(self.cfg.data))
             report(stats, spec)
             self._docs[spec], self.stats[spec] = tokenize(docs, self.tokenizer), stats
+            stats["tokens"] = sum(int(s.size) for d in self._docs[spec] for s in d)
         return self._docs[spec]
+
+    def split_documents(self, spec, train: bool) -> list:
+        """A source's documents, less (train) or only (eval) the held-out ones when
+        data.eval_split_percent holds some out; else all of them."""
+        docs = self.documents(spec)
+        percent = self.cfg.data.eval_split_percent
+        if not percent:
+            return docs
+        cut = held_out(len(docs), percent)
+        if len(docs) < 2:
+            raise UserError(f"{spec} has {len(docs)} document: too few to hold out "
+                            f"data.eval_split_percent={self.cfg.data.eval_split_percent}")
+        return docs[cut:] if train else docs[:cut]
+
+    def tokens(self, spec) -> int:
+        """Tokens in a train source (what temperature sampling weighs): counted once, when
+        it is tokenized here or when `prepare` stored it."""
+        if self.cfg.data.prepared_dir:
+            return int(self.stats[spec]["tokens"])
+        self.documents(spec)
+        if self.cfg.data.eval_split_percent:
+            return sum(int(s.size) for d in self.split_documents(spec, True) for s in d)
+        return self.stats[spec]["tokens"]
 
     def examples(self, objective, spec, phase, train: bool) -> Sequence:
         """The examples of one source (train: one of data.train_files' sources)."""
@@ -74,7 +104,7 @@ class Corpus:
             examples, self.stats[spec] = prepared.open_examples(self.cfg, self.tokenizer, spec,
                                                                 phase, train)
             return examples
-        docs = self.documents(spec)
+        docs = self.split_documents(spec, train)
         out = []
         for group, (a, b) in enumerate(group_bounds(len(docs), self.cfg.data.docs_per_shard)):
             out.extend(objective.examples_from_documents(docs[a:b], phase, train, group))

@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 
 import grain
 import jax
+import numpy as np
 
 from pretrainx.errors import UserError
 
@@ -64,6 +65,17 @@ def make_dataset(examples: Sequence, transform: Callable, global_batch: int, see
     ds = ds.random_map(transform, seed=seed + 1)  # fresh masks every epoch
     ds = _ProcessRows(ds, global_batch, process_index, process_count)
     return ds.batch(global_batch // process_count, drop_remainder=True)
+
+
+def row_sources(weights: Sequence[float], rows: int) -> np.ndarray:
+    """The source index of each of the first `rows` rows of a `make_dataset` mix with
+    these weights: grain picks a row's source from the weights alone (every source
+    repeats forever), so a mix of one-element sources replays the choice exactly."""
+    if len(weights) == 1:
+        return np.zeros(rows, np.int64)
+    tags = [grain.MapDataset.source([i]).repeat(None) for i in range(len(weights))]
+    mixed = grain.MapDataset.mix(tags, weights)
+    return np.asarray([mixed[i] for i in range(rows)], np.int64)
 
 
 def _epochs(examples, seed, shuffle):

@@ -31,7 +31,8 @@ WRITER_OPTIONS = "group_size:1"
 # data.* keys that change no example: applied at batch time, or only say where
 # things are. Every other data key, the seed and the tokenizer's bytes must match.
 _BATCH_TIME_KEYS = ("mask_prob", "max_predictions_per_seq", "whole_word_masking",
-                    "prepared_dir", "train_weights", "train_files", "eval_files",
+                    "prepared_dir", "train_weights", "mixing_alpha",
+                    "train_source_names", "train_files", "eval_files",
                     "tokenizer", "tfds_data_dir", "tfds_reader", "worker_processes",
                     "geometric_p", "max_span_words")
 
@@ -146,4 +147,5 @@ def open_examples(cfg, tokenizer, spec: str, phase, train: bool):
     for path in paths:
         if not os.path.isfile(path):
             raise UserError(f"prepared shard {path} is missing: prepare again")
-    return Examples(paths, entry["count"]), manifest["sources"][name]["stats"]
+    source = manifest["sources"][name]
+    return Examples(paths, entry["count"]), dict(source["stats"], tokens=source["tokens"])

@@ -9,11 +9,11 @@ import re
 import sys
 import zlib
 
+from pretrainx.data import task_text, tfds_source
 from pretrainx.data import text as text_lib
-from pretrainx.data import tfds_source
 from pretrainx.errors import UserError
 
-FORMATS = ("auto", "sentences", "text")
+FORMATS = ("auto", "sentences", "text", "tsv", "conll")
 
 _REPLACEMENT = "\ufffd"
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -139,6 +139,10 @@ def _file_documents(path, fmt, text_field, skip_bad_lines, stats):
     if _is_jsonl(path):
         return _jsonl_documents(path, text, text_field, skip_bad_lines, stats,
                                 last_line_cut=truncated)
+    if fmt == "tsv" or (fmt == "auto" and path.endswith((".tsv", ".tsv.gz"))):
+        return task_text.tsv_documents(path, text, text_field, skip_bad_lines, stats)
+    if fmt == "conll":
+        return task_text.conll_documents(path, text)
     text = text_lib.strip_gutenberg(text)
     file_fmt = text_lib.detect_format(text) if fmt == "auto" else fmt
     if file_fmt == "sentences":
@@ -233,7 +237,9 @@ def read_documents(patterns, fmt="auto", *, text_field="text", skip_bad_lines=Fa
     `patterns` is comma-separated globs (or a list) of plain text, .gz, or JSONL
     (.jsonl / .json, optionally .gz, one JSON object a line with the text in
     `text_field`) files, or `tfds:NAME[@SPLIT]`. Each file ends a document. `fmt`
-    is "sentences", "text" or "auto" (decided per text file by `detect_format`).
+    is "sentences", "text" or "auto" (decided per text file by `detect_format`; a .tsv
+    file is read as "tsv"), or a labelled task's file: "tsv" (the `text_field` columns
+    of each row) or "conll" (CoNLL-2003's sentences); see data/task_text.py.
     Stats count files, records, replaced (undecodable) characters, skipped bad
     lines, truncated files, documents and sentences.
     """
@@ -259,10 +265,26 @@ def split_sources(spec):
     return parts
 
 
-def source_weights(spec, weights):
-    """Normalised mixing weights of the sources in `spec` (equal when `weights` is empty)."""
+def temperature_weights(sizes, alpha):
+    """Sampling probabilities q_i = n_i^alpha / sum_j n_j^alpha (Lample and Conneau 2019;
+    XLM-R's alpha 0.3, mBERT's about 0.7): alpha 1 keeps the sizes' proportions, smaller
+    alphas lift small sources, 0 would make them equal."""
+    if not all(n > 0 for n in sizes):
+        raise ValueError(f"source sizes must be positive, got {sizes}")
+    powered = [float(n) ** alpha for n in sizes]
+    total = sum(powered)
+    return [p / total for p in powered]
+
+
+def source_weights(spec, weights, alpha=0.0, sizes=None):
+    """Normalised mixing weights of the sources in `spec`: `weights` when given, else
+    temperature sampling over `sizes` when alpha > 0, else equal."""
     count = len(split_sources(spec))
     if not weights:
+        if alpha and count > 1:
+            if sizes is None or len(sizes) != count:
+                raise ValueError(f"temperature sampling needs {count} source sizes, got {sizes}")
+            return temperature_weights(sizes, alpha)
         return [1.0 / count] * count
     try:
         values = [float(w) for w in str(weights).split(",")]
@@ -276,3 +298,28 @@ def source_weights(spec, weights):
         raise UserError(f"config key 'data.train_weights' is {weights!r}; weights must be > 0")
     total = sum(values)
     return [v / total for v in values]
+
+
+def _derived_name(spec):
+    if spec.startswith("tfds:"):
+        return spec[len("tfds:"):]
+    first = os.path.basename(spec.split(",")[0].strip().rstrip("/"))
+    for ext in (".gz", ".txt", ".jsonl", ".json"):
+        first = first[: -len(ext)] if first.endswith(ext) else first
+    return first or spec
+
+
+def source_names(spec, names="", key="data.train_source_names"):
+    """A name for each source of `spec` (metrics and --stats are keyed by it): `names`
+    (comma-separated, one a source) when given, else each source's first file stem."""
+    specs = split_sources(spec)
+    if not names:
+        derived = [_derived_name(s) for s in specs]
+        if len(set(derived)) < len(derived):  # two sources with one stem: number them
+            derived = [f"{i}:{d}" for i, d in enumerate(derived)]
+        return derived
+    given = [n.strip() for n in str(names).split(",")]
+    if len(given) != len(specs) or not all(given) or len(set(given)) != len(given):
+        raise UserError(f"config key '{key}' is {names!r}; expected {len(specs)} distinct "
+                        "comma-separated names, one for each ';'-separated source")
+    return given

@@ -36,6 +36,35 @@ def _lines(input_files: list[str]):
             raise UserError(f"cannot read training input {path}: {e}") from None
 
 
+def temperature_sample(sources: list[list[str]], alpha: float, budget: int, seed: int = 0):
+    """(lines, report): about `budget` lines drawn from the sources with probability
+    ~ lines^alpha (as XLM-R sampled its SentencePiece input, alpha 0.3), so a small
+    language is repeated and a large one thinned. Two passes over the files: count,
+    then take the chosen line numbers; memory holds only the drawn lines."""
+    import numpy as np
+    if not 0 < alpha <= 1:
+        raise UserError(f"--alpha={alpha} must be in (0, 1] (XLM-R: 0.3, mBERT: 0.7)")
+    counts = [sum(1 for _ in _lines(files)) for files in sources]
+    for files, n in zip(sources, counts):
+        if not n:
+            raise UserError(f"training input has no text: {', '.join(files)}")
+    budget = min(budget, sum(counts))
+    powered = np.asarray(counts, np.float64) ** alpha
+    shares = powered / powered.sum()
+    rng = np.random.default_rng(seed)
+    lines, report = [], []
+    for files, n, share in zip(sources, counts, shares):
+        want = max(int(round(share * budget)), 1)
+        # every line want // n times, then want % n distinct lines more
+        times = np.full(n, want // n, np.int64)
+        times[rng.choice(n, want % n, replace=False)] += 1
+        for line, k in zip(_lines(files), times):
+            lines.extend([line] * int(k))
+        report.append({"files": files, "lines": n, "share": float(share), "drawn": want})
+    order = rng.permutation(len(lines))
+    return [lines[i] for i in order], report
+
+
 def train_sentencepiece(
     input_files: list[str],
     output_prefix: str,
@@ -46,12 +75,14 @@ def train_sentencepiece(
     max_sentences: int = 2_000_000,
     seed: int = 0,
     style: str = "bert",
+    lines: list[str] | None = None,
 ) -> str:
     """Trains a model and returns the .model path.
 
     style "bert": pad=0, unk=1, then `special_tokens`. style "t5": T5's layout,
     <pad>=0, </s>=1, <unk>=2 and nothing else (the T5 objective adds sentinels).
-    Deterministic (see `_train_spm`).
+    Deterministic (see `_train_spm`). `lines` (from `temperature_sample`) replaces
+    reading `input_files`.
     """
     if model_type not in ("unigram", "bpe", "char", "word"):
         raise UserError(f"model_type must be unigram, bpe, char or word, not {model_type!r}")
@@ -70,11 +101,11 @@ def train_sentencepiece(
                        vocab_size=vocab_size, model_type=model_type,
                        normalization_rule_name="nmt_nfkc_cf" if lower_case else "nmt_nfkc",
                        **ids, user_defined_symbols=list(special_tokens),
-                       input_sentence_size=max_sentences, seed=seed)
+                       input_sentence_size=max_sentences, seed=seed, lines=lines)
     return _write_model(proto, output_prefix)
 
 
-def _train_spm(input_files, preprocess, what: str, seed: int, **options) -> bytes:
+def _train_spm(input_files, preprocess, what: str, seed: int, lines=None, **options) -> bytes:
     """SentencePiece training over the non-empty preprocessed lines of the input.
 
     Deterministic: one thread and a fixed seed give byte-identical models (the
@@ -85,7 +116,8 @@ def _train_spm(input_files, preprocess, what: str, seed: int, **options) -> byte
     for path in input_files:
         if not os.path.isfile(path):
             raise UserError(f"training input not found: {path}")
-    lines = (line for line in map(preprocess, _read_sentences(input_files)) if line)
+    read = _read_sentences(input_files) if lines is None else iter(lines)
+    lines = (line for line in map(preprocess, read) if line)
     try:
         first = next(lines)
     except StopIteration:

@@ -7,6 +7,7 @@ every module of this package, so adding an objective edits no table here.
 import ml_collections
 
 from pretrainx import config as config_lib
+from pretrainx.data import sources
 from pretrainx.errors import UserError
 from pretrainx.objectives.contract import Entry  # noqa: F401  (what modules register)
 from pretrainx.registry import Registry
@@ -49,5 +50,7 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     entry = get(cfg.get("objective", "bert"))
     config_lib.check_keys(cfg, entry.defaults())
     config_lib.validate_shared(cfg)
+    if cfg.data.train_files and cfg.data.train_source_names:
+        sources.source_names(cfg.data.train_files, cfg.data.train_source_names)
     entry.validate(cfg)
     return cfg

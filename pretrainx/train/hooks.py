@@ -121,7 +121,8 @@ class Metrics(Hook):
 
 
 class Evaluate(Hook):
-    """Every `eval_every` steps and at the last: eval metrics on the eval files."""
+    """Every `eval_every` steps and at the last: eval metrics on the eval data, and with
+    several eval sources one more record for each, carrying its `source` name."""
 
     def __init__(self, metrics: Metrics):
         self.metrics, self.last = metrics, None
@@ -130,12 +131,15 @@ class Evaluate(Hook):
         cfg = run.cfg
         if run.step % cfg.eval_every and run.step != cfg.total_steps:
             return []
-        result = run.phases.evaluate(run.phase, run.state.params, cfg.eval_steps)
+        result, by_source = run.phases.evaluate(run.phase, run.state.params, cfg.eval_steps)
         logged = []
         if result is not None:
             self.last = dict(result, step=run.step, split="eval")
-            self.metrics.write(self.last)
             logged.append(self.last)
+        for name, metrics in by_source.items():  # one record per eval source (language)
+            logged.append(dict(metrics, step=run.step, split="eval", source=name))
+        for record in logged:
+            self.metrics.write(record)
         self.metrics.restart_interval()  # eval time is not training time
         return logged
 

@@ -94,6 +94,8 @@ class MetricsWriter:
             self._file.flush()
         if self._tb is not None:
             prefix = record.get("split", "train")
+            if "source" in record:
+                prefix = f"{prefix}/{record['source']}"
             for key, value in record.items():
                 if isinstance(value, (int, float)) and key != "step":
                     self._tb.add_scalar(f"{prefix}/{key}", value, record["step"])
@@ -104,7 +106,8 @@ class MetricsWriter:
         step = record["step"]
         eta = (self.total_steps - step) * seconds_per_step
         if record.get("split") == "eval":
-            parts = [f"eval   step {step}/{self.total_steps}", f"loss {record['loss']:.4f}"]
+            where = f"eval {record['source']}" if "source" in record else "eval  "
+            parts = [f"{where} step {step}/{self.total_steps}", f"loss {record['loss']:.4f}"]
             parts += [f"{k} {record[k]:.4f}" for k in record
                       if k.endswith("accuracy") or k.endswith("_loss")]
         else:

@@ -26,7 +26,6 @@ def train_data(cfg, objective, phase):
     """(dataset, signature): the signature (examples per source, weights) is saved
     with the data position, so a resume into other data is refused."""
     specs = sources.split_sources(cfg.data.train_files)
-    weights = sources.source_weights(cfg.data.train_files, cfg.data.train_weights)
     transform = objective.transform(phase, train=True)
     seed = cfg.seed * 1000 + phase.index
     parts = []
@@ -36,6 +35,7 @@ def train_data(cfg, objective, phase):
             check_enough(parts[-1], phase, spec)
         elif not len(parts[-1]):
             raise UserError(f"{spec} yields no examples at seq_len {phase.seq_len}: too little text")
+    weights = mixing_weights(cfg, objective, specs)
     signature = {"examples": [len(p) for p in parts], "weights": weights}
     if len(specs) == 1:
         ds = pipeline.make_dataset(parts[0], transform, phase.global_batch_size, seed=seed)
@@ -43,6 +43,29 @@ def train_data(cfg, objective, phase):
         ds = pipeline.make_dataset(parts, transform, phase.global_batch_size, seed=seed,
                                    weights=weights)
     return ds, signature
+
+
+def mixing_weights(cfg, objective, specs):
+    """The train sources' sampling probabilities: data.train_weights, or temperature
+    sampling over their token counts (data.mixing_alpha), or equal."""
+    data = cfg.data
+    sizes = None
+    if data.mixing_alpha and not data.train_weights and len(specs) > 1:
+        sizes = [objective.corpus.tokens(spec) for spec in specs]
+    return sources.source_weights(data.train_files, data.train_weights, data.mixing_alpha, sizes)
+
+
+def eval_sources(cfg) -> list:
+    """[(name, spec)] of the eval sets: the held-out part of each train source
+    (data.eval_split_percent), else data.eval_files' sources; [] without either."""
+    data = cfg.data
+    if data.eval_split_percent:
+        return list(zip(sources.source_names(data.train_files, data.train_source_names),
+                        sources.split_sources(data.train_files)))
+    if not data.eval_files:
+        return []
+    return list(zip(sources.source_names(data.eval_files, key="data.eval_files"),
+                    sources.split_sources(data.eval_files)))
 
 
 class Phases:
@@ -68,22 +91,19 @@ class Phases:
         return pipeline.make_iterator(dataset, signature=signature,
                                       worker_processes=self.cfg.data.worker_processes)
 
-    def eval_dataset(self, phase):
-        """The phase's eval batches (built once), or None without eval files."""
-        if not self.cfg.data.eval_files:
-            return None
+    def eval_datasets(self, phase):
+        """{source name: the phase's eval batches} (built once); {} without eval data.
+        One source keeps one dataset of all its examples."""
         if phase.index not in self._eval_ds:
-            examples = [x for spec in sources.split_sources(self.cfg.data.eval_files)
-                        for x in self.objective.examples(spec, phase, train=False)]
-            check_enough(examples, phase, self.cfg.data.eval_files)
-            self._eval_ds[phase.index] = pipeline.make_dataset(
-                examples, self.objective.transform(phase, train=False), phase.global_batch_size,
-                seed=12345 + phase.index, shuffle=False)
+            datasets = {}
+            for name, spec in eval_sources(self.cfg):
+                examples = self.objective.examples(spec, phase, train=False)
+                check_enough(examples, phase, spec)
+                datasets[name] = pipeline.make_dataset(
+                    examples, self.objective.transform(phase, train=False),
+                    phase.global_batch_size, seed=12345 + phase.index, shuffle=False)
+            self._eval_ds[phase.index] = datasets
         return self._eval_ds[phase.index]
-
-    def eval_iterator(self, phase):
-        dataset = self.eval_dataset(phase)
-        return None if dataset is None else pipeline.make_iterator(dataset)
 
     def train_step(self, phase):
         if phase.index not in self._steps:
@@ -104,14 +124,23 @@ class Phases:
                 for k, v in local_batch.items()}
 
     def evaluate(self, phase, params, eval_steps: int):
-        """The objective's eval metrics over `eval_steps` batches, or None without eval files."""
-        iterator = self.eval_iterator(phase)
-        if iterator is None:
-            return None
+        """(metrics, {source: metrics}) over `eval_steps` batches of each eval source (the
+        first over all of them; the second empty with one source), or (None, {})."""
+        datasets = self.eval_datasets(phase)
+        if not datasets:
+            return None, {}
         eval_step = self.eval_step(phase)
-        totals = None
-        for _ in range(eval_steps):
-            sums = jax.device_get(eval_step(params, self.to_global(next(iterator))))
-            totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
-        del iterator
-        return self.objective.eval_metrics(totals)
+        sums = {}
+        for name, dataset in datasets.items():
+            iterator = pipeline.make_iterator(dataset)
+            for _ in range(eval_steps):
+                batch = jax.device_get(eval_step(params, self.to_global(next(iterator))))
+                sums[name] = batch if name not in sums else {
+                    k: sums[name][k] + batch[k] for k in batch}
+            del iterator
+        overall = None
+        for totals in sums.values():
+            overall = totals if overall is None else {k: overall[k] + totals[k] for k in overall}
+        by_source = ({} if len(sums) == 1 else
+                     {name: self.objective.eval_metrics(totals) for name, totals in sums.items()})
+        return self.objective.eval_metrics(overall), by_source

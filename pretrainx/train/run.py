@@ -139,7 +139,7 @@ class Run:
                 self.state = init(cfg, self.state, shardings)
             self.iterator = self.phases.train_iterator(config_lib.phase_at(cfg, 0))
         self.phase = config_lib.phase_at(cfg, self.step)
-        self.phases.eval_dataset(self.phase)  # a bad eval corpus fails now
+        self.phases.eval_datasets(self.phase)  # a bad eval corpus fails now
         # Written only once the run is sure to start: a refused run changes nothing.
         _writable(workdir, lambda: (epath.Path(workdir) / "config.json").write_text(
             cfg.to_json(sort_keys=True)))
