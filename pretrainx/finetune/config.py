@@ -41,6 +41,13 @@ def finetune_config() -> ml_collections.ConfigDict:
     c.optimizer.eps = 1e-6
     c.optimizer.weight_decay = 0.01
     c.optimizer.grad_clip = 1.0
+    c.optimizer.stlr_ratio = 32.0  # schedule slanted_triangular: peak / lowest rate (ULMFiT)
+    # ULMFiT (Howard and Ruder 2018) and ELECTRA / DeBERTa fine-tuning: a layer's rate is
+    # the head's times layer_lr_decay^(layers above it); embeddings lowest. 1: off.
+    c.optimizer.layer_lr_decay = 1.0
+    # ULMFiT's gradual unfreezing: epoch 1 trains the head, each later epoch one more
+    # layer from the top (the embeddings last); frozen parameters stay bit-identical.
+    c.optimizer.gradual_unfreezing = False
 
     c.data = ml_collections.ConfigDict()
     c.data.glue_dir = ""  # the folder holding SST-2/, CoLA/, ... as GLUE ships them
@@ -80,6 +87,11 @@ def validate(cfg) -> ml_collections.ConfigDict:
                          "eval_batch_size", "max_skipped_steps")
     if cfg.optimizer.learning_rate <= 0:
         raise UserError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be positive")
+    config_lib.choice(cfg.optimizer.schedule, "optimizer.schedule", config_lib.SCHEDULES)
+    config_lib.check_stlr_ratio(cfg.optimizer)
+    if not 0.0 < cfg.optimizer.layer_lr_decay <= 1.0:
+        raise UserError(f"config key 'optimizer.layer_lr_decay' is "
+                        f"{cfg.optimizer.layer_lr_decay}; expected (0, 1] (ELECTRA: 0.8)")
     if not 0.0 <= cfg.optimizer.warmup_fraction < 1.0:
         raise UserError(f"optimizer.warmup_fraction={cfg.optimizer.warmup_fraction} must be "
                         "in [0, 1)")

@@ -20,7 +20,7 @@ from pretrainx import interop, models, sampling, sharding
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.finetune import config as ft_config
-from pretrainx.finetune import task_data
+from pretrainx.finetune import layerwise, task_data
 from pretrainx.models import bert, peft as peft_lib
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, state as state_lib, step as step_lib
@@ -140,17 +140,29 @@ class _Setup:
                     and self.pretrained.labels == data.labels)
 
 
-def _optimizer(cfg, total_steps, peft):
+def _optimizer(cfg, total_steps, peft, shapes, steps_per_epoch):
+    """The recipe's optimizer; PEFT freezes what its method leaves out; ULMFiT's
+    layer-wise rates and gradual unfreezing (finetune/layerwise.py) wrap it."""
     opt = cfg.optimizer.to_dict()
     opt["warmup_steps"] = int(round(opt.pop("warmup_fraction") * total_steps))
     opt = ml_collections.ConfigDict(opt)
     tx = optim.make_optimizer(opt, total_steps)
     schedule = optim.learning_rate_schedule(opt, total_steps)
+    heads = bert.BertForFineTuning.head_modules
     if peft.method != "none":
-        heads = bert.BertForFineTuning.head_modules
         tx = optax.multi_transform(
             {"train": tx, "freeze": optax.set_to_zero()},
             lambda params: peft_lib.trainable_labels(params, peft, heads))
+    if opt.layer_lr_decay < 1 or opt.gradual_unfreezing:
+        depth, top = layerwise.depths(shapes, heads)
+        tx = optim.layerwise(
+            tx, layerwise.learning_rate_scales(depth, top, opt.layer_lr_decay),
+            layerwise.unfreeze_steps(depth, top, steps_per_epoch, opt.gradual_unfreezing))
+        unfrozen = min(cfg.epochs, top + 1) if opt.gradual_unfreezing else top + 1
+        metrics_lib.log(f"  ULMFiT: layer_lr_decay {opt.layer_lr_decay} over {top + 1} depths "
+                        f"(embeddings x{opt.layer_lr_decay ** top:.3g}); gradual unfreezing "
+                        f"{'on' if opt.gradual_unfreezing else 'off'}: the top {unfrozen} of "
+                        f"{top + 1} depths train by the last epoch")
     return tx, schedule
 
 
@@ -177,9 +189,10 @@ def train(cfg, workdir: str, devices=None) -> dict:
     if batch % dp or cfg.eval_batch_size % dp:
         raise UserError(f"global_batch_size={batch} and eval_batch_size={cfg.eval_batch_size} "
                         f"must divide over {dp} data-parallel devices")
-    tx, schedule = _optimizer(cfg, total_steps, setup.peft)
     example = _rows(data.train, np.zeros(1, np.int64))
     model = setup.model(data.head, data.num_labels)
+    shapes = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.key(0), example))["params"])
+    tx, schedule = _optimizer(cfg, total_steps, setup.peft, shapes, steps_per_epoch)
     objective = TaskLoss(data.head, data.regression)
     state, shardings = state_lib.create_state(model, tx, example, cfg.seed, mesh, rules)
     fresh = jax.device_get(state.params)

@@ -15,6 +15,9 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
     cosine is GPT's: the warmup, then half a cosine down to 0 at `total_steps`.
     rsqrt is T5's: learning_rate * sqrt(warmup) / sqrt(max(step, warmup)), which with
     learning_rate 0.01 and warmup 10^4 is the paper's 1/sqrt(max(step, 10^4)).
+    slanted_triangular is ULMFiT's (Howard and Ruder 2018, eq. 3): a linear rise from
+    peak/ratio to the peak at `warmup_steps` (their cut), then a linear fall back to
+    peak/ratio at `total_steps`; ratio is `stlr_ratio` (32 in the paper).
     """
     peak = opt_cfg.learning_rate
     warmup = max(int(opt_cfg.warmup_steps), 0)
@@ -30,6 +33,12 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
         elif kind == "cosine":  # GPT-1/2: half a cosine from the peak to 0 after warmup
             progress = jnp.clip((step - warmup) / max(total_steps - warmup, 1), 0.0, 1.0)
             after = peak * 0.5 * (1.0 + jnp.cos(jnp.pi * progress))
+        elif kind == "slanted_triangular":
+            ratio = float(opt_cfg.get("stlr_ratio", 32.0))
+            cut = max(warmup, 1)
+            p = jnp.where(step < cut, step / cut,
+                          1.0 - (step - cut) / max(total_steps - cut, 1))
+            return peak * (1.0 + jnp.clip(p, 0.0, 1.0) * (ratio - 1.0)) / ratio
         elif kind == "bert_linear":
             after = peak * jnp.maximum(0.0, 1.0 - step / total_steps)
         else:  # warmup_linear
@@ -115,6 +124,33 @@ def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = ()) -> optax.Gradi
         return jax.tree_util.tree_map_with_path(label, params)
 
     return optax.multi_transform({"trained": tx, "frozen": optax.set_to_zero()}, labels)
+
+
+def layerwise(tx: optax.GradientTransformation, scales, unfreeze_at) -> optax.GradientTransformation:
+    """`tx` with a learning-rate factor per parameter (`scales`, a tree of floats: ULMFiT's
+    and ELECTRA's layer-wise decay) and a step from which each parameter trains
+    (`unfreeze_at`, a tree of ints: ULMFiT's gradual unfreezing). Before that step a
+    parameter's gradient is zeroed (its Adam moments stay 0) and so is its update (no
+    weight decay either): it stays bit-identical. The step count is a schedule's
+    counter in the state: a restored state goes on where it was, and a skipped
+    (non-finite) step advances it as it advances the learning rate."""
+    tree = jax.tree_util
+
+    def init(params):
+        return (tx.init(params), optax.ScaleByScheduleState(count=jnp.zeros([], jnp.int32)))
+
+    def update(grads, state, params=None):
+        inner, counter = state
+        count = counter.count
+        live = tree.tree_map(lambda at: count >= at, unfreeze_at)
+        grads = tree.tree_map(lambda g, on: jnp.where(on, g, jnp.zeros_like(g)), grads, live)
+        updates, inner = tx.update(grads, inner, params)
+        updates = tree.tree_map(
+            lambda u, k, on: jnp.where(on, u * jnp.asarray(k, u.dtype), jnp.zeros_like(u)),
+            updates, scales, live)
+        return updates, (inner, optax.ScaleByScheduleState(optax.safe_int32_increment(count)))
+
+    return optax.GradientTransformation(init, update)
 
 
 def _recipe_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation:
