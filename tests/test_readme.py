@@ -56,6 +56,12 @@ TINY = {"quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BER
         "t5": {**T5_TINY, "data.train_files": str(ALICE)}, "gpt2": GPT2_TINY,
         "elmo": {**ELMO_TINY, "data.train_files": str(ALICE)}, "finetune": FINETUNE_TINY,
         "roberta": {**GPT2_TINY, "data.max_predictions_per_seq": 5},
+        # two of the eight languages: the mixing and the per-language eval, in seconds
+        "multilingual": {**GPT2_TINY, "data.max_predictions_per_seq": 5,
+                         "data.train_files": ";".join(
+                             str(SHARED_DATA / "corpus" / "multilingual" / f"fortunes.{x}.txt")
+                             for x in ("pt", "es")),
+                         "data.train_source_names": "pt,es"},
         "spanbert": {**GPT2_TINY, "data.max_predictions_per_seq": 5,
                      "model.vocab_size": 30522},
         "electra": {**GPT2_TINY, "model.hidden_size": 48, "model.embedding_size": 16,
@@ -160,7 +166,8 @@ class Sandbox:
                 ("/data/books/*.txt.gz", self._gzipped_book()),
                 ("tfds:wikipedia/20230601.en", "tfds:pretrainx_text/wiki@train"),
                 ("/data/bert_prepared", str(self.root / "bert_prepared")),
-                ("--config.data.glue_dir=DIR", f"--config.data.glue_dir={SHARED_DATA / 'glue'}")]
+                ("--config.data.glue_dir=DIR", f"--config.data.glue_dir={SHARED_DATA / 'glue'}"),
+                ("../shared/data", str(SHARED_DATA))]
         out = []
         for word in words:
             for old, new in subs:
