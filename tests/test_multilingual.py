@@ -50,7 +50,7 @@ def test_row_sources_replay_the_mix_exactly():
 
 
 def test_held_out_documents_never_train(multilingual):
-    """data.eval_split_percent: the first 5% of a source's documents are its eval set,
+    """data.eval_split_percent: the first 10% of a source's documents are its eval set,
     the rest its training set, and the token count that mixing weighs is the rest's."""
     cfg = load_config("multilingual_quickstart.py")
     tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=False)
@@ -58,7 +58,7 @@ def test_held_out_documents_never_train(multilingual):
     spec = str(multilingual / "fortunes.pt.txt")
     every, train, held = (reader.documents(spec), reader.split_documents(spec, True),
                           reader.split_documents(spec, False))
-    assert len(held) == max(int(len(every) * 0.05), 1) and held + train == every
+    assert len(held) == max(int(len(every) * 0.10), 1) and held + train == every
     assert reader.tokens(spec) == sum(s.size for d in train for s in d) < \
         reader.stats[spec]["tokens"]
 
@@ -78,9 +78,9 @@ def test_stats_print_drawn_and_expected_source_fractions(multilingual):
     tokens = {name: s["tokens"] for name, s in zip(drawn, stats["sources"].values())}
     share = tokens["pt"] / sum(tokens.values())
     assert share < 0.03 and 0.07 < expected["pt"] < 0.09
-    # the formula, up to the 5% held out of each source
+    # the formula over all of each source's tokens, up to the 10% of documents held out
     ratio = expected["pt"] / expected["de"]
-    assert ratio == pytest.approx((tokens["pt"] / tokens["de"]) ** 0.3, rel=0.02)
+    assert ratio == pytest.approx((tokens["pt"] / tokens["de"]) ** 0.3, rel=0.05)
 
 
 def _small_run(multilingual, **overrides):
