@@ -119,18 +119,21 @@ def test_multilingual_vocabulary_gives_a_small_language_pieces(multilingual, tmp
     """Sampling the tokenizer's input at alpha 0.3 (as XLM-R trained its SentencePiece
     model) encodes the smallest language in fewer pieces than taking every line once."""
     groups = [[str(multilingual / f"fortunes.{x}.txt")] for x in ("de", "ru", "pt")]
-    lines, report = temperature_sample(groups, 0.3, 30_000)
-    assert sum(r["drawn"] for r in report) == pytest.approx(30_000, abs=3)
-    assert report[2]["drawn"] > report[2]["lines"]  # Portuguese is repeated
+    lines, report = temperature_sample(groups, 0.3, 12_000)
+    assert sum(r["drawn"] for r in report) == pytest.approx(12_000, abs=3)
+    # Portuguese (5% of the lines) is drawn for 20% of them, German (53%) for 41%
+    shares = [r["drawn"] / 12_000 for r in report]
+    lines_share = [r["lines"] / sum(x["lines"] for x in report) for r in report]
+    assert shares[2] > 2 * lines_share[2] and shares[0] < lines_share[0]
     flat = [f for g in groups for f in g]
     sampled = train_sentencepiece(flat, str(tmp_path / "sampled"), 2000, lower_case=False,
                                   lines=lines)
     plain = train_sentencepiece(flat, str(tmp_path / "plain"), 2000, lower_case=False,
-                                max_sentences=30_000)
+                                max_sentences=12_000)
     text = (multilingual / "fortunes.pt.txt").read_text(encoding="utf-8")[-20_000:]
     count = {name: len(spm.SentencePieceProcessor(model_file=path).encode(text))
              for name, path in (("sampled", sampled), ("plain", plain))}
-    assert count["sampled"] < 0.97 * count["plain"], count
+    assert count["sampled"] < 0.9 * count["plain"], count  # measured 0.82
 
 
 @pytest.mark.parametrize("key, value, needle", [
