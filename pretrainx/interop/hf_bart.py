@@ -1,0 +1,184 @@
+"""BART parameters <-> HuggingFace `BartForConditionalGeneration` state dicts and config.
+
+HF keeps the shared token table as `model.shared` (and copies it as each stack's
+`embed_tokens` and as `lm_head`), each stack's position table with its two offset rows
+(`embed_positions`, 1026 x d for 1,024 positions), and `final_logits_bias` as a
+[1, vocab] buffer. Kernels are [in, out] here, [out, in] there; biases are 1-D.
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+from pretrainx.data import bpe
+from pretrainx.errors import UserError
+import pretrainx.interop.hf as hf_lib
+from pretrainx.models import bart
+
+
+def _linear(ours, hf):
+    return [(ours + ("kernel",), f"{hf}.weight", "linear"), (ours + ("bias",), f"{hf}.bias", "same")]
+
+
+def _attention(ours, hf):
+    pairs = []
+    for name, short in (("query", "q_proj"), ("key", "k_proj"), ("value", "v_proj")):
+        pairs += [(ours + (name, "kernel"), f"{hf}.{short}.weight", "qkv"),
+                  (ours + (name, "bias"), f"{hf}.{short}.bias", "qkv_bias")]
+    return pairs + [(ours + ("out", "kernel"), f"{hf}.out_proj.weight", "out"),
+                    (ours + ("out", "bias"), f"{hf}.out_proj.bias", "same")]
+
+
+def _norm(ours, hf):
+    return [(ours + ("scale",), f"{hf}.weight", "same"), (ours + ("bias",), f"{hf}.bias", "same")]
+
+
+def name_pairs(cfg) -> list:
+    pairs = [(("token_embed", "embedding"), "model.shared.weight", "same"),
+             (("final_logits_bias",), "final_logits_bias", "row")]
+    for stack in ("encoder", "decoder"):
+        pairs += [((f"{stack}_position_embed", "embedding"),
+                   f"model.{stack}.embed_positions.weight", "same")]
+        pairs += _norm((f"{stack}_embed_norm",), f"model.{stack}.layernorm_embedding")
+    for i in range(cfg.num_layers):
+        hf, ours = f"model.encoder.layers.{i}", (f"encoder_{i}",)
+        pairs += _attention(ours + ("attention",), f"{hf}.self_attn")
+        pairs += _norm(ours + ("attention_norm",), f"{hf}.self_attn_layer_norm")
+        pairs += _linear(ours + ("mlp", "wi"), f"{hf}.fc1") + _linear(ours + ("mlp", "wo"),
+                                                                      f"{hf}.fc2")
+        pairs += _norm(ours + ("mlp_norm",), f"{hf}.final_layer_norm")
+    for i in range(cfg.num_decoder_layers):
+        hf, ours = f"model.decoder.layers.{i}", (f"decoder_{i}",)
+        pairs += _attention(ours + ("self_attention",), f"{hf}.self_attn")
+        pairs += _norm(ours + ("self_attention_norm",), f"{hf}.self_attn_layer_norm")
+        pairs += _attention(ours + ("cross_attention",), f"{hf}.encoder_attn")
+        pairs += _norm(ours + ("cross_attention_norm",), f"{hf}.encoder_attn_layer_norm")
+        pairs += _linear(ours + ("mlp", "wi"), f"{hf}.fc1") + _linear(ours + ("mlp", "wo"),
+                                                                      f"{hf}.fc2")
+        pairs += _norm(ours + ("mlp_norm",), f"{hf}.final_layer_norm")
+    return pairs
+
+
+def to_hf_state(params, cfg) -> dict:
+    out = {}
+    for path, name, kind in name_pairs(cfg):
+        x = params
+        for key in path:
+            x = x[key]
+        x = np.asarray(x, np.float32)
+        if kind == "qkv":
+            x = x.reshape(x.shape[0], -1).T
+        elif kind == "qkv_bias":
+            x = x.reshape(-1)
+        elif kind == "out":
+            x = x.reshape(-1, x.shape[-1]).T
+        elif kind == "linear":
+            x = x.T
+        elif kind == "row":
+            x = x[None, :]
+        out[name] = np.ascontiguousarray(x)
+    for tied in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
+                 "lm_head.weight"):
+        out[tied] = out["model.shared.weight"]
+    return out
+
+
+def from_hf_state(state, cfg, source: str) -> dict:
+    heads, head_dim = cfg.num_heads, cfg.hidden_size // cfg.num_heads
+    state = dict(state)
+    if "model.shared.weight" not in state and "model.encoder.embed_tokens.weight" in state:
+        state["model.shared.weight"] = state["model.encoder.embed_tokens.weight"]
+    state.setdefault("final_logits_bias", np.zeros((1, cfg.vocab_size), np.float32))
+    params = {}
+    for path, name, kind in name_pairs(cfg):
+        if name not in state:
+            raise UserError(f"{source}: no tensor {name} (expected for a BART with "
+                            f"{cfg.num_layers}+{cfg.num_decoder_layers} layers)")
+        x = np.asarray(state[name], np.float32)
+        if kind == "qkv":
+            x = x.T.reshape(x.shape[1], heads, head_dim)
+        elif kind == "qkv_bias":
+            x = x.reshape(heads, head_dim)
+        elif kind == "out":
+            x = x.T.reshape(heads, head_dim, x.shape[0])
+        elif kind == "linear":
+            x = x.T
+        elif kind == "row":
+            x = x.reshape(-1)
+        tree = params
+        for key in path[:-1]:
+            tree = tree.setdefault(key, {})
+        tree[path[-1]] = x
+    return params
+
+
+def to_hf_config(cfg, tokenizer) -> dict:
+    return {
+        "architectures": ["BartForConditionalGeneration"], "model_type": "bart",
+        "vocab_size": cfg.vocab_size, "d_model": cfg.hidden_size,
+        "encoder_layers": cfg.num_layers, "decoder_layers": cfg.num_decoder_layers,
+        "encoder_attention_heads": cfg.num_heads, "decoder_attention_heads": cfg.num_heads,
+        "encoder_ffn_dim": cfg.mlp_dim, "decoder_ffn_dim": cfg.mlp_dim,
+        "max_position_embeddings": cfg.max_position_embeddings,
+        "activation_function": cfg.hidden_act, "dropout": cfg.dropout_rate,
+        "attention_dropout": cfg.attention_dropout_rate,
+        "activation_dropout": cfg.activation_dropout_rate, "init_std": cfg.initializer_range,
+        "scale_embedding": False, "is_encoder_decoder": True, "tie_word_embeddings": True,
+        "pad_token_id": int(tokenizer.pad_id), "bos_token_id": int(tokenizer.cls_id),
+        "eos_token_id": int(tokenizer.sep_id), "decoder_start_token_id": int(tokenizer.sep_id),
+        "forced_eos_token_id": int(tokenizer.sep_id), "torch_dtype": "float32",
+    }
+
+
+def model_config_from_hf(hf: dict, base, source: str):
+    for key, wanted in (("scale_embedding", False), ("normalize_before", False),
+                        ("add_final_layer_norm", False)):
+        if bool(hf.get(key, False)) != wanted:
+            raise UserError(f"{source}: {key}={hf.get(key)} is not BART's (mBART and "
+                            "Pegasus-style variants are not supported)")
+    if hf["encoder_attention_heads"] != hf["decoder_attention_heads"] or \
+            hf["encoder_ffn_dim"] != hf["decoder_ffn_dim"]:
+        raise UserError(f"{source}: encoder and decoder of different widths are not supported")
+    m = base
+    m.vocab_size = hf["vocab_size"]
+    m.hidden_size = hf["d_model"]
+    m.num_layers = hf["encoder_layers"]
+    m.num_decoder_layers = hf["decoder_layers"]
+    m.num_heads = hf["encoder_attention_heads"]
+    m.mlp_dim = hf["encoder_ffn_dim"]
+    m.max_position_embeddings = hf["max_position_embeddings"]
+    m.hidden_act = hf.get("activation_function", "gelu")
+    m.dropout_rate = hf.get("dropout", 0.1)
+    m.attention_dropout_rate = hf.get("attention_dropout", 0.0)
+    m.activation_dropout_rate = hf.get("activation_dropout", 0.0)
+    m.initializer_range = hf.get("init_std", 0.02)
+    return m
+
+
+def _read(hf: dict, state: dict, path: str) -> dict:
+    model = model_config_from_hf(hf, bart.default_config(), os.path.join(path, "config.json"))
+    tokenizer, _ = hf_lib.tokenizer_of(path)
+    return dict(model=model, params=from_hf_state(state, model, path), tokenizer=tokenizer,
+                lower_case=False, head="seq2seq")
+
+
+def _write(pretrained, params, tokenizer):
+    return to_hf_state(params, pretrained.model), to_hf_config(pretrained.model, tokenizer)
+
+
+def _write_tokenizer(pretrained, tokenizer, output) -> list:
+    _, merges = bpe.files_in(pretrained.tokenizer)
+    with open(os.path.join(output, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(bpe.vocab_json(tokenizer), f, ensure_ascii=False)
+    shutil.copyfile(merges, os.path.join(output, "merges.txt"))
+    special = hf_lib.special_tokens(tokenizer)
+    special.update(bos_token=special["cls_token"], eos_token=special["sep_token"])
+    config = dict(tokenizer_class="BartTokenizer", add_prefix_space=False,
+                  model_max_length=int(pretrained.model.max_position_embeddings))
+    return ["vocab.json", "merges.txt"] + hf_lib.write_tokenizer_config(output, config, special)
+
+
+hf_lib.ADAPTERS.register(hf_lib.Adapter(name="bart", model_type="bart", read=_read,
+                                        write=_write, write_tokenizer=_write_tokenizer))

@@ -1,0 +1,195 @@
+"""BART as released (Lewis et al. 2020; fairseq's bart.base / bart.large, HF's
+BartForConditionalGeneration): a post-LN encoder-decoder.
+
+Token embeddings shared by encoder, decoder and the output layer (plus a zero-initialised
+`final_logits_bias`), learned positions numbered from 2 (fairseq's padding_idx + 1; HF's
+offset of 2), a LayerNorm on the embeddings of each stack, post-LN blocks with biases
+and exact GELU, queries scaled by head_dim^-0.5. Packed rows carry `*_segment_ids`
+(0 = padding) and `*_positions` restarting at each segment: no attention crosses a
+segment in the encoder, the decoder or between them.
+"""
+
+import jax.numpy as jnp
+import ml_collections
+from flax import linen as nn
+
+from pretrainx import models
+from pretrainx.models import layers
+
+POSITION_OFFSET = 2
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """bart.base's model keys: 6 + 6 layers, d_model 768, 12 heads, FFN 3072, GPT-2's
+    byte-level BPE in fairseq's layout (50,265 ids), 1,024 positions."""
+    m = ml_collections.ConfigDict()
+    m.family = "bart"
+    m.num_layers = 6  # encoder layers
+    m.num_decoder_layers = 6
+    m.hidden_size = 768
+    m.num_heads = 12
+    m.mlp_dim = 3072
+    m.vocab_size = 50265
+    m.max_position_embeddings = 1024
+    m.dropout_rate = 0.1
+    m.attention_dropout_rate = 0.1
+    m.activation_dropout_rate = 0.1
+    m.layer_norm_eps = 1e-5
+    m.initializer_range = 0.02
+    m.hidden_act = "gelu"
+    m.dtype = "float32"
+    m.remat = "none"
+    m.scan_layers = False
+    m.float32_attention_logits = False
+    return m
+
+
+def _attention(cfg, dtype, name):
+    return layers.MultiHeadAttention(
+        num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
+        dropout_rate=cfg.attention_dropout_rate, dtype=dtype,
+        kernel_init=nn.initializers.normal(cfg.initializer_range),
+        float32_logits=cfg.float32_attention_logits, name=name)
+
+
+class FeedForward(nn.Module):
+    """fc1 -> GELU -> dropout (fairseq's activation_dropout) -> fc2."""
+    cfg: ml_collections.ConfigDict
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x, deterministic):
+        cfg = self.cfg
+        init = nn.initializers.normal(cfg.initializer_range)
+        h = layers.Dense(cfg.mlp_dim, ("embed", "mlp"), dtype=self.dtype, kernel_init=init,
+                         name="wi")(x)
+        h = layers.constrain(layers.activation(cfg.hidden_act)(h), ("batch", "length", "mlp"))
+        h = layers.Dropout(cfg.activation_dropout_rate)(h, deterministic=deterministic)
+        return layers.Dense(x.shape[-1], ("mlp", "embed"), dtype=self.dtype, kernel_init=init,
+                            name="wo")(h)
+
+
+class EncoderLayer(nn.Module):
+    cfg: ml_collections.ConfigDict
+    dtype: jnp.dtype
+    scanned: bool = False
+
+    @nn.compact
+    def __call__(self, x, bias, deterministic):
+        cfg = self.cfg
+        norm = lambda name: layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name=name)  # noqa
+        drop = lambda y: layers.Dropout(cfg.dropout_rate)(y, deterministic=deterministic)  # noqa
+        y = _attention(cfg, self.dtype, "attention")(x, x, bias, deterministic)
+        x = norm("attention_norm")(x + drop(y))
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        x = norm("mlp_norm")(x + drop(FeedForward(cfg, self.dtype, name="mlp")(x, deterministic)))
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        return (x, None) if self.scanned else x
+
+
+class DecoderLayer(nn.Module):
+    cfg: ml_collections.ConfigDict
+    dtype: jnp.dtype
+    scanned: bool = False
+
+    @nn.compact
+    def __call__(self, x, encoded, self_bias, cross_bias, deterministic):
+        cfg = self.cfg
+        norm = lambda name: layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name=name)  # noqa
+        drop = lambda y: layers.Dropout(cfg.dropout_rate)(y, deterministic=deterministic)  # noqa
+        y = _attention(cfg, self.dtype, "self_attention")(x, x, self_bias, deterministic)
+        x = norm("self_attention_norm")(x + drop(y))
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        y = _attention(cfg, self.dtype, "cross_attention")(x, encoded, cross_bias, deterministic)
+        x = norm("cross_attention_norm")(x + drop(y))
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        x = norm("mlp_norm")(x + drop(FeedForward(cfg, self.dtype, name="mlp")(x, deterministic)))
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        return (x, None) if self.scanned else x
+
+
+def _positions(batch, name, tokens):
+    """A batch's `name` positions (restarting at each packed segment), or 0, 1, ..."""
+    if name in batch:
+        return batch[name]
+    return jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
+
+
+class Bart(nn.Module):
+    """(batch of inputs/targets) -> decoder logits [batch, targets_length, vocab]."""
+    cfg: ml_collections.ConfigDict
+
+    def setup(self):
+        cfg = self.cfg
+        self.dtype = jnp.dtype(cfg.dtype)
+        init = nn.initializers.normal(cfg.initializer_range)
+        self.token_embed = layers.Embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
+                                        self.dtype, init)
+        position = lambda name: layers.Embed(  # noqa: E731
+            cfg.max_position_embeddings + POSITION_OFFSET, cfg.hidden_size,
+            ("position", "embed"), self.dtype, init, name=name)
+        self.encoder_position_embed = position("encoder_position_embed")
+        self.decoder_position_embed = position("decoder_position_embed")
+        self.encoder_embed_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
+        self.decoder_embed_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
+        self.encoder_layers = layers.layer_stack(EncoderLayer, cfg, self.dtype, cfg.num_layers,
+                                                 "encoder", static_argnums=(3,))
+        self.decoder_layers = layers.layer_stack(DecoderLayer, cfg, self.dtype,
+                                                 cfg.num_decoder_layers, "decoder",
+                                                 static_argnums=(5,))
+        self.dropout = layers.Dropout(cfg.dropout_rate)
+        self.final_logits_bias = self.param(
+            "final_logits_bias", nn.with_logical_partitioning(nn.initializers.zeros, ("vocab",)),
+            (cfg.vocab_size,), jnp.float32)
+
+    def _embed(self, tokens, positions, position_embed, norm, deterministic):
+        x = self.token_embed(tokens) + position_embed(positions + POSITION_OFFSET)
+        x = self.dropout(norm(x), deterministic)
+        return layers.constrain(x, ("batch", "length", "embed"))
+
+    def encode(self, tokens, segment_ids, positions, deterministic):
+        x = self._embed(tokens, positions, self.encoder_position_embed,
+                        self.encoder_embed_norm, deterministic)
+        bias = layers.mask_to_bias(layers.segment_mask(segment_ids, segment_ids), self.dtype)
+        return layers.apply_stack(self.encoder_layers, x, bias, deterministic)
+
+    def decode(self, encoded, encoder_segment_ids, tokens, segment_ids, positions,
+               deterministic):
+        x = self._embed(tokens, positions, self.decoder_position_embed,
+                        self.decoder_embed_norm, deterministic)
+        self_bias = layers.mask_to_bias(
+            layers.segment_mask(segment_ids, segment_ids, causal=True), self.dtype)
+        cross_bias = layers.mask_to_bias(
+            layers.segment_mask(segment_ids, encoder_segment_ids), self.dtype)
+        x = layers.apply_stack(self.decoder_layers, x, encoded, self_bias, cross_bias,
+                               deterministic)
+        logits = self.token_embed.attend(x) + self.final_logits_bias.astype(self.dtype)
+        return layers.constrain(logits, ("batch", "length", "vocab"))
+
+    def __call__(self, batch, deterministic: bool = True):
+        inputs, targets = batch["encoder_input_tokens"], batch["decoder_input_tokens"]
+        encoded = self.encode(inputs, batch["encoder_segment_ids"],
+                              _positions(batch, "encoder_positions", inputs), deterministic)
+        logits = self.decode(encoded, batch["encoder_segment_ids"], targets,
+                             batch["decoder_segment_ids"],
+                             _positions(batch, "decoder_positions", targets), deterministic)
+        return {"logits": logits.astype(jnp.float32)}
+
+
+def flops_per_example(cfg: ml_collections.ConfigDict, inputs_length: int,
+                      targets_length: int) -> float:
+    """Training FLOPs of one row (forward x 3), 2 FLOPs a multiply-add: T5's count
+    with inner = d_model, a 2-matrix FFN and the tied d x vocab output."""
+    d, mlp, v = cfg.hidden_size, cfg.mlp_dim, cfg.vocab_size
+    ff = 2 * d * mlp
+    enc = cfg.num_layers * inputs_length * (4 * d * d + ff + 2 * inputs_length * d)
+    dec_self = 4 * d * d + 2 * targets_length * d
+    dec_cross = 2 * d * d + 2 * inputs_length * d
+    dec = cfg.num_decoder_layers * (targets_length * (dec_self + dec_cross + ff)
+                                    + inputs_length * 2 * d * d)
+    return 3.0 * 2.0 * (enc + dec + targets_length * d * v)
+
+
+models.register(models.Family(name="bart", default_config=default_config,
+                              max_positions="max_position_embeddings",
+                              tokenizer_layout="fairseq"))
