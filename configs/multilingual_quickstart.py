@@ -35,8 +35,9 @@ from pretrainx.objectives import default_config
 
 ASSETS = os.path.join(os.path.dirname(pretrainx.__file__), "assets")
 # The text that ships beside this repository (../shared/data/corpus/multilingual).
-SHARED = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                       "shared", "data", "corpus", "multilingual"))
+SHARED = os.path.normpath(os.path.join(
+    os.path.dirname(os.path.realpath(__file__)), "..", "..", "shared", "data",
+    "corpus", "multilingual"))
 LANGUAGES = ("de", "es", "it", "ru", "cs", "pt", "zh")
 
 

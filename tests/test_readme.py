@@ -54,6 +54,8 @@ FINETUNE_TINY = {"epochs": 1, "global_batch_size": 8, "eval_batch_size": 8, "seq
 # The shrinking overrides of each recipe file the README names (by its name's prefix).
 TINY = {"quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BERT_TINY,
         "t5": {**T5_TINY, "data.train_files": str(ALICE)}, "gpt2": GPT2_TINY,
+        "bart": {**GPT2_TINY, "model.num_decoder_layers": 1,
+                 "model.max_position_embeddings": 32, "data.train_files": str(ALICE)},
         "elmo": {**ELMO_TINY, "data.train_files": str(ALICE)}, "finetune": FINETUNE_TINY,
         "roberta": {**GPT2_TINY, "data.max_predictions_per_seq": 5},
         # two of the eight languages: the mixing and the per-language eval, in seconds

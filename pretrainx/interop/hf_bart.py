@@ -19,7 +19,8 @@ from pretrainx.models import bart
 
 
 def _linear(ours, hf):
-    return [(ours + ("kernel",), f"{hf}.weight", "linear"), (ours + ("bias",), f"{hf}.bias", "same")]
+    return [(ours + ("kernel",), f"{hf}.weight", "linear"),
+            (ours + ("bias",), f"{hf}.bias", "same")]
 
 
 def _attention(ours, hf):
