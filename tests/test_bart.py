@@ -43,6 +43,20 @@ def _batch(rng, lengths=((9, 6), (12, 4))):
     return enc, dec
 
 
+def _assert_same_logits(ours, model, rng):
+    """Our logits and transformers' on padded rows agree within 1e-4 where real."""
+    enc, dec = _batch(rng)
+    mine = np.asarray(bart.Bart(ours.model).apply({"params": ours.params}, {
+        "encoder_input_tokens": enc, "encoder_segment_ids": (enc != 1).astype(np.int32),
+        "decoder_input_tokens": dec, "decoder_segment_ids": (dec != 1).astype(np.int32)},
+    )["logits"])
+    with torch.no_grad():
+        theirs = model(input_ids=torch.tensor(enc, dtype=torch.long),
+                       attention_mask=torch.tensor(enc != 1, dtype=torch.long),
+                       decoder_input_ids=torch.tensor(dec, dtype=torch.long)).logits.numpy()
+    assert np.abs(mine - theirs)[dec != 1].max() <= 1e-4
+
+
 def test_logits_match_transformers_and_the_tensors_round_trip(shared_data, tmp_path):
     """Imported from an HF directory (GPT-2's byte-level files as BART's), ours gives
     transformers' logits within 1e-4 on padded rows, and writes the very tensors back."""
@@ -53,17 +67,7 @@ def test_logits_match_transformers_and_the_tensors_round_trip(shared_data, tmp_p
         shutil.copy(shared_data / "tokenizers" / "gpt2" / name, directory / name)
     loaded = interop.load(str(directory))
     assert loaded.family == "bart" and loaded.head == "seq2seq"
-    enc, dec = _batch(np.random.default_rng(0))
-    ours = np.asarray(bart.Bart(loaded.model).apply({"params": loaded.params}, {
-        "encoder_input_tokens": enc, "encoder_segment_ids": (enc != 1).astype(np.int32),
-        "decoder_input_tokens": dec, "decoder_segment_ids": (dec != 1).astype(np.int32)},
-    )["logits"])
-    with torch.no_grad():
-        theirs = model(input_ids=torch.tensor(enc, dtype=torch.long),
-                       attention_mask=torch.tensor(enc != 1, dtype=torch.long),
-                       decoder_input_ids=torch.tensor(dec, dtype=torch.long)).logits.numpy()
-    real = dec != 1
-    assert np.abs(ours - theirs)[real].max() <= 1e-4
+    _assert_same_logits(loaded, model, np.random.default_rng(0))
     state = {k: v.numpy() for k, v in model.state_dict().items()}
     back = hf_bart.to_hf_state(loaded.params, loaded.model)
     for name, value in back.items():
@@ -217,16 +221,7 @@ def test_loss_falls_sharded_equals_unsharded_and_exports(shared_data, tmp_path):
     _export(one, out)
     ours = interop.load(one)
     model = transformers.BartForConditionalGeneration.from_pretrained(out).eval()
-    enc, dec = _batch(np.random.default_rng(2))
-    mine = np.asarray(bart.Bart(ours.model).apply({"params": ours.params}, {
-        "encoder_input_tokens": enc, "encoder_segment_ids": (enc != 1).astype(np.int32),
-        "decoder_input_tokens": dec, "decoder_segment_ids": (dec != 1).astype(np.int32)},
-    )["logits"])
-    with torch.no_grad():
-        theirs = model(input_ids=torch.tensor(enc, dtype=torch.long),
-                       attention_mask=torch.tensor(enc != 1, dtype=torch.long),
-                       decoder_input_ids=torch.tensor(dec, dtype=torch.long)).logits.numpy()
-    assert np.abs(mine - theirs)[dec != 1].max() <= 1e-4
+    _assert_same_logits(ours, model, np.random.default_rng(2))
     back = interop.load(str(out))
     for (path, x), (_, y) in zip(jax.tree_util.tree_leaves_with_path(ours.params),
                                  jax.tree_util.tree_leaves_with_path(back.params)):

@@ -6,80 +6,56 @@ HF keeps the shared token table as `model.shared` (and copies it as each stack's
 [1, vocab] buffer. Kernels are [in, out] here, [out, in] there; biases are 1-D.
 """
 
-import json
 import os
-import shutil
 
 import numpy as np
 
-from pretrainx.data import bpe
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
+from pretrainx.interop import hf_roberta, hf_tensors as t
 from pretrainx.models import bart
-
-
-def _linear(ours, hf):
-    return [(ours + ("kernel",), f"{hf}.weight", "linear"),
-            (ours + ("bias",), f"{hf}.bias", "same")]
 
 
 def _attention(ours, hf):
     pairs = []
     for name, short in (("query", "q_proj"), ("key", "k_proj"), ("value", "v_proj")):
         pairs += [(ours + (name, "kernel"), f"{hf}.{short}.weight", "qkv"),
-                  (ours + (name, "bias"), f"{hf}.{short}.bias", "qkv_bias")]
+                  (ours + (name, "bias"), f"{hf}.{short}.bias", "flat")]
     return pairs + [(ours + ("out", "kernel"), f"{hf}.out_proj.weight", "out"),
                     (ours + ("out", "bias"), f"{hf}.out_proj.bias", "same")]
 
 
-def _norm(ours, hf):
-    return [(ours + ("scale",), f"{hf}.weight", "same"), (ours + ("bias",), f"{hf}.bias", "same")]
+def _mlp(ours, hf):
+    return (t.dense_pairs(ours + ("mlp", "wi"), f"{hf}.fc1")
+            + t.dense_pairs(ours + ("mlp", "wo"), f"{hf}.fc2")
+            + t.norm_pairs(ours + ("mlp_norm",), f"{hf}.final_layer_norm"))
 
 
 def name_pairs(cfg) -> list:
-    pairs = [(("token_embed", "embedding"), "model.shared.weight", "same"),
-             (("final_logits_bias",), "final_logits_bias", "row")]
+    """Every tensor but final_logits_bias, a [1, vocab] buffer in HF."""
+    pairs = [(("token_embed", "embedding"), "model.shared.weight", "same")]
     for stack in ("encoder", "decoder"):
         pairs += [((f"{stack}_position_embed", "embedding"),
                    f"model.{stack}.embed_positions.weight", "same")]
-        pairs += _norm((f"{stack}_embed_norm",), f"model.{stack}.layernorm_embedding")
+        pairs += t.norm_pairs((f"{stack}_embed_norm",), f"model.{stack}.layernorm_embedding")
     for i in range(cfg.num_layers):
         hf, ours = f"model.encoder.layers.{i}", (f"encoder_{i}",)
         pairs += _attention(ours + ("attention",), f"{hf}.self_attn")
-        pairs += _norm(ours + ("attention_norm",), f"{hf}.self_attn_layer_norm")
-        pairs += _linear(ours + ("mlp", "wi"), f"{hf}.fc1") + _linear(ours + ("mlp", "wo"),
-                                                                      f"{hf}.fc2")
-        pairs += _norm(ours + ("mlp_norm",), f"{hf}.final_layer_norm")
+        pairs += t.norm_pairs(ours + ("attention_norm",), f"{hf}.self_attn_layer_norm")
+        pairs += _mlp(ours, hf)
     for i in range(cfg.num_decoder_layers):
         hf, ours = f"model.decoder.layers.{i}", (f"decoder_{i}",)
         pairs += _attention(ours + ("self_attention",), f"{hf}.self_attn")
-        pairs += _norm(ours + ("self_attention_norm",), f"{hf}.self_attn_layer_norm")
+        pairs += t.norm_pairs(ours + ("self_attention_norm",), f"{hf}.self_attn_layer_norm")
         pairs += _attention(ours + ("cross_attention",), f"{hf}.encoder_attn")
-        pairs += _norm(ours + ("cross_attention_norm",), f"{hf}.encoder_attn_layer_norm")
-        pairs += _linear(ours + ("mlp", "wi"), f"{hf}.fc1") + _linear(ours + ("mlp", "wo"),
-                                                                      f"{hf}.fc2")
-        pairs += _norm(ours + ("mlp_norm",), f"{hf}.final_layer_norm")
+        pairs += t.norm_pairs(ours + ("cross_attention_norm",), f"{hf}.encoder_attn_layer_norm")
+        pairs += _mlp(ours, hf)
     return pairs
 
 
 def to_hf_state(params, cfg) -> dict:
-    out = {}
-    for path, name, kind in name_pairs(cfg):
-        x = params
-        for key in path:
-            x = x[key]
-        x = np.asarray(x, np.float32)
-        if kind == "qkv":
-            x = x.reshape(x.shape[0], -1).T
-        elif kind == "qkv_bias":
-            x = x.reshape(-1)
-        elif kind == "out":
-            x = x.reshape(-1, x.shape[-1]).T
-        elif kind == "linear":
-            x = x.T
-        elif kind == "row":
-            x = x[None, :]
-        out[name] = np.ascontiguousarray(x)
+    out = t.to_hf(params, name_pairs(cfg))
+    out["final_logits_bias"] = np.asarray(params["final_logits_bias"], np.float32)[None, :]
     for tied in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
                  "lm_head.weight"):
         out[tied] = out["model.shared.weight"]
@@ -87,31 +63,13 @@ def to_hf_state(params, cfg) -> dict:
 
 
 def from_hf_state(state, cfg, source: str) -> dict:
-    heads, head_dim = cfg.num_heads, cfg.hidden_size // cfg.num_heads
     state = dict(state)
     if "model.shared.weight" not in state and "model.encoder.embed_tokens.weight" in state:
         state["model.shared.weight"] = state["model.encoder.embed_tokens.weight"]
-    state.setdefault("final_logits_bias", np.zeros((1, cfg.vocab_size), np.float32))
-    params = {}
-    for path, name, kind in name_pairs(cfg):
-        if name not in state:
-            raise UserError(f"{source}: no tensor {name} (expected for a BART with "
-                            f"{cfg.num_layers}+{cfg.num_decoder_layers} layers)")
-        x = np.asarray(state[name], np.float32)
-        if kind == "qkv":
-            x = x.T.reshape(x.shape[1], heads, head_dim)
-        elif kind == "qkv_bias":
-            x = x.reshape(heads, head_dim)
-        elif kind == "out":
-            x = x.T.reshape(heads, head_dim, x.shape[0])
-        elif kind == "linear":
-            x = x.T
-        elif kind == "row":
-            x = x.reshape(-1)
-        tree = params
-        for key in path[:-1]:
-            tree = tree.setdefault(key, {})
-        tree[path[-1]] = x
+    params = t.from_hf(state, name_pairs(cfg), cfg.num_heads, source,
+                       f"a BART with {cfg.num_layers}+{cfg.num_decoder_layers} layers")
+    bias = state.get("final_logits_bias", np.zeros((1, cfg.vocab_size), np.float32))
+    params["final_logits_bias"] = np.asarray(bias, np.float32).reshape(-1)
     return params
 
 
@@ -170,15 +128,8 @@ def _write(pretrained, params, tokenizer):
 
 
 def _write_tokenizer(pretrained, tokenizer, output) -> list:
-    _, merges = bpe.files_in(pretrained.tokenizer)
-    with open(os.path.join(output, "vocab.json"), "w", encoding="utf-8") as f:
-        json.dump(bpe.vocab_json(tokenizer), f, ensure_ascii=False)
-    shutil.copyfile(merges, os.path.join(output, "merges.txt"))
-    special = hf_lib.special_tokens(tokenizer)
-    special.update(bos_token=special["cls_token"], eos_token=special["sep_token"])
-    config = dict(tokenizer_class="BartTokenizer", add_prefix_space=False,
-                  model_max_length=int(pretrained.model.max_position_embeddings))
-    return ["vocab.json", "merges.txt"] + hf_lib.write_tokenizer_config(output, config, special)
+    return hf_roberta.write_fairseq_bpe(pretrained, tokenizer, output, "BartTokenizer",
+                                        pretrained.model.max_position_embeddings)
 
 
 hf_lib.ADAPTERS.register(hf_lib.Adapter(name="bart", model_type="bart", read=_read,

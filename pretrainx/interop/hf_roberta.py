@@ -81,18 +81,25 @@ def _write(pretrained, params, tokenizer):
     return state, config
 
 
-def _write_tokenizer(pretrained, tokenizer, output) -> list:
+def write_fairseq_bpe(pretrained, tokenizer, output, tokenizer_class: str,
+                      max_length: int) -> list:
+    """vocab.json in the ids the run trained with (fairseq's layout of GPT-2's files),
+    merges.txt, and the special tokens <s> </s> <pad> <unk> <mask>: RoBERTa's and BART's."""
     _, merges = bpe.files_in(pretrained.tokenizer)
     with open(os.path.join(output, "vocab.json"), "w", encoding="utf-8") as f:
         json.dump(bpe.vocab_json(tokenizer), f, ensure_ascii=False)
     shutil.copyfile(merges, os.path.join(output, "merges.txt"))
     special = hf_lib.special_tokens(tokenizer)
     special.update(bos_token=special["cls_token"], eos_token=special["sep_token"])
-    max_len = int(pretrained.model.max_position_embeddings) - pretrained.model.get(
-        "position_offset", 0)
-    config = dict(tokenizer_class="RobertaTokenizer", model_max_length=max_len,
+    config = dict(tokenizer_class=tokenizer_class, model_max_length=int(max_length),
                   add_prefix_space=False)
     return ["vocab.json", "merges.txt"] + hf_lib.write_tokenizer_config(output, config, special)
+
+
+def _write_tokenizer(pretrained, tokenizer, output) -> list:
+    max_len = int(pretrained.model.max_position_embeddings) - pretrained.model.get(
+        "position_offset", 0)
+    return write_fairseq_bpe(pretrained, tokenizer, output, "RobertaTokenizer", max_len)
 
 
 hf_lib.ADAPTERS.register(hf_lib.Adapter(name="roberta", model_type="roberta", read=_read,

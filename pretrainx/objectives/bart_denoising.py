@@ -179,17 +179,8 @@ class BartDenoising:
         return "".join(parts + [self.tokenizer.decode(piece)])
 
     def show(self, batch, count: int) -> list:
-        texts = []
-        for row in range(batch["encoder_input_tokens"].shape[0]):
-            enc_seg, dec_seg = batch["encoder_segment_ids"][row], batch["decoder_segment_ids"][row]
-            for segment in range(1, int(enc_seg.max()) + 1):
-                if len(texts) >= count:
-                    return texts
-                noised = batch["encoder_input_tokens"][row][enc_seg == segment]
-                original = batch["decoder_target_tokens"][row][dec_seg == segment]
-                texts.append(f"--- row {row} segment {segment}\nnoised:   "
-                             f"{self.decode(noised)}\noriginal: {self.decode(original)}")
-        return texts
+        return span_corruption.show_segments(batch, count, self.decode,
+                                             ("noised:  ", "original:"))
 
     def batch_stats(self, batch) -> dict:
         counts = np.asarray(batch["noise_counts"]).sum(axis=0)

@@ -41,6 +41,21 @@ def cross_entropy_sums(logits, targets, weights, z_loss: float):
     }
 
 
+def show_segments(batch, count: int, decode, labels: tuple) -> list:
+    """The first `count` packed examples of a seq2seq batch, inputs above targets."""
+    texts = []
+    for row in range(batch["encoder_input_tokens"].shape[0]):
+        enc_seg, dec_seg = batch["encoder_segment_ids"][row], batch["decoder_segment_ids"][row]
+        for segment in range(1, int(enc_seg.max()) + 1):
+            if len(texts) >= count:
+                return texts
+            inputs = batch["encoder_input_tokens"][row][enc_seg == segment]
+            targets = batch["decoder_target_tokens"][row][dec_seg == segment]
+            texts.append(f"--- row {row} segment {segment}\n{labels[0]} {decode(inputs)}"
+                         f"\n{labels[1]} {decode(targets)}")
+    return texts
+
+
 class SpanCorruption:
     flops_formula = ("3 * 2 * (L_enc * S_in * (4*d*inner + ff + 2*S_in*inner) + L_dec * "
                      "(S_tgt * (6*d*inner + 2*S_tgt*inner + 2*S_in*inner + ff) + "
@@ -199,17 +214,7 @@ class SpanCorruption:
         return " ".join(p for p in out if p)
 
     def show(self, batch, count: int) -> list:
-        texts = []
-        for row in range(batch["encoder_input_tokens"].shape[0]):
-            enc_seg, dec_seg = batch["encoder_segment_ids"][row], batch["decoder_segment_ids"][row]
-            for segment in range(1, int(enc_seg.max()) + 1):
-                if len(texts) >= count:
-                    return texts
-                inputs = batch["encoder_input_tokens"][row][enc_seg == segment]
-                targets = batch["decoder_target_tokens"][row][dec_seg == segment]
-                texts.append(f"--- row {row} segment {segment}\ninputs:  {self.decode(inputs)}"
-                             f"\ntargets: {self.decode(targets)}")
-        return texts
+        return show_segments(batch, count, self.decode, ("inputs: ", "targets:"))
 
     def batch_stats(self, batch) -> dict:
         """Sums over a batch of what `python -m pretrainx.data --stats` reports."""

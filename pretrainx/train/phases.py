@@ -134,9 +134,9 @@ class Phases:
         for name, dataset in datasets.items():
             iterator = pipeline.make_iterator(dataset)
             for _ in range(eval_steps):
-                batch = jax.device_get(eval_step(params, self.to_global(next(iterator))))
-                sums[name] = batch if name not in sums else {
-                    k: sums[name][k] + batch[k] for k in batch}
+                got = jax.device_get(eval_step(params, self.to_global(next(iterator))))
+                sums[name] = got if name not in sums else {
+                    k: sums[name][k] + got[k] for k in got}
             del iterator
         overall = None
         for totals in sums.values():
