@@ -93,10 +93,7 @@ class Corpus:
         it is tokenized here or when `prepare` stored it."""
         if self.cfg.data.prepared_dir:
             return int(self.stats[spec]["tokens"])
-        self.documents(spec)
-        if self.cfg.data.eval_split_percent:
-            return sum(int(s.size) for d in self.split_documents(spec, True) for s in d)
-        return self.stats[spec]["tokens"]
+        return sum(int(s.size) for d in self.split_documents(spec, True) for s in d)
 
     def examples(self, objective, spec, phase, train: bool) -> Sequence:
         """The examples of one source (train: one of data.train_files' sources)."""

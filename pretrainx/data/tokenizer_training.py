@@ -9,6 +9,7 @@ import itertools
 import os
 import sys
 
+import numpy as np
 import sentencepiece as spm
 import tqdm
 
@@ -41,7 +42,6 @@ def temperature_sample(sources: list[list[str]], alpha: float, budget: int, seed
     ~ lines^alpha (as XLM-R sampled its SentencePiece input, alpha 0.3), so a small
     language is repeated and a large one thinned. Two passes over the files: count,
     then take the chosen line numbers; memory holds only the drawn lines."""
-    import numpy as np
     if not 0 < alpha <= 1:
         raise UserError(f"--alpha={alpha} must be in (0, 1] (XLM-R: 0.3, mBERT: 0.7)")
     counts = [sum(1 for _ in _lines(files)) for files in sources]

@@ -22,17 +22,23 @@ def _names(path) -> tuple:
     return tuple(k.key for k in path if isinstance(k, jax.tree_util.DictKey))
 
 
+def _stack_position(names):
+    """(stack order, layer index) of the first `layer_N` / `encoder_N` / `decoder_N`
+    name on a path, or None outside the layer stacks."""
+    for name in names:
+        m = _STACK.match(name)
+        if m:
+            return _ORDER[m.group(1)], 0 if m.group(2) == "shared" else int(m.group(2))
+    return None
+
+
 def depths(params, head_modules: tuple) -> tuple:
     """(tree of ints, top): every parameter's depth, embeddings 0 and the head `top`."""
+    paths = [_names(path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]]
     found = {}
-    for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]:
-        for name in _names(path):
-            m = _STACK.match(name)
-            if m:
-                index = 0 if m.group(2) == "shared" else int(m.group(2))
-                order = _ORDER[m.group(1)]
-                found[order] = max(found.get(order, 0), index + 1)
-                break
+    for position in filter(None, map(_stack_position, paths)):
+        order, index = position
+        found[order] = max(found.get(order, 0), index + 1)
     offsets = {0: 0, 1: found.get(0, 0)}
     top = sum(found.values()) + 1
 
@@ -40,12 +46,8 @@ def depths(params, head_modules: tuple) -> tuple:
         names = _names(path)
         if names and (names[0] in head_modules or names[0] == "pooler"):
             return top
-        for name in names:
-            m = _STACK.match(name)
-            if m:
-                index = 0 if m.group(2) == "shared" else int(m.group(2))
-                return offsets[_ORDER[m.group(1)]] + index + 1
-        return 0
+        position = _stack_position(names)
+        return 0 if position is None else offsets[position[0]] + position[1] + 1
 
     return jax.tree_util.tree_map_with_path(depth, params), top
 

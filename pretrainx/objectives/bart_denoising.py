@@ -96,14 +96,15 @@ class BartDenoising:
         room = phase.seq_len - 2
         examples = []
         for doc in docs:
-            sentences = []
+            sentences, used = [], 0
             for s in doc:
                 s = np.asarray(s, np.int32)[:room]
-                if sentences and sum(x.size for x in sentences) + s.size > room:
+                if sentences and used + s.size > room:
                     examples.append(sentences)
-                    sentences = []
+                    sentences, used = [], 0
                 if s.size:
                     sentences.append(s)
+                    used += s.size
             if sentences:
                 examples.append(sentences)
         examples = [{"tokens": np.concatenate(x),
