@@ -24,10 +24,10 @@ import numpy as np
 
 import pretrainx
 from pretrainx import config as config_lib
-from pretrainx import interop, models, objectives, pretrain, sampling
+from pretrainx import interop, models, objectives, pretrain
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
-from pretrainx.models import bert, t5
+from pretrainx.models import bert, decoding, t5
 
 MASK = "[MASK]"
 _SENTINEL = re.compile(r"<extra_id_(\d+)>")
@@ -226,7 +226,7 @@ def t5_sample(workdir: str, texts, max_new_tokens: int = 16, temperature: float 
     for r, ids in enumerate(rows):
         tokens[r, :len(ids)], segments[r, :len(ids)] = ids, 1
     net = t5.T5(_eval_model_config(pretrained))
-    sampler = jax.jit(lambda params, tokens, segments, key: sampling.encoder_decoder(
+    sampler = jax.jit(lambda params, tokens, segments, key: decoding.encoder_decoder(
         net, params, tokens, segments, max_new_tokens, temperature, top_k, top_p, key))
     outputs = np.asarray(sampler(pretrained.params, tokens, segments, jax.random.key(seed)))
     decoded = []

@@ -266,14 +266,14 @@ def test_t5_finetunes_text_to_text(shared_data, pretrained_t5_workdir, tmp_path)
     out = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
     from pretrainx.finetune import text_to_text as t2t
     from pretrainx.data.tokenizers import load_tokenizer
-    from pretrainx import sampling
+    from pretrainx.models import decoding
     from pretrainx.models import t5
     tuned = interop.load(str(tmp_path))
     assert tuned.family == "t5" and tuned.head == "seq2seq"
     tokenizer = load_tokenizer(tuned.tokenizer)
     data = t2t.build(cfg, tokenizer)
     dev = data.dev[0].arrays
-    generated = sampling.encoder_decoder(t5.T5(tuned.model), tuned.params,
+    generated = decoding.encoder_decoder(t5.T5(tuned.model), tuned.params,
                                          dev["encoder_input_tokens"], dev["encoder_segment_ids"],
                                          data.train["decoder_target_tokens"].shape[1])
     words = [t2t.decode(tokenizer, g) for g in np.asarray(generated)]

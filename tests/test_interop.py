@@ -187,9 +187,9 @@ def test_t5_export_matches_transformers_and_round_trips(pretrained_t5_workdir, t
     assert np.abs(mine - theirs).max() <= 1e-4
     # Greedy decoding: ours (fine-tuning's predictions, the notebook's samples) writes
     # what transformers' generate writes, up to each row's EOS.
-    from pretrainx import sampling
+    from pretrainx.models import decoding
     length = 12
-    ours_out = np.asarray(sampling.encoder_decoder(
+    ours_out = np.asarray(decoding.encoder_decoder(
         t5.T5(ours.model), ours.params, enc, (enc > 0).astype(np.int32), length))
     with torch.no_grad():
         hf_out = model.generate(input_ids=torch.tensor(enc), attention_mask=torch.tensor(enc > 0),

@@ -115,10 +115,11 @@ def test_span_corruption_examples_come_from_the_objective():
 
 def test_t5_sample_reads_sentinels_and_decodes_greedily(pretrained_t5_workdir):
     """t5_sample turns "<extra_id_N>" into sentinel ids and adds EOS as training does,
-    then decodes with sampling.encoder_decoder (tested against transformers' generate
+    then decodes with decoding.encoder_decoder (tested against transformers' generate
     in test_interop)."""
     import jax.numpy as jnp
-    from pretrainx import interop, notebook, sampling
+    from pretrainx import interop, notebook
+    from pretrainx.models import decoding
     from pretrainx.models import t5
     texts = ["Alice opened the door and found that it led into a small <extra_id_0>.",
              "The Hatter <extra_id_0> the first to <extra_id_1> the silence. </s>"]
@@ -130,7 +131,7 @@ def test_t5_sample_reads_sentinels_and_decodes_greedily(pretrained_t5_workdir):
     ids = objective.tokenizer.encode("Alice opened the door and found that it led into a small")
     tokens = jnp.asarray([ids + [int(objective.sentinels[0])]
                           + objective.tokenizer.encode(".") + [objective.eos_id]])
-    expected = sampling.encoder_decoder(t5.T5(notebook._eval_model_config(model)),
+    expected = decoding.encoder_decoder(t5.T5(notebook._eval_model_config(model)),
                                         model.params, tokens, jnp.ones_like(tokens), 6)
     row = np.asarray(expected)[0].tolist()
     row = row[:row.index(objective.eos_id) + 1] if objective.eos_id in row else row
