@@ -27,6 +27,9 @@ def finetune_config() -> ml_collections.ConfigDict:
     c.log_every = 100
     c.eval_batch_size = 64
     c.max_skipped_steps = 10
+    # BART: generate label words as T5 does (True) instead of its classification head;
+    # T5 always does, encoder families never do
+    c.text_to_text = False
 
     c.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "tensor": 1})
     c.sharding_rules = config_lib.DEFAULT_SHARDING_RULES

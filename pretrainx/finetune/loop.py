@@ -16,7 +16,7 @@ import numpy as np
 import optax
 from flax import linen as nn
 
-from pretrainx import interop, models, sampling, sharding
+from pretrainx import interop, models, sharding
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.finetune import config as ft_config
@@ -129,7 +129,15 @@ class _Setup:
         if limit is not None and length > limit:
             raise UserError(f"seq_len={cfg.seq_len} (+ {self.peft.prompt_length} prompt tokens) "
                             f"exceeds the model's {limit} positions")
-        self.data = task_data.build(cfg, self.tokenizer, as_text=self.family.text_to_text)
+        self.data = task_data.build(cfg, self.tokenizer, self._as_text(cfg, name),
+                                    self.family.text_framing)
+
+    def _as_text(self, cfg, name) -> bool:
+        mode = self.family.text_to_text
+        if cfg.text_to_text and mode == "never":
+            raise UserError(f"config key 'text_to_text' is True but a {name} model fine-tunes "
+                            "with heads only")
+        return mode == "always" or (mode == "optional" and cfg.text_to_text)
 
     def model(self, head: str, num_labels: int):
         return self.family.finetune_model(self.model_cfg, head, num_labels, self.peft)
@@ -221,8 +229,10 @@ def train(cfg, workdir: str, devices=None) -> dict:
     inputs = data.predict_inputs
     if data.head == "seq2seq":
         target_len = data.train["decoder_target_tokens"].shape[1]
-        forward = lambda params, b: sampling.encoder_decoder(
-            model, params, b["encoder_input_tokens"], b["encoder_segment_ids"], target_len)
+        tok = setup.tokenizer
+        forward = lambda params, b: setup.family.generate(
+            setup.model_cfg, params, b["encoder_input_tokens"], b["encoder_segment_ids"],
+            target_len, tok.sep_id, tok.pad_id, 1)
     else:
         forward = lambda params, b: model.apply({"params": params}, b,
                                                 deterministic=True)["logits"]

@@ -1,5 +1,6 @@
 """Tasks by name: GLUE's nine, CoNLL-2003 NER and SQuAD, each built by its module into
-a `TaskData` (finetune/task.py); a text-to-text model (T5) gets the text form."""
+a `TaskData` (finetune/task.py); a text-to-text model (T5, BART asked to) gets the text
+form."""
 
 from pretrainx.errors import UserError
 from pretrainx.finetune import conll, glue, squad, text_to_text
@@ -10,12 +11,12 @@ def task_names() -> list:
     return list(glue.TASKS) + ["conll2003", "squad"]
 
 
-def build(cfg, tokenizer, as_text: bool = False) -> TaskData:
+def build(cfg, tokenizer, as_text: bool = False, framing: str = "eos") -> TaskData:
     """The TaskData of `cfg.task` from its files under data.glue_dir / data.squad_dir,
-    in T5's text-to-text form when `as_text`."""
+    in T5's text-to-text form when `as_text` (ids framed as `framing` says)."""
     name = cfg.task
     if as_text:
-        return text_to_text.build(cfg, tokenizer)
+        return text_to_text.build(cfg, tokenizer, framing)
     if name == "conll2003":
         return conll.build(cfg, tokenizer)
     if name == "squad":

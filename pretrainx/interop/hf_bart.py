@@ -1,4 +1,6 @@
-"""BART parameters <-> HuggingFace `BartForConditionalGeneration` state dicts and config.
+"""BART parameters <-> HuggingFace `BartForConditionalGeneration` state dicts and config,
+and a fine-tuned classifier <-> `BartForSequenceClassification` (its
+`classification_head.dense` / `out_proj` are our pooler / classifier).
 
 HF keeps the shared token table as `model.shared` (and copies it as each stack's
 `embed_tokens` and as `lm_head`), each stack's position table with its two offset rows
@@ -53,7 +55,18 @@ def name_pairs(cfg) -> list:
     return pairs
 
 
-def to_hf_state(params, cfg) -> dict:
+ARCHITECTURES = {"seq2seq": "BartForConditionalGeneration",
+                 "classify": "BartForSequenceClassification"}
+_HEAD_PAIRS = (t.dense_pairs(("pooler",), "classification_head.dense")
+               + t.dense_pairs(("classifier",), "classification_head.out_proj"))
+
+
+def to_hf_state(params, cfg, head: str = "seq2seq") -> dict:
+    if head == "classify":
+        out = t.to_hf(params, name_pairs(cfg) + _HEAD_PAIRS)
+        out["model.encoder.embed_tokens.weight"] = out["model.shared.weight"]
+        out["model.decoder.embed_tokens.weight"] = out["model.shared.weight"]
+        return out
     out = t.to_hf(params, name_pairs(cfg))
     out["final_logits_bias"] = np.asarray(params["final_logits_bias"], np.float32)[None, :]
     for tied in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
@@ -62,20 +75,22 @@ def to_hf_state(params, cfg) -> dict:
     return out
 
 
-def from_hf_state(state, cfg, source: str) -> dict:
+def from_hf_state(state, cfg, source: str, head: str = "seq2seq") -> dict:
     state = dict(state)
     if "model.shared.weight" not in state and "model.encoder.embed_tokens.weight" in state:
         state["model.shared.weight"] = state["model.encoder.embed_tokens.weight"]
-    params = t.from_hf(state, name_pairs(cfg), cfg.num_heads, source,
-                       f"a BART with {cfg.num_layers}+{cfg.num_decoder_layers} layers")
+    pairs = name_pairs(cfg) + (_HEAD_PAIRS if head == "classify" else [])
+    params = t.from_hf(state, pairs, cfg.num_heads, source,
+                       f"a {ARCHITECTURES[head]} with {cfg.num_layers}+"
+                       f"{cfg.num_decoder_layers} layers")
     bias = state.get("final_logits_bias", np.zeros((1, cfg.vocab_size), np.float32))
     params["final_logits_bias"] = np.asarray(bias, np.float32).reshape(-1)
     return params
 
 
-def to_hf_config(cfg, tokenizer) -> dict:
+def to_hf_config(cfg, tokenizer, head: str = "seq2seq", labels=None) -> dict:
     return {
-        "architectures": ["BartForConditionalGeneration"], "model_type": "bart",
+        "architectures": [ARCHITECTURES[head]], "model_type": "bart",
         "vocab_size": cfg.vocab_size, "d_model": cfg.hidden_size,
         "encoder_layers": cfg.num_layers, "decoder_layers": cfg.num_decoder_layers,
         "encoder_attention_heads": cfg.num_heads, "decoder_attention_heads": cfg.num_heads,
@@ -88,6 +103,7 @@ def to_hf_config(cfg, tokenizer) -> dict:
         "pad_token_id": int(tokenizer.pad_id), "bos_token_id": int(tokenizer.cls_id),
         "eos_token_id": int(tokenizer.sep_id), "decoder_start_token_id": int(tokenizer.sep_id),
         "forced_eos_token_id": int(tokenizer.sep_id), "torch_dtype": "float32",
+        "classifier_dropout": 0.0, **t.label_config(labels),
     }
 
 
@@ -113,18 +129,23 @@ def model_config_from_hf(hf: dict, base, source: str):
     m.attention_dropout_rate = hf.get("attention_dropout", 0.0)
     m.activation_dropout_rate = hf.get("activation_dropout", 0.0)
     m.initializer_range = hf.get("init_std", 0.02)
+    m.decoder_start_id = hf.get("decoder_start_token_id", 2)
     return m
 
 
 def _read(hf: dict, state: dict, path: str) -> dict:
     model = model_config_from_hf(hf, bart.default_config(), os.path.join(path, "config.json"))
     tokenizer, _ = hf_lib.tokenizer_of(path)
-    return dict(model=model, params=from_hf_state(state, model, path), tokenizer=tokenizer,
-                lower_case=False, head="seq2seq")
+    head = t.head_of(hf, ARCHITECTURES, default="seq2seq")
+    return dict(model=model, params=from_hf_state(state, model, path, head), tokenizer=tokenizer,
+                lower_case=False, head=head, labels=t.labels_of(hf, head))
 
 
 def _write(pretrained, params, tokenizer):
-    return to_hf_state(params, pretrained.model), to_hf_config(pretrained.model, tokenizer)
+    head = pretrained.head if pretrained.head == "classify" else "seq2seq"
+    labels = pretrained.labels if head == "classify" else None
+    return (to_hf_state(params, pretrained.model, head),
+            to_hf_config(pretrained.model, tokenizer, head, labels))
 
 
 def _write_tokenizer(pretrained, tokenizer, output) -> list:

@@ -22,7 +22,15 @@ class Family:
     # (model_cfg, head, num_labels, peft) -> the module that fine-tuning trains; None:
     # this family does not fine-tune
     finetune_model: Callable | None = None
-    text_to_text: bool = False  # fine-tunes by generating label words (T5), not by heads
+    # fine-tuning by generating label words: "never" (heads only), "always" (T5) or
+    # "optional" (BART: heads, or words with the fine-tuning key text_to_text)
+    text_to_text: str = "never"
+    # a text-to-text pair's ids: "eos" (T5: text </s>, the decoder starts at 0) or
+    # "bos_eos" (BART: <s> text </s> on both sides, the decoder starts at </s>)
+    text_framing: str = "eos"
+    # (model_cfg, params, tokens, segment_ids, length, eos_id, pad_id, num_beams) ->
+    # [batch, length] ids the decoder writes: text-to-text predictions
+    generate: Callable | None = None
     peft: bool = False  # takes LoRA, adapters, prefix and prompt tuning
     max_positions: str = ""  # the model key that bounds a fine-tuning length
     causal_sampling: bool = False  # `python -m pretrainx.generate` samples it

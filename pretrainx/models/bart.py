@@ -14,7 +14,7 @@ import ml_collections
 from flax import linen as nn
 
 from pretrainx import models
-from pretrainx.models import layers
+from pretrainx.models import decoding, layers
 
 POSITION_OFFSET = 2
 
@@ -41,15 +41,17 @@ def default_config() -> ml_collections.ConfigDict:
     m.remat = "none"
     m.scan_layers = False
     m.float32_attention_logits = False
+    m.decoder_start_id = 2  # </s> in fairseq's layout: the decoder's first input
     return m
 
 
-def _attention(cfg, dtype, name):
+def _attention(cfg, dtype, name, decode=False, static_kv=False):
     return layers.MultiHeadAttention(
         num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
         dropout_rate=cfg.attention_dropout_rate, dtype=dtype,
         kernel_init=nn.initializers.normal(cfg.initializer_range),
-        float32_logits=cfg.float32_attention_logits, name=name)
+        float32_logits=cfg.float32_attention_logits, decode=decode, static_kv=static_kv,
+        name=name)
 
 
 class FeedForward(nn.Module):
@@ -91,16 +93,19 @@ class DecoderLayer(nn.Module):
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
     scanned: bool = False
+    decode: bool = False  # one token a call, keys and values in the "cache" collection
 
     @nn.compact
     def __call__(self, x, encoded, self_bias, cross_bias, deterministic):
         cfg = self.cfg
         norm = lambda name: layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name=name)  # noqa
         drop = lambda y: layers.Dropout(cfg.dropout_rate)(y, deterministic=deterministic)  # noqa
-        y = _attention(cfg, self.dtype, "self_attention")(x, x, self_bias, deterministic)
+        y = _attention(cfg, self.dtype, "self_attention", self.decode)(
+            x, x, self_bias, deterministic)
         x = norm("self_attention_norm")(x + drop(y))
         x = layers.constrain(x, ("batch", "length", "embed"))
-        y = _attention(cfg, self.dtype, "cross_attention")(x, encoded, cross_bias, deterministic)
+        y = _attention(cfg, self.dtype, "cross_attention", self.decode, static_kv=True)(
+            x, encoded, cross_bias, deterministic)
         x = norm("cross_attention_norm")(x + drop(y))
         x = layers.constrain(x, ("batch", "length", "embed"))
         x = norm("mlp_norm")(x + drop(FeedForward(cfg, self.dtype, name="mlp")(x, deterministic)))
@@ -116,8 +121,13 @@ def _positions(batch, name, tokens):
 
 
 class Bart(nn.Module):
-    """(batch of inputs/targets) -> decoder logits [batch, targets_length, vocab]."""
+    """(batch of inputs/targets) -> decoder logits [batch, targets_length, vocab].
+
+    With `use_cache=True`, `decode` takes one token per row and keeps the decoder's keys and
+    values (and the encoder's, projected once) in the "cache" collection; a call with the
+    full target length creates it (see `generate`)."""
     cfg: ml_collections.ConfigDict
+    use_cache: bool = False
 
     def setup(self):
         cfg = self.cfg
@@ -136,7 +146,7 @@ class Bart(nn.Module):
                                                  "encoder", static_argnums=(3,))
         self.decoder_layers = layers.layer_stack(DecoderLayer, cfg, self.dtype,
                                                  cfg.num_decoder_layers, "decoder",
-                                                 static_argnums=(5,))
+                                                 static_argnums=(5,), decode=self.use_cache)
         self.dropout = layers.Dropout(cfg.dropout_rate)
         self.final_logits_bias = self.param(
             "final_logits_bias", nn.with_logical_partitioning(nn.initializers.zeros, ("vocab",)),
@@ -154,7 +164,8 @@ class Bart(nn.Module):
         return layers.apply_stack(self.encoder_layers, x, bias, deterministic)
 
     def decode(self, encoded, encoder_segment_ids, tokens, segment_ids, positions,
-               deterministic):
+               deterministic, states_only: bool = False):
+        """Logits [batch, length, vocab], or with states_only the last layer's states."""
         x = self._embed(tokens, positions, self.decoder_position_embed,
                         self.decoder_embed_norm, deterministic)
         self_bias = layers.mask_to_bias(
@@ -163,6 +174,8 @@ class Bart(nn.Module):
             layers.segment_mask(segment_ids, encoder_segment_ids), self.dtype)
         x = layers.apply_stack(self.decoder_layers, x, encoded, self_bias, cross_bias,
                                deterministic)
+        if states_only:
+            return x
         logits = self.token_embed.attend(x) + self.final_logits_bias.astype(self.dtype)
         return layers.constrain(logits, ("batch", "length", "vocab"))
 
@@ -174,6 +187,88 @@ class Bart(nn.Module):
                              batch["decoder_segment_ids"],
                              _positions(batch, "decoder_positions", targets), deterministic)
         return {"logits": logits.astype(jnp.float32)}
+
+
+class BartForFineTuning(Bart):
+    """BART fine-tuned as the paper does (section 3). head "seq2seq": the decoder writes
+    the target (text-to-text). head "classify": encoder and decoder both read the input,
+    the decoder's shifted right from </s>, and the decoder's state at the input's final
+    </s> (the last real token) goes through dense -> tanh -> classifier, HF's
+    BartForSequenceClassification and its classification head (dropout 0 there, as HF's
+    classifier_dropout default)."""
+    head: str = "seq2seq"
+    num_labels: int = 0
+
+    def setup(self):
+        super().setup()
+        if self.head == "classify":
+            init = nn.initializers.normal(self.cfg.initializer_range)
+            self.pooler = layers.Dense(self.cfg.hidden_size, ("embed", "mlp"), dtype=self.dtype,
+                                       kernel_init=init)
+            self.classifier = layers.Dense(self.num_labels, ("mlp", "classes"),
+                                           dtype=self.dtype, kernel_init=init)
+
+    def __call__(self, batch, deterministic: bool = True):
+        if self.head == "seq2seq":
+            return super().__call__(batch, deterministic)
+        if self.head != "classify":
+            raise ValueError(f"BART fine-tunes with head classify or seq2seq, not {self.head}")
+        ids, segments = batch["input_ids"], batch["attention_mask"]
+        positions = jnp.broadcast_to(jnp.arange(ids.shape[1]), ids.shape)
+        encoded = self.encode(ids, segments, positions, deterministic)
+        start = jnp.full_like(ids[:, :1], self.cfg.get("decoder_start_id", 2))
+        shifted = jnp.concatenate([start, ids[:, :-1]], axis=1)
+        x = self.decode(encoded, segments, shifted, segments, positions, deterministic,
+                        states_only=True)
+        last = jnp.sum(segments, axis=1) - 1
+        x = jnp.take_along_axis(x, last[:, None, None], axis=1)[:, 0]
+        h = jnp.tanh(self.pooler(x))
+        return {"logits": self.classifier(h).astype(jnp.float32)}
+
+
+def finetune_model(cfg, head: str, num_labels: int, peft):
+    """Full fine-tuning only: the family has no PEFT (fine-tuning refuses a method first)."""
+    del peft
+    return BartForFineTuning(cfg, head=head, num_labels=num_labels)
+
+
+def generate(cfg, params, tokens, segment_ids, length: int, eos_id: int, pad_id: int,
+             num_beams: int = 1, length_penalty: float = 1.0, early_stopping: bool = False,
+             forced_eos: bool = True):
+    """[batch, length] tokens BART writes for encoder inputs `tokens` [batch, n] (one
+    example a row, segment ids 1 / 0 for padding), decoding from </s> as fairseq and
+    HF's generate do (decoder_start_token_id = eos), greedily or by beam search, with a
+    key-value cache: a step costs one token's work. `forced_eos` writes EOS at the last
+    step (HF's forced_eos_token_id, in the config export writes)."""
+    if cfg.scan_layers:
+        raise ValueError("generation reads unrolled layers (model.scan_layers=False)")
+    if length + 1 > cfg.max_position_embeddings:
+        raise ValueError(f"length {length} exceeds the model's {cfg.max_position_embeddings} "
+                         "decoder positions")
+    model = Bart(cfg, use_cache=True)
+    positions = jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
+    encoded = model.apply({"params": params}, tokens, segment_ids, positions, True,
+                          method="encode")
+    encoded = jnp.repeat(encoded, num_beams, axis=0)
+    segments = jnp.repeat(segment_ids, num_beams, axis=0)
+    rows = encoded.shape[0]
+    full = jnp.zeros((rows, length), jnp.int32)
+    _, created = model.apply({"params": params}, encoded, segments, full, full + 1, full, True,
+                             method="decode", mutable=["cache"])
+    one = jnp.ones((rows, 1), jnp.int32)
+
+    def step(cache, token, i):
+        logits, changed = model.apply({"params": params, "cache": cache}, encoded, segments,
+                                      token[:, None], one, one * i, True, method="decode",
+                                      mutable=["cache"])
+        return logits[:, -1], changed["cache"]
+
+    start = jnp.full((rows,), cfg.get("decoder_start_id", eos_id), jnp.int32)
+    if num_beams == 1:
+        return decoding.greedy(step, created["cache"], start, length, eos_id, pad_id,
+                               forced_eos)
+    return decoding.beam_search(step, created["cache"], start, num_beams, length, eos_id,
+                                pad_id, length_penalty, early_stopping, forced_eos)[0]
 
 
 def flops_per_example(cfg: ml_collections.ConfigDict, inputs_length: int,
@@ -191,5 +286,7 @@ def flops_per_example(cfg: ml_collections.ConfigDict, inputs_length: int,
 
 
 models.register(models.Family(name="bart", default_config=default_config,
+                              finetune_model=finetune_model, text_to_text="optional",
+                              text_framing="bos_eos", generate=generate,
                               max_positions="max_position_embeddings",
                               tokenizer_layout="fairseq"))
