@@ -1,16 +1,23 @@
 """python -m pretrainx.generate --workdir=DIR --prompt="..." [--max_new_tokens=50]
     [--temperature=1.0] [--top_k=0] [--top_p=1.0] [--num_samples=1] [--seed=0]
+    [--num_beams=1]
 
 Continues a prompt with a GPT-2 from a pretraining workdir (its latest checkpoint)
 or a HuggingFace GPT-2 directory. --temperature=0 is greedy decoding.
+
+An encoder-decoder (BART, T5) reads the prompt as its input and writes its output,
+greedily or by beam search (--num_beams; BART's decoding keeps a key-value cache). In
+the prompt, "<mask>" is the tokenizer's mask token: a pretrained BART fills it in.
 """
 
+import numpy as np
 from absl import flags
 
 from pretrainx import interop, models, sampling
 from pretrainx import main as main_lib
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
+from pretrainx.finetune import text_to_text
 
 _PROMPT = flags.DEFINE_string("prompt", None, "Text to continue.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 50, "Tokens to generate.")
@@ -19,6 +26,8 @@ _TOP_K = flags.DEFINE_integer("top_k", 0, "Sample among the k likeliest tokens (
 _TOP_P = flags.DEFINE_float("top_p", 1.0, "Sample within this much probability mass.")
 _SAMPLES = flags.DEFINE_integer("num_samples", 1, "Continuations to draw.")
 _SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
+_BEAMS = flags.DEFINE_integer("num_beams", 1, "Encoder-decoders: beams (1 = greedy).")
+_MASK = "<mask>"
 
 
 def run(argv) -> int:
@@ -29,13 +38,21 @@ def run(argv) -> int:
         raise UserError("--workdir and --prompt are required")
     if _TEMPERATURE.value < 0 or not 0 < _TOP_P.value <= 1 or _TOP_K.value < 0:
         raise UserError("--temperature must be >= 0, --top_p in (0, 1], --top_k >= 0")
+    if _BEAMS.value < 1:
+        raise UserError(f"--num_beams={_BEAMS.value} must be >= 1")
     pretrained = interop.load(workdir)
     family = models.FAMILIES.find(pretrained.family)
-    if family is None or not family.causal_sampling:
-        samplers = [f.name for f in models.FAMILIES.entries() if f.causal_sampling]
-        raise UserError(f"{workdir} holds a {pretrained.family} model; generate samples "
+    if family is None or not (family.causal_sampling or family.generate):
+        samplers = [f.name for f in models.FAMILIES.entries()
+                    if f.causal_sampling or f.generate]
+        raise UserError(f"{workdir} holds a {pretrained.family} model; generate writes with "
                         f"{', '.join(samplers)} models")
-    tokenizer = load_tokenizer(pretrained.tokenizer)
+    tokenizer = load_tokenizer(pretrained.tokenizer, layout=family.tokenizer_layout)
+    if not family.causal_sampling:
+        return _encoder_decoder(pretrained, family, tokenizer)
+    if _BEAMS.value != 1:
+        raise UserError("--num_beams is for encoder-decoders; GPT-2 samples (--temperature=0 "
+                        "is greedy)")
     model_cfg = pretrained.model
     model_cfg.dropout_rate = model_cfg.attention_dropout_rate = 0.0
     prompt = tokenizer.encode(_PROMPT.value)
@@ -49,6 +66,31 @@ def run(argv) -> int:
         if len(rows) > 1:
             print(f"--- sample {i}")
         print(_PROMPT.value + tokenizer.decode(row), flush=True)
+    return 0
+
+
+def _encoder_decoder(pretrained, family, tokenizer) -> int:
+    sampling_flags = [f"--{name}" for name in ("temperature", "top_k", "top_p", "num_samples")
+                      if flags.FLAGS[name].present]
+    if sampling_flags:
+        raise UserError(f"{', '.join(sampling_flags)}: a {pretrained.family} model decodes "
+                        "greedily or by beam search (--num_beams)")
+    pieces = _PROMPT.value.split(_MASK)
+    ids = tokenizer.encode(pieces[0])
+    for piece in pieces[1:]:
+        ids += [tokenizer.mask_id] + tokenizer.encode(piece)
+    framing = family.text_framing
+    ids = ([tokenizer.cls_id] if framing == "bos_eos" else []) + ids + [tokenizer.sep_id]
+    model_cfg = pretrained.model
+    model_cfg.dropout_rate = model_cfg.attention_dropout_rate = 0.0
+    model_cfg.scan_layers = False  # interop.load unrolls scanned layers
+    tokens = np.asarray([ids], np.int32)
+    try:
+        out = family.generate(model_cfg, pretrained.params, tokens, np.ones_like(tokens),
+                              _MAX_NEW.value, tokenizer.sep_id, tokenizer.pad_id, _BEAMS.value)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    print(text_to_text.decode(tokenizer, np.asarray(out)[0], framing), flush=True)
     return 0
 
 
