@@ -56,30 +56,24 @@ def _eval(workdir):
     return read_metrics(workdir, "eval")[-1]
 
 
+# The quickstart's BERT-Tiny stopped at step 900 of its 2,500 (eval MLM accuracy 0.1916 on
+# the unseen Alice, off the 0.13 unigram plateau), exported to HF: made by
+#   python -m pretrainx.main --config=configs/quickstart.py --workdir=W --config.mesh.data=1
+#   (stopped at step 900) && python -m pretrainx.export --workdir=W --output=DIR
+# Stored because training it took 5 minutes of the suite; README's quickstart row is
+# where the recipe itself is measured (0.2703 after 2,500 steps).
+QUICKSTART_TEACHER = REPO / "tests" / "data" / "quickstart_teacher_900"
+
+
 @pytest.mark.slow
-def test_quickstart_leaves_the_plateau_and_distils_into_half_its_depth(tmp_path):
-    """Two claims on one run (the suite's longest test, in a file collected early so that
-    the other worker runs the rest meanwhile):
-
-    the quickstart's: at length 32 BERT-Tiny starts filling [MASK] from context within
-    900 steps (staying on the unigram plateau scores about 0.13 on the unseen book; the
-    full run reaches 0.27); the run stops at step 900 of the real 2,500-step schedule
-    (measured 2026-11-24: 0.192);
-
-    DistilBERT's, at CPU size: a 1-layer student distilled from that run for 150 steps
-    reaches at least 90% of the teacher's eval MLM accuracy on the unseen Alice (read on
-    the same rows; measured 0.172 for 0.187, 92%, where 100 steps gave 88%) and beats
-    the same student trained from scratch for the same steps (fresh weights, MLM loss
-    only: 0.059)."""
-    cfg = load_config("quickstart.py")
-    cfg.eval_every, cfg.eval_steps, cfg.checkpoint_every, cfg.log_every = 900, 4, 900, 500
-    cfg.mesh.data = 1  # one CPU device, as the README command runs it
-    teacher = str(tmp_path / "teacher")
-    result = pretrain.train(cfg, teacher, devices=jax.devices()[:1], stop_at=900)
-    assert result["eval"]["mlm_accuracy"] > 0.18, result["eval"]
-
+def test_distils_the_quickstart_into_half_its_depth(tmp_path):
+    """DistilBERT's claim at CPU size: a 1-layer student distilled from the quickstart's
+    900-step BERT-Tiny for 150 steps reaches at least 90% of the teacher's eval MLM
+    accuracy on the unseen Alice (read on the same rows; measured 0.172 for 0.187, 92%,
+    where 100 steps gave 88%) and beats the same student trained from scratch for the
+    same steps (fresh weights, MLM loss only: 0.059)."""
     steps = {"total_steps": 150, "eval_every": 150, "checkpoint_every": 150,
-             "log_every": 50, "eval_steps": 4, "distill.teacher": teacher}
+             "log_every": 50, "eval_steps": 4, "distill.teacher": str(QUICKSTART_TEACHER)}
     distilled, scratch = str(tmp_path / "distilled"), str(tmp_path / "scratch")
     pretrain.train(override(load_config("distil_quickstart.py"), steps), distilled,
                    devices=jax.devices()[:1])
@@ -88,6 +82,7 @@ def test_quickstart_leaves_the_plateau_and_distils_into_half_its_depth(tmp_path)
         "distill.init_from_teacher": False, "distill.freeze_positions": False}), scratch,
         devices=jax.devices()[:1])
     got, base = _eval(distilled), _eval(scratch)
+    assert got["teacher_mlm_accuracy"] > 0.18, got  # the stored teacher is off the plateau
     assert got["mlm_accuracy"] >= 0.9 * got["teacher_mlm_accuracy"], got
     assert got["mlm_accuracy"] > base["mlm_accuracy"], (got, base)
     print(json.dumps({"student": got["mlm_accuracy"], "teacher": got["teacher_mlm_accuracy"],
