@@ -29,16 +29,11 @@ _SHARED_GLUE = os.path.normpath(os.path.join(os.path.dirname(os.path.realpath(__
 
 def get_config():
     c = finetune_config()
-    c.task = "sst2"
-    c.data.glue_dir = _SHARED_GLUE
-    c.data.lower_case = False
-    c.epochs = 10
-    c.global_batch_size = 32
-    c.seq_len = 128
-    c.optimizer.learning_rate = 1e-5
-    c.optimizer.warmup_fraction = 0.06
-    c.optimizer.b2 = 0.98
-    c.optimizer.eps = 1e-8
-    c.optimizer.weight_decay = 0.01
-    c.optimizer.grad_clip = 0.0
+    c.update_from_flattened_dict({
+        "task": "sst2", "data.glue_dir": _SHARED_GLUE, "data.lower_case": False,
+        "epochs": 10, "global_batch_size": 32, "seq_len": 128,
+        # Adam as fairseq runs it for BART: betas (0.9, 0.98), eps 1e-8, no clipping
+        "optimizer.learning_rate": 1e-5, "optimizer.warmup_fraction": 0.06,
+        "optimizer.b2": 0.98, "optimizer.eps": 1e-8, "optimizer.weight_decay": 0.01,
+        "optimizer.grad_clip": 0.0})
     return c
