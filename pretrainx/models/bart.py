@@ -113,11 +113,14 @@ class DecoderLayer(nn.Module):
         return (x, None) if self.scanned else x
 
 
+def _counting(tokens):
+    """Positions 0, 1, ... of unpacked rows."""
+    return jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
+
+
 def _positions(batch, name, tokens):
     """A batch's `name` positions (restarting at each packed segment), or 0, 1, ..."""
-    if name in batch:
-        return batch[name]
-    return jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
+    return batch[name] if name in batch else _counting(tokens)
 
 
 class Bart(nn.Module):
@@ -214,7 +217,7 @@ class BartForFineTuning(Bart):
         if self.head != "classify":
             raise ValueError(f"BART fine-tunes with head classify or seq2seq, not {self.head}")
         ids, segments = batch["input_ids"], batch["attention_mask"]
-        positions = jnp.broadcast_to(jnp.arange(ids.shape[1]), ids.shape)
+        positions = _counting(ids)
         encoded = self.encode(ids, segments, positions, deterministic)
         start = jnp.full_like(ids[:, :1], self.cfg.get("decoder_start_id", 2))
         shifted = jnp.concatenate([start, ids[:, :-1]], axis=1)
@@ -246,7 +249,7 @@ def generate(cfg, params, tokens, segment_ids, length: int, eos_id: int, pad_id:
         raise ValueError(f"length {length} exceeds the model's {cfg.max_position_embeddings} "
                          "decoder positions")
     model = Bart(cfg, use_cache=True)
-    positions = jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
+    positions = _counting(tokens)
     encoded = model.apply({"params": params}, tokens, segment_ids, positions, True,
                           method="encode")
     encoded = jnp.repeat(encoded, num_beams, axis=0)
