@@ -84,7 +84,10 @@ def _root_cause(e):
 def _fail(message: str, at_once: bool = False):
     # One write of the whole line: print() writes the text and the newline apart, and
     # tensorstore's threads, still reporting cut-short writes, could land between them.
-    sys.stderr.write(f"error: {message}\n")
+    # Those threads may also have left half a line, so a disk-full error (the case
+    # where they run) starts a line of its own.
+    lead = "\n" if at_once else ""
+    sys.stderr.write(f"{lead}error: {message}\n")
     sys.stderr.flush()
     if at_once:
         sys.stdout.flush()
