@@ -41,6 +41,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.remat = "none"
     m.scan_layers = False
     m.float32_attention_logits = False
+    m.attention_impl = "xla"  # models/attention.py: xla | flash | splash | cudnn | auto
     m.decoder_start_id = 2  # </s> in fairseq's layout: the decoder's first input
     return m
 
@@ -51,7 +52,7 @@ def _attention(cfg, dtype, name, decode=False, static_kv=False):
         dropout_rate=cfg.attention_dropout_rate, dtype=dtype,
         kernel_init=nn.initializers.normal(cfg.initializer_range),
         float32_logits=cfg.float32_attention_logits, decode=decode, static_kv=static_kv,
-        name=name)
+        impl=cfg.get("attention_impl", "xla"), name=name)
 
 
 class FeedForward(nn.Module):
@@ -163,18 +164,16 @@ class Bart(nn.Module):
     def encode(self, tokens, segment_ids, positions, deterministic):
         x = self._embed(tokens, positions, self.encoder_position_embed,
                         self.encoder_embed_norm, deterministic)
-        bias = layers.mask_to_bias(layers.segment_mask(segment_ids, segment_ids), self.dtype)
-        return layers.apply_stack(self.encoder_layers, x, bias, deterministic)
+        return layers.apply_stack(self.encoder_layers, x, layers.Mask(segment_ids, segment_ids),
+                                  deterministic)
 
     def decode(self, encoded, encoder_segment_ids, tokens, segment_ids, positions,
                deterministic, states_only: bool = False):
         """Logits [batch, length, vocab], or with states_only the last layer's states."""
         x = self._embed(tokens, positions, self.decoder_position_embed,
                         self.decoder_embed_norm, deterministic)
-        self_bias = layers.mask_to_bias(
-            layers.segment_mask(segment_ids, segment_ids, causal=True), self.dtype)
-        cross_bias = layers.mask_to_bias(
-            layers.segment_mask(segment_ids, encoder_segment_ids), self.dtype)
+        self_bias = layers.Mask(segment_ids, segment_ids, causal=True)
+        cross_bias = layers.Mask(segment_ids, encoder_segment_ids)
         x = layers.apply_stack(self.decoder_layers, x, encoded, self_bias, cross_bias,
                                deterministic)
         if states_only:

@@ -43,6 +43,8 @@ def default_config() -> ml_collections.ConfigDict:
     m.remat = "none"  # none | full | dots
     m.scan_layers = False  # True: one nn.scan over layers (compile time flat in depth)
     m.float32_attention_logits = False  # True: scores + softmax in float32
+    # models/attention.py: xla | flash | splash | cudnn | auto (kernels: no attention dropout)
+    m.attention_impl = "xla"
     # ALBERT: embedding tables E wide, projected to hidden_size (0: E = hidden_size)
     m.embedding_size = 0
     m.share_layers = False  # ALBERT: one layer's parameters for every layer
@@ -73,7 +75,8 @@ class BertLayer(nn.Module):
             dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
             float32_logits=cfg.float32_attention_logits, lora=tuning.lora,
             lora_targets=tuning.lora_targets, prefix_length=tuning.prefix_length,
-            name="attention")(x, x, attn_bias, deterministic)
+            impl=cfg.get("attention_impl", "xla"), name="attention")(x, x, attn_bias,
+                                                                   deterministic)
         if tuning.adapter_size:  # Houlsby: after each sub-layer's projection, before the residual
             attn = peft_lib.Adapter(tuning.adapter_size, self.dtype, name="attention_adapter")(attn)
         attn = layers.Dropout(cfg.dropout_rate)(attn, deterministic=deterministic)
@@ -148,8 +151,8 @@ class BertEncoder(nn.Module):
         self.sow("intermediates", "embedded", x)  # read by distillation; free otherwise
         # attention_mask doubles as segment ids (1 real, 0 pad); packed inputs pass
         # true segment ids and get block-diagonal attention for free.
-        bias = layers.mask_to_bias(layers.segment_mask(attention_mask, attention_mask), self.dtype)
-        x = layers.apply_stack(self.layers, x, bias, deterministic)
+        x = layers.apply_stack(self.layers, x, layers.Mask(attention_mask, attention_mask),
+                               deterministic)
         return x[:, prompt:] if prompt else x
 
 

@@ -36,6 +36,7 @@ def default_config() -> ml_collections.ConfigDict:
     """DeBERTa-v3-base's model keys (microsoft/deberta-v3-base's config.json)."""
     m = bert.default_config()
     m.family = "deberta"
+    del m["attention_impl"]  # disentangled attention has no fused kernel here: XLA's path
     m.vocab_size = 128100
     m.type_vocab_size = 0
     m.hidden_act = "gelu"

@@ -86,8 +86,8 @@ class _Tower(bert.BertEncoder):
         x = embedded
         if bert.factorised(self.cfg):
             x = layers.constrain(self.embedding_projection(x), ("batch", "length", "embed"))
-        bias = layers.mask_to_bias(layers.segment_mask(attention_mask, attention_mask), self.dtype)
-        return layers.apply_stack(self.layers, x, bias, deterministic)
+        return layers.apply_stack(self.layers, x, layers.Mask(attention_mask, attention_mask),
+                                  deterministic)
 
 
 def gumbel_noise(shape, seeds):

@@ -37,6 +37,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.remat = "none"
     m.scan_layers = False
     m.float32_attention_logits = False
+    m.attention_impl = "xla"  # models/attention.py: xla | flash | splash | cudnn | auto
     return m
 
 def _normal(std):
@@ -60,7 +61,8 @@ class Gpt2Block(nn.Module):
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
             out_init=residual_init, float32_logits=cfg.float32_attention_logits,
-            decode=self.decode, name="attention")(y, y, bias, deterministic)
+            decode=self.decode, impl=cfg.get("attention_impl", "xla"),
+            name="attention")(y, y, bias, deterministic)
         x = layers.constrain(x + drop(y), ("batch", "length", "embed"))
         y = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="mlp_norm")(x)
         y = layers.Mlp(cfg.mlp_dim, cfg.hidden_act, self.dtype, init, out_init=residual_init,
@@ -96,9 +98,8 @@ class GPT2(nn.Module):
         x = self.token_embed(tokens) + self.position_embed(batch["positions"])
         x = self.embed_dropout(x, deterministic=deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
-        bias = layers.mask_to_bias(layers.segment_mask(segments, segments, causal=True),
-                                   self.dtype)
-        x = layers.apply_stack(self.layers, x, bias, deterministic)
+        x = layers.apply_stack(self.layers, x, layers.Mask(segments, segments, causal=True),
+                               deterministic)
         logits = self.token_embed.attend(self.final_norm(x))
         return {"logits": layers.constrain(logits, ("batch", "length", "vocab")).astype(
             jnp.float32)}

@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
+from pretrainx.models import attention
+from pretrainx.models.attention import Mask, mask_to_bias, segment_mask  # noqa: F401
 from pretrainx.models.dropout import Dropout  # noqa: F401  (every family's dropout)
 
 Dtype = jnp.dtype
@@ -211,28 +213,6 @@ class Embed(nn.Module):
         return (flat @ self.embedding.astype(self.dtype).T).reshape(lead + (self.num_embeddings,))
 
 
-def segment_mask(q_segments, kv_segments, causal: bool = False):
-    """Boolean [batch, 1, q, kv]: True where attention is allowed.
-
-    Segment id 0 is padding. Tokens attend only inside their own segment, which is
-    what keeps packed examples (and padding) from seeing each other.
-    """
-    mask = (q_segments[:, :, None] == kv_segments[:, None, :]) & (kv_segments[:, None, :] != 0)
-    if causal:
-        q_len, kv_len = q_segments.shape[1], kv_segments.shape[1]
-        mask = mask & (jnp.arange(q_len)[:, None] >= jnp.arange(kv_len)[None, :])
-    return mask[:, None, :, :]
-
-
-def mask_to_bias(mask, dtype):
-    """Additive bias: 0 where allowed, a large negative where not. It stays finite
-    after scores are added (half the dtype's range: float16's -65504 plus a score would
-    round to -inf and a fully masked row to NaN), so rows of padding stay NaN-free."""
-    big_negative = jnp.asarray(0.5 * float(jnp.finfo(dtype).min) if dtype != jnp.float32
-                               else -1e9, dtype)
-    return jnp.where(mask, jnp.asarray(0, dtype), big_negative)
-
-
 class MultiHeadAttention(nn.Module):
     num_heads: int
     head_dim: int
@@ -258,6 +238,9 @@ class MultiHeadAttention(nn.Module):
     # With decode, cross attention's keys and values: projected from x_kv by the creating
     # call and read back by every later one (the encoder's output does not change).
     static_kv: bool = False
+    # model.attention_impl (models/attention.py); a kernel needs `bias` as an
+    # attention.Mask (a dense bias, prefix-tuning and decoding run on XLA's path)
+    impl: str = "xla"
 
     @nn.compact
     def __call__(self, x_q, x_kv, bias, deterministic: bool):
@@ -274,6 +257,14 @@ class MultiHeadAttention(nn.Module):
         else:
             k = project("key", x_kv)
             v = project("value", x_kv)
+        mask = bias if isinstance(bias, attention.Mask) else None
+        impl = attention.choose(self.impl, mask is not None and mask.extra is not None,
+                                self.dropout_rate > 0)
+        if mask is not None and (impl == "xla" or self.prefix_length or self.decode):
+            bias, mask = mask.dense(self.dtype), None
+        elif mask is None and impl != "xla":
+            raise ValueError(f"attention_impl={impl} needs an attention.Mask; this model "
+                             "builds a dense bias (attention_impl=xla only)")
         if self.prefix_length:
             k, v, bias = self._with_prefix(k, v, bias)
         if self.decode and not self.static_kv:
@@ -284,13 +275,17 @@ class MultiHeadAttention(nn.Module):
                    for t in (q, k, v))
         if self.scale_queries:
             q = q * jnp.asarray(self.head_dim ** -0.5, self.dtype)
-        scores = jnp.einsum("bhqd,bhkd->bhqk", q, k)
-        logits_dtype = jnp.float32 if self.float32_logits else self.dtype
-        probs = jax.nn.softmax(scores.astype(logits_dtype) + bias.astype(logits_dtype), axis=-1)
-        probs = probs.astype(self.dtype)
-        self.sow("intermediates", "probs", probs)  # read by distillation; free otherwise
-        probs = Dropout(self.dropout_rate)(probs, deterministic=deterministic)
-        out = jnp.swapaxes(jnp.einsum("bhqk,bhkd->bhqd", probs, v), 1, 2)
+        if mask is not None:  # a kernel: no probabilities leave it, so no dropout on them
+            out = jnp.swapaxes(attention.attend(impl, q, k, v, mask).astype(self.dtype), 1, 2)
+        else:
+            scores = jnp.einsum("bhqd,bhkd->bhqk", q, k)
+            logits_dtype = jnp.float32 if self.float32_logits else self.dtype
+            probs = jax.nn.softmax(scores.astype(logits_dtype) + bias.astype(logits_dtype),
+                                   axis=-1)
+            probs = probs.astype(self.dtype)
+            self.sow("intermediates", "probs", probs)  # read by distillation; free otherwise
+            probs = Dropout(self.dropout_rate)(probs, deterministic=deterministic)
+            out = jnp.swapaxes(jnp.einsum("bhqk,bhkd->bhqd", probs, v), 1, 2)
         out = constrain(out, ("batch", "length", "heads", "kv"))
         return Dense(features=x_q.shape[-1], kernel_axes=("heads", "kv", "embed"), in_dims=2,
                      use_bias=self.use_bias, dtype=self.dtype,

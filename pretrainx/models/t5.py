@@ -48,6 +48,8 @@ def default_config() -> ml_collections.ConfigDict:
     m.remat = "none"
     m.scan_layers = False
     m.float32_attention_logits = False
+    # models/attention.py: xla | flash (takes the position bias) | cudnn | auto
+    m.attention_impl = "xla"
     return m
 
 def normal(stddev: float):
@@ -127,7 +129,7 @@ def _attention(cfg, dtype, name):
         use_bias=False, dtype=dtype, scale_queries=False,
         float32_logits=cfg.float32_attention_logits,
         kernel_init=normal(d_model ** -0.5), query_init=normal((d_model * head_dim) ** -0.5),
-        out_init=normal(inner ** -0.5), name=name)
+        out_init=normal(inner ** -0.5), impl=cfg.get("attention_impl", "xla"), name=name)
 
 
 class EncoderLayer(nn.Module):
@@ -203,8 +205,7 @@ class T5(nn.Module):
         x = self.dropout(self.token_embed(tokens), deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
         length = tokens.shape[1]
-        bias = (self.encoder_relpos(length, length)
-                + layers.mask_to_bias(layers.segment_mask(segment_ids, segment_ids), self.dtype))
+        bias = layers.Mask(segment_ids, segment_ids, extra=self.encoder_relpos(length, length))
         x = layers.apply_stack(self.encoder_layers, x, bias, deterministic)
         return self.dropout(self.encoder_norm(x), deterministic)
 
@@ -213,11 +214,9 @@ class T5(nn.Module):
         x = self.dropout(self.token_embed(decoder_input_tokens), deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
         length = decoder_input_tokens.shape[1]
-        self_bias = (self.decoder_relpos(length, length) + layers.mask_to_bias(
-            layers.segment_mask(decoder_segment_ids, decoder_segment_ids, causal=True),
-            self.dtype))
-        cross_bias = layers.mask_to_bias(
-            layers.segment_mask(decoder_segment_ids, encoder_segment_ids), self.dtype)
+        self_bias = layers.Mask(decoder_segment_ids, decoder_segment_ids, causal=True,
+                                extra=self.decoder_relpos(length, length))
+        cross_bias = layers.Mask(decoder_segment_ids, encoder_segment_ids)
         x = layers.apply_stack(self.decoder_layers, x, encoded, self_bias, cross_bias,
                                deterministic)
         x = self.dropout(self.decoder_norm(x), deterministic)

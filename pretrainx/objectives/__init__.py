@@ -9,6 +9,7 @@ import ml_collections
 from pretrainx import config as config_lib
 from pretrainx.data import sources
 from pretrainx.errors import UserError
+from pretrainx.models import attention
 from pretrainx.objectives.contract import Entry  # noqa: F401  (what modules register)
 from pretrainx.registry import Registry
 
@@ -50,6 +51,7 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     entry = get(cfg.get("objective", "bert"))
     config_lib.check_keys(cfg, entry.defaults())
     config_lib.validate_shared(cfg)
+    attention.validate(cfg.model)
     if cfg.data.train_files and cfg.data.train_source_names:
         sources.source_names(cfg.data.train_files, cfg.data.train_source_names)
     entry.validate(cfg)
