@@ -37,6 +37,7 @@ from pretrainx import dcn_traffic, objectives, sharding  # noqa: E402
 from pretrainx.chips import CHIPS, GIB  # noqa: E402
 from pretrainx.errors import UserError  # noqa: E402
 from pretrainx.main import _first_line, cli, cli_config  # noqa: E402
+from pretrainx.models import attention  # noqa: E402
 from pretrainx.train import optim, state as state_lib, step as step_lib  # noqa: E402
 
 _TOPOLOGY = flags.DEFINE_string("topology", None, "TPU topology, e.g. v3:4x4, v5e:4x4, v4:2x2x2.")
@@ -100,6 +101,42 @@ def _estimate(cost, generation, devices_per_chip, model_flops_device):
     return roofline, "roofline: max(flops / peak, bytes accessed / HBM bandwidth)"
 
 
+def kernel_work(calls, global_batch, remat, generation, devices_per_chip, n_devices) -> dict:
+    """FLOPs and HBM bytes of a train step's attention kernels, which the compiler's cost
+    model cannot see into, and their seconds at the chip's roofline.
+
+    Per call (global shapes, rows scaled to the step's batch: a micro-batched step
+    traces one micro-batch): the forward's two matmuls (QK^T, PV) are 4 B H Lq Lk D
+    FLOPs, halved for a causal mask (the kernels skip blocks above the diagonal); the
+    backward's two kernels (dK/dV, then dQ) recompute the scores and do 7 matmuls in
+    all, 3.5x the forward; a rematerialised step runs the forward twice. Bytes: each
+    kernel reads its blocked operand once per block of the other side (128 long)."""
+    calls, chip = list(calls), CHIPS[generation]
+    flops = bytes_ = 0.0
+    for c in calls:
+        rows = global_batch / c.batch
+        nq, nk = -(-c.q_len // 128), -(-c.kv_len // 128)  # attend pads to whole blocks
+        q_len, kv_len = 128 * nq, 128 * nk
+        fwd = 4.0 * c.batch * c.heads * q_len * kv_len * c.head_dim * rows
+        if c.causal and q_len == kv_len:
+            fwd /= 2
+        flops += fwd * (1 + 3.5 + (remat != "none"))
+        per = c.batch * rows * c.heads * c.head_dim * c.itemsize
+        fwd_bytes = per * (2 * q_len + 2 * kv_len * nq)  # q, o; k, v per q block
+        bwd_bytes = (per * (4 * kv_len + 3 * q_len * nk)  # dK/dV: q, o, dO per kv block
+                     + per * (3 * q_len + 2 * kv_len * nq))  # dQ: k, v per q block
+        bytes_ += fwd_bytes * (1 + (remat != "none")) + bwd_bytes
+    flops_dev, bytes_dev = flops / n_devices, bytes_ / n_devices
+    seconds = max(flops_dev / (chip.peak_flops / devices_per_chip),
+                  bytes_dev / (chip.hbm_bandwidth / devices_per_chip))
+    impls = sorted({c.impl for c in calls})
+    return {"impl": "/".join(impls), "calls": len(calls), "flops_per_step": flops,
+            "flops_per_device": flops_dev, "bytes_per_device": bytes_dev,
+            "est_seconds": seconds,
+            "note": "the compiler's cost model cannot see inside a Mosaic kernel; these "
+                    "FLOPs and bytes are counted from the shapes and added at the roofline"}
+
+
 def _dcn(compiled_text, n_slices, generation, devices_per_chip, gbps_per_chip) -> dict:
     """What crosses slices per step, and its seconds at the DCN bandwidth."""
     per_chip = gbps_per_chip * 1e9 / 8 if gbps_per_chip else CHIPS[generation].dcn_bandwidth
@@ -150,7 +187,9 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
            "params": state_lib.count_params(abstract),
            "model_flops_per_step": model_flops}
     try:
-        compiled = step.lower(state, batch, key).compile()
+        with attention.recording() as kernel_calls:
+            lowered = step.lower(state, batch, key)
+        compiled = lowered.compile()
     except Exception as e:  # XlaRuntimeError and friends
         message = str(e)
         if not _OOM.search(message):
@@ -162,8 +201,21 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
     per_device = int(memory.argument_size_in_bytes + memory.temp_size_in_bytes
                      + memory.output_size_in_bytes - memory.alias_size_in_bytes)
     cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else (cost or {})
+    cost = dict(cost[0] if isinstance(cost, (list, tuple)) else (cost or {}))
+    kernels = None
+    if kernel_calls:  # the cost model counts a Mosaic kernel as nothing: add its work
+        kernels = kernel_work(kernel_calls.values(), phase.global_batch_size, cfg.model.remat,
+                              generation, devices_per_chip, n)
+        cost["flops"] = float(cost.get("flops", 0.0)) + kernels["flops_per_device"]
+        cost["bytes accessed"] = (float(cost.get("bytes accessed", 0.0))
+                                  + kernels["bytes_per_device"])
+        out["attention_kernels"] = kernels
     seconds, source = _estimate(cost, generation, devices_per_chip, model_flops / n)
+    if kernels and seconds and source.startswith("cost_model"):
+        seconds += kernels["est_seconds"]
+        source += " + attention kernels at the chip's roofline"
+    elif kernels and seconds:
+        source += " (attention kernels' FLOPs and bytes included)"
     n_slices = len(sharding.slices(devices, cfg.mesh))
     if n_slices > 1:
         out["dcn"] = _dcn(compiled.as_text(), n_slices, generation, devices_per_chip, dcn_gbps)
@@ -183,6 +235,26 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
 
 def plan(cfg, topology: str, phase_index=None, search=False, num_slices=1,
          dcn_gbps=None) -> dict:
+    with attention.targeting("tpu"):  # "auto" and the kernels as a TPU run resolves them
+        return _plan(cfg, topology, phase_index, search, num_slices, dcn_gbps)
+
+
+def _without_attention_dropout(cfg):
+    """A kernel applies no attention dropout, so training refuses it with dropout on;
+    a plan (a cost, not a run) proceeds as if the rate were 0 and says so."""
+    if (cfg.model.get("attention_impl", "xla") not in attention.KERNELS
+            or not cfg.model.get("attention_dropout_rate", 0.0)):
+        return cfg, None
+    rate = cfg.model.attention_dropout_rate
+    cfg = cfg.copy_and_resolve_references()
+    cfg.model.attention_dropout_rate = 0.0
+    return cfg, (f"planned with model.attention_dropout_rate=0 (the recipe has {rate}): "
+                 f"{cfg.model.attention_impl} applies none, and training with it refuses "
+                 "the kernel until the rate is 0")
+
+
+def _plan(cfg, topology, phase_index, search, num_slices, dcn_gbps) -> dict:
+    cfg, dropout_note = _without_attention_dropout(cfg)
     objectives.validate(cfg)
     if num_slices < 1:
         raise UserError(f"--num_slices={num_slices} must be at least 1")
@@ -218,6 +290,7 @@ def plan(cfg, topology: str, phase_index=None, search=False, num_slices=1,
                      if all(r.get("est_days") for r in results) else None),
         "phases": results,
         "note": "step time, MFU and days are estimates from the compiler's cost model",
+        **({"attention_dropout": dropout_note} if dropout_note else {}),
     }
 
 

@@ -109,3 +109,28 @@ def test_slices_that_the_mesh_cannot_use_are_one_line():
     cfg = tiny_bert_config(**{"mesh.dcn_data": 3, "global_batch_size": 32})
     with pytest.raises(plan.UserError, match="needs 3 slices but 2 are present"):
         plan.plan(cfg, "v5e:2x2", num_slices=2)
+
+
+def test_attention_kernels_compile_for_v5e_and_the_plan_counts_their_work():
+    """The train step with Pallas's splash (BERT) and flash (T5, with its relative
+    position bias and a decoder shorter than the kernels' 128 tile, padded) compiles
+    deviceless for v5e:2x2, sharded over its 4 chips. The compiler's cost model sees
+    nothing inside a Mosaic kernel, so the plan adds each kernel's FLOPs, counted from
+    its shapes: forward 4 B H Lq Lk D (half of it causal), backward 3.5x that."""
+    bert = plan.plan(tiny_bert_config(seq_len=128, **{
+        "mesh.data": -1, "global_batch_size": 32, "model.attention_impl": "splash",
+        "model.hidden_size": 128, "model.num_heads": 2,
+        "data.max_predictions_per_seq": 20}), "v5e:2x2")
+    kernels = bert["phases"][0]["attention_kernels"]
+    assert bert["fits"] and kernels["impl"] == "splash" and kernels["calls"] == 2
+    assert kernels["flops_per_step"] == 2 * 4 * 32 * 2 * 128 * 128 * 64 * 4.5
+    assert "attention_dropout_rate=0 (the recipe has 0.1)" in bert["attention_dropout"]
+    assert bert["est_step_seconds"] > kernels["est_seconds"] > 0
+    assert "attention kernels" in bert["estimate"]
+
+    t5 = plan.plan(tiny_t5_config(**{"mesh.data": -1, "global_batch_size": 16,
+                                     "model.attention_impl": "flash"}), "v5e:2x2")
+    kernels = t5["phases"][0]["attention_kernels"]
+    # encoder self, decoder self (causal), cross: 2 layers each
+    assert t5["fits"] and kernels["impl"] == "flash" and kernels["calls"] == 6
+    assert t5["est_step_seconds"] > kernels["est_seconds"] > 0

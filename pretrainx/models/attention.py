@@ -17,15 +17,21 @@ query reads them. On CPU the Pallas kernels run only inside
 `jax.experimental.pallas.tpu.force_tpu_interpret_mode()` (how the tests prove them).
 """
 
+import contextlib
+import functools
+from typing import NamedTuple
+
 import flax.struct
 import jax
 import jax.numpy as jnp
+from flax import linen as nn
+from jax.sharding import PartitionSpec as P
 
 from pretrainx.errors import UserError
 
 IMPLS = ("xla", "flash", "splash", "cudnn", "auto")
 KERNELS = ("flash", "splash", "cudnn")
-_BLOCK = 128  # the kernels' tile along a sequence (shorter sequences: one tile)
+_BLOCK = 128  # the TPU kernels' tile along a sequence (others are padded up to it)
 
 
 def segment_mask(q_segments, kv_segments, causal: bool = False):
@@ -63,55 +69,150 @@ class Mask:
         return bias if self.extra is None else self.extra + bias
 
 
-def choose(impl: str, has_bias: bool, dropout: bool) -> str:
-    """The implementation "auto" stands for on this backend; others as given."""
+_target: str | None = None  # the backend a deviceless compile is for (the planner)
+
+
+@contextlib.contextmanager
+def targeting(backend: str):
+    """Resolve "auto" (and check kernels) for `backend` rather than the one running:
+    the planner compiles for a TPU on a CPU."""
+    global _target
+    outer, _target = _target, backend
+    try:
+        yield
+    finally:
+        _target = outer
+
+
+def backend() -> str:
+    return _target or jax.default_backend()
+
+
+def choose(impl: str, has_bias: bool, dropout: bool, dtype=jnp.float32) -> str:
+    """The implementation "auto" stands for on this backend and shape; others as
+    given. XLA wherever a kernel would drop attention dropout, and on GPUs above 16
+    bits (cuDNN's fused attention needs bf16 or fp16)."""
     if impl != "auto":
         return impl
-    backend = jax.default_backend()
-    if dropout or backend not in ("tpu", "gpu"):
+    where = backend()
+    if dropout or where not in ("tpu", "gpu"):
         return "xla"
-    if backend == "gpu":
-        return "cudnn"
+    if where == "gpu":
+        return "cudnn" if jnp.dtype(dtype).itemsize == 2 else "xla"
     return "flash" if has_bias else "splash"
 
 
+_RUNS_ON = {"flash": "tpu", "splash": "tpu", "cudnn": "gpu"}
+
+
 def validate(model_cfg) -> None:
-    """Refuse, naming the key, what a kernel cannot do."""
+    """Refuse, naming the key, what a kernel cannot do: another backend's kernel,
+    attention dropout, a head size cuDNN lacks. (Any length works: `attend` pads.)"""
     impl = model_cfg.get("attention_impl", "xla")
+    key = "model.attention_impl"
     if impl not in IMPLS:
-        raise UserError(f"config key 'model.attention_impl' is {impl!r}; expected one of "
-                        f"{', '.join(IMPLS)}")
-    if impl in KERNELS and model_cfg.get("attention_dropout_rate", 0.0) > 0:
-        raise UserError(f"model.attention_impl={impl} applies no dropout to attention "
-                        f"probabilities; set model.attention_dropout_rate=0 (it is "
+        raise UserError(f"config key '{key}' is {impl!r}; expected one of {', '.join(IMPLS)}")
+    if impl not in KERNELS:
+        return
+    if _RUNS_ON[impl] != backend() and not _interpreting():
+        raise UserError(f"{key}={impl} runs on {_RUNS_ON[impl].upper()}s; this run's backend "
+                        f"is {backend()} (use xla, or auto to pick per backend)")
+    if model_cfg.get("attention_dropout_rate", 0.0) > 0:
+        raise UserError(f"{key}={impl} applies no dropout to attention probabilities; set "
+                        f"model.attention_dropout_rate=0 (it is "
                         f"{model_cfg.attention_dropout_rate}) or use xla / auto")
+    head_dim = model_cfg.get("head_dim", 0) or (
+        model_cfg.hidden_size // model_cfg.num_heads if "num_heads" in model_cfg else 0)
+    if impl == "cudnn" and head_dim and (head_dim % 8 or head_dim > 256):
+        raise UserError(f"{key}=cudnn needs a head dimension that is a multiple of 8 and "
+                        f"at most 256 (128 before Hopper); this model's is {head_dim}")
 
 
-def attend(impl: str, q, k, v, mask: Mask):
-    """[batch, heads, q, head_dim] outputs of a kernel; q already scaled."""
+class KernelCall(NamedTuple):
+    """One attention kernel in a traced step (global shapes), for the planner: a
+    compiler's cost model cannot see inside a Mosaic kernel."""
+    impl: str
+    batch: int
+    heads: int
+    q_len: int
+    kv_len: int
+    head_dim: int
+    causal: bool
+    itemsize: int
+
+
+_recording: list | None = None
+
+
+@contextlib.contextmanager
+def recording():
+    """{caller's module path: KernelCall} of the kernels traced inside; a path traced
+    again (remat, an eval_shape of the step) is one call."""
+    global _recording
+    outer, _recording = _recording, {}
+    try:
+        yield _recording
+    finally:
+        _recording = outer
+
+
+def attend(impl: str, q, k, v, mask: Mask, where: tuple = ()):
+    """[batch, heads, q, head_dim] outputs of a kernel; q already scaled. `where` (the
+    calling module's path) names the call for `recording`."""
+    if _recording is not None:
+        _recording[where] = KernelCall(impl, q.shape[0], q.shape[1], q.shape[2], k.shape[2],
+                                       q.shape[3], mask.causal, q.dtype.itemsize)
     if impl == "flash":
-        return _flash(q, k, v, mask)
-    if impl == "splash":
+        kernel = _flash
+    elif impl == "splash":
         if mask.extra is not None:
             raise ValueError("splash attention takes no additive bias (T5's relative "
                              "positions): use model.attention_impl=flash")
-        return _splash(q, k, v, mask)
-    if impl == "cudnn":
-        return _fused(q, k, v, mask, "cudnn")
-    raise ValueError(f"no attention kernel {impl!r}")
+        kernel = _splash
+    elif impl == "cudnn":
+        return _fused(q, k, v, mask, "cudnn")  # XLA partitions its custom call itself
+    else:
+        raise ValueError(f"no attention kernel {impl!r}")
+    return _per_shard(kernel, q, k, v, mask)
 
 
-def _tiles(q_len: int, kv_len: int):
-    bq, bk = min(_BLOCK, q_len), min(_BLOCK, kv_len)
-    if q_len % bq or kv_len % bk:
-        raise ValueError(f"attention kernels tile sequences by {_BLOCK}: lengths {q_len} "
-                         f"and {kv_len} must be multiples of it (or shorter)")
-    return bq, bk
+def _per_shard(kernel, q, k, v, mask: Mask):
+    """A Mosaic kernel under the run's mesh: XLA cannot partition it, so each device
+    runs it on its own rows (the batch's axes) and heads (tensor parallelism)."""
+    mesh = jax.sharding.get_abstract_mesh()
+    kernel = functools.partial(_padded, kernel)
+    if mesh.empty or mesh.size == 1:
+        return kernel(q, k, v, mask)
+    batch, heads = nn.logical_to_mesh_axes(("batch", "heads"))
+    qkv, rows = P(batch, heads, None, None), P(batch, None)
+    extra = None if mask.extra is None else P(
+        batch if mask.extra.shape[0] > 1 else None, heads, None, None)
+    specs = Mask(rows, rows, causal=mask.causal, extra=extra)
+    return jax.shard_map(kernel, mesh=mesh, in_specs=(qkv, qkv, qkv, specs), out_specs=qkv,
+                         check_vma=False)(q, k, v, mask)
+
+
+def _padded(kernel, q, k, v, mask: Mask):
+    """The TPU kernels tile sequences by 128 (a block must be a multiple of it): pad
+    both sides up to one, as padding (segment 0), which no real query sees; the
+    padded queries' outputs are dropped."""
+    q_len, kv_len = q.shape[2], k.shape[2]
+    q_pad, kv_pad = -q_len % _BLOCK, -kv_len % _BLOCK
+    if not q_pad and not kv_pad:
+        return kernel(q, k, v, mask)
+    seq = lambda x, n: jnp.pad(x, [(0, 0)] * (x.ndim - 2) + [(0, n), (0, 0)])  # noqa: E731
+    rows = lambda x, n: jnp.pad(x, [(0, 0), (0, n)])  # noqa: E731
+    extra = None if mask.extra is None else jnp.pad(
+        mask.extra, [(0, 0), (0, 0), (0, q_pad), (0, kv_pad)])
+    padded = Mask(rows(mask.q_segments, q_pad), rows(mask.kv_segments, kv_pad),
+                  causal=mask.causal, extra=extra)
+    out = kernel(seq(q, q_pad), seq(k, kv_pad), seq(v, kv_pad), padded)
+    return out[:, :, :q_len]
 
 
 def _flash(q, k, v, mask: Mask):
     from jax.experimental.pallas.ops.tpu import flash_attention as fa
-    bq, bk = _tiles(q.shape[2], k.shape[2])
+    bq, bk = _BLOCK, _BLOCK
     blocks = fa.BlockSizes(block_q=bq, block_k_major=bk, block_k=bk, block_b=1,
                            block_q_major_dkv=bq, block_k_major_dkv=bk, block_k_dkv=bk,
                            block_q_dkv=bq, block_k_major_dq=bk, block_k_dq=bk, block_q_dq=bq)
@@ -126,7 +227,7 @@ def _flash(q, k, v, mask: Mask):
 def _splash(q, k, v, mask: Mask):
     from jax.experimental.pallas.ops.tpu import splash_attention as sa
     heads, q_len, kv_len = q.shape[1], q.shape[2], k.shape[2]
-    bq, bk = _tiles(q_len, kv_len)
+    bq, bk = _BLOCK, _BLOCK
     blocks = sa.BlockSizes(block_q=bq, block_kv=bk, block_kv_compute=bk, block_q_dkv=bq,
                            block_kv_dkv=bk, block_kv_dkv_compute=bk, block_q_dq=bq,
                            block_kv_dq=bk)
@@ -135,7 +236,17 @@ def _splash(q, k, v, mask: Mask):
     kernel = sa.make_splash_mha(sa.MultiHeadMask([one] * heads), block_sizes=blocks,
                                 head_shards=1, q_seq_shards=1)
     segments = sa.SegmentIds(mask.q_segments, mask.kv_segments)
-    return jax.vmap(lambda a, b, c, s: kernel(a, b, c, segment_ids=s))(q, k, v, segments)
+    one_row = lambda a: kernel(a[0], a[1], a[2], segment_ids=a[3])  # noqa: E731
+    if _interpreting():  # jax 0.10's TPU interpreter cannot batch the kernel's grid
+        return jax.lax.map(one_row, (q, k, v, segments))
+    return jax.vmap(lambda *a: one_row(a))(q, k, v, segments)
+
+
+def _interpreting() -> bool:
+    """Inside `pltpu.force_tpu_interpret_mode()`: the kernels run on CPU (the tests)."""
+    from jax._src import config  # the flag that context manager sets has no public getter
+    flag = getattr(config, "pallas_tpu_interpret_mode_context_manager", None)
+    return flag is not None and flag.value is not None
 
 
 def _fused(q, k, v, mask: Mask, implementation):

@@ -62,7 +62,9 @@ def intermediates(tree, num_layers: int) -> dict:
     encoder = tree["intermediates"]["bert"]
     hidden = [encoder["embedded"][0]] + [encoder[f"layer_{i}"]["hidden"][0]
                                           for i in range(num_layers)]
-    probs = [encoder[f"layer_{i}"]["attention"]["probs"][0] for i in range(num_layers)]
+    # an attention kernel forms no probabilities (then None: alpha_att must be 0)
+    probs = [encoder[f"layer_{i}"]["attention"].get("probs", (None,))[0]
+             for i in range(num_layers)]
     return {"hidden": hidden, "probs": probs}
 
 
@@ -71,12 +73,17 @@ class Distillation:
     positions (`student_logits`, `teacher_logits`) and their hidden states and
     attention probabilities."""
 
-    def __init__(self, student_cfg, teacher_cfg, project: bool, all_positions: bool = False):
+    def __init__(self, student_cfg, teacher_cfg, project: bool, all_positions: bool = False,
+                 read_probs: bool = False):
         self.all_positions = all_positions
+        student_cfg = ml_collections.ConfigDict(student_cfg.to_dict())
+        if read_probs:  # attention probabilities exist only on XLA's path (no kernel)
+            student_cfg.attention_impl = "xla"
         self.student_cfg, self.teacher_cfg = student_cfg, teacher_cfg
         self.student = bert.BertForMaskedLM(student_cfg)
         teacher = ml_collections.ConfigDict(teacher_cfg.to_dict())
         teacher.dtype = student_cfg.dtype  # the teacher computes in the student's dtype
+        teacher.attention_impl = student_cfg.get("attention_impl", "xla")
         teacher.scan_layers, teacher.remat = False, "none"
         self.teacher = bert.BertForMaskedLM(teacher)
         self.projections = (Projections(teacher.hidden_size, jnp.dtype(student_cfg.dtype))

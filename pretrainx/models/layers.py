@@ -259,7 +259,7 @@ class MultiHeadAttention(nn.Module):
             v = project("value", x_kv)
         mask = bias if isinstance(bias, attention.Mask) else None
         impl = attention.choose(self.impl, mask is not None and mask.extra is not None,
-                                self.dropout_rate > 0)
+                                self.dropout_rate > 0, self.dtype)
         if mask is not None and (impl == "xla" or self.prefix_length or self.decode):
             bias, mask = mask.dense(self.dtype), None
         elif mask is None and impl != "xla":
@@ -276,7 +276,8 @@ class MultiHeadAttention(nn.Module):
         if self.scale_queries:
             q = q * jnp.asarray(self.head_dim ** -0.5, self.dtype)
         if mask is not None:  # a kernel: no probabilities leave it, so no dropout on them
-            out = jnp.swapaxes(attention.attend(impl, q, k, v, mask).astype(self.dtype), 1, 2)
+            out = attention.attend(impl, q, k, v, mask, self.path).astype(self.dtype)
+            out = jnp.swapaxes(out, 1, 2)
         else:
             scores = jnp.einsum("bhqd,bhkd->bhqk", q, k)
             logits_dtype = jnp.float32 if self.float32_logits else self.dtype

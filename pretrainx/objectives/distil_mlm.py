@@ -112,7 +112,8 @@ class DistilMlm(rows.FullSentencesRows):
             check_teacher(cfg, self.teacher)
             project = cfg.model.hidden_size != self.teacher.model.hidden_size
             self.model = distilbert.Distillation(cfg.model, self.teacher.model, project,
-                                                 self.all_positions)
+                                                 self.all_positions,
+                                                 read_probs=cfg.distill.alpha_att > 0)
         # In the parameters, never in the optimizer: the teacher, and the student's
         # position table where DistilBERT freezes it.
         self.frozen = (("teacher",),) + ((("student", "bert", "position_embed"),)
@@ -310,6 +311,10 @@ def validate(cfg) -> None:
         if d[key] < 0:
             raise UserError(f"distill.{key}={d[key]} must be >= 0")
     parse_layer_map(d.layer_map)
+    if d.alpha_att > 0 and cfg.model.attention_impl not in ("xla", "auto"):
+        raise UserError(f"distill.alpha_att={d.alpha_att} reads the student's attention "
+                        f"probabilities, which model.attention_impl="
+                        f"{cfg.model.attention_impl} never forms: use xla, or alpha_att=0")
     if d.layer_map and cfg.model.scan_layers:
         raise UserError("distill.layer_map reads every layer's output: set "
                         "model.scan_layers=False")
