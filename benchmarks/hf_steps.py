@@ -3,12 +3,26 @@
 Each `*_step(size, batch)` returns (one_step, work) where one_step() runs forward,
 loss, backward, clipping at 1.0 and AdamW on the batch and returns the loss, and
 `work` says what it computes beyond ours ("same": nothing). PyTorch runs on CPU
-in float32 with its default threads; the Flax peer is jitted like ours.
+in float32 with its default threads unless `configure` says otherwise (the GPU
+benchmark: CUDA, bf16 autocast); the Flax peer is jitted like ours.
 """
+
+import contextlib
 
 import numpy as np
 
 VOCAB = {"bert": 30522, "t5": 32128, "gpt2": 50257}
+_PLACE = {"device": "cpu", "autocast": None}
+
+
+def configure(device: str = "cpu", autocast=None):
+    """Where the PyTorch peers run and in what: `autocast` a torch dtype (bf16) for
+    torch.autocast's mixed precision, parameters staying float32 as ours do."""
+    _PLACE.update(device=device, autocast=autocast)
+
+
+def _placed(model):
+    return model.to(_PLACE["device"])
 
 
 def _torch():
@@ -26,7 +40,10 @@ def _step(model, opt, loss_fn):
 
     def one_step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn()
+        mixed = (torch.autocast(_PLACE["device"].split(":")[0], dtype=_PLACE["autocast"])
+                 if _PLACE["autocast"] is not None else contextlib.nullcontext())
+        with mixed:
+            loss = loss_fn()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -36,7 +53,7 @@ def _step(model, opt, loss_fn):
 
 
 def _long(x):
-    return _torch().from_numpy(np.asarray(x).astype(np.int64))
+    return _torch().from_numpy(np.asarray(x).astype(np.int64)).to(_PLACE["device"])
 
 
 def bert_config(shape):
@@ -53,7 +70,7 @@ def bert_task_step(shape, batch):
     from transformers import BertForPreTraining
     torch = _torch()
     torch.manual_seed(0)
-    model = BertForPreTraining(bert_config(shape)).train()
+    model = _placed(BertForPreTraining(bert_config(shape)).train())
     ids = batch["_original_ids"]
     labels = np.full_like(ids, -100)
     np.put_along_axis(labels, batch["masked_lm_positions"],
@@ -72,7 +89,7 @@ def bert_same_work_step(shape, batch):
     from transformers import BertForPreTraining
     torch = _torch()
     torch.manual_seed(0)
-    model = BertForPreTraining(bert_config(shape)).train()
+    model = _placed(BertForPreTraining(bert_config(shape)).train())
     ids, types = _long(batch["input_ids"]), _long(batch["token_type_ids"])
     mask, positions = _long(batch["attention_mask"]), _long(batch["masked_lm_positions"])
     targets, nsp = _long(batch["masked_lm_ids"]), _long(batch["next_sentence_label"])
@@ -99,6 +116,7 @@ def t5_step(shape, batch):
         vocab_size=VOCAB["t5"], d_model=shape["hidden"], d_kv=shape["head_dim"],
         d_ff=shape["mlp"], num_layers=shape["layers"], num_decoder_layers=shape["layers"],
         num_heads=shape["heads"], feed_forward_proj="relu", tie_word_embeddings=True)).train()
+    model = _placed(model)
     inputs = {"input_ids": _long(batch["encoder_input_tokens"]),
               "attention_mask": _long(batch["encoder_segment_ids"] > 0),
               "decoder_input_ids": _long(batch["decoder_input_tokens"]),
@@ -115,6 +133,7 @@ def gpt2_step(shape, batch):
         vocab_size=VOCAB["gpt2"], n_embd=shape["hidden"], n_layer=shape["layers"],
         n_head=shape["heads"], n_inner=shape["mlp"], n_positions=1024,
         activation_function="gelu_new")).train()
+    model = _placed(model)
     ids = _long(batch["inputs"])
     return _step(model, _adamw(model), lambda: model(input_ids=ids, labels=ids).loss), "same"
 

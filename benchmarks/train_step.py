@@ -41,6 +41,7 @@ import numpy as np  # noqa: E402
 
 import hf_steps  # noqa: E402
 from pretrainx import config as config_lib, objectives, sharding  # noqa: E402
+from pretrainx.models import attention  # noqa: E402
 from pretrainx.train import metrics as metrics_lib, optim, state as state_lib  # noqa: E402
 from pretrainx.train import step as step_lib  # noqa: E402
 
@@ -92,13 +93,15 @@ def bert_batch(batch_size: int, seq: int, seed: int = 0) -> dict:
             "_original_ids": ids}
 
 
-def our_config(size: str):
+def our_config(size: str, dtype: str = "float32", attention_impl: str = "xla"):
     family, shape, batch, seq = SIZES[size]
     c = objectives.default_config(OBJECTIVE[family])
     m = c.model
     m.num_layers, m.hidden_size, m.num_heads, m.mlp_dim = (shape["layers"], shape["hidden"],
                                                            shape["heads"], shape["mlp"])
-    m.vocab_size, m.dtype = hf_steps.VOCAB[family], "float32"
+    m.vocab_size, m.dtype, m.attention_impl = hf_steps.VOCAB[family], dtype, attention_impl
+    if attention_impl in attention.KERNELS:  # a kernel applies no attention dropout
+        m[attention.attention_dropout_key(m)] = 0.0
     if family == "t5":
         m.num_decoder_layers, m.head_dim = shape["layers"], shape["head_dim"]
     if family == "bert":
@@ -109,10 +112,10 @@ def our_config(size: str):
     return c
 
 
-def our_step(size: str):
+def our_step(size: str, dtype: str = "float32", attention_impl: str = "xla"):
     """(one_step, tokens per step, FLOPs per step, the batch as numpy, the config)."""
     family, _, batch_size, seq = SIZES[size]
-    cfg = our_config(size)
+    cfg = our_config(size, dtype, attention_impl)
     objective = objectives.build(cfg, tokenizer=None)
     phase = config_lib.phases(cfg)[0]
     mesh = sharding.make_mesh(cfg.mesh, jax.devices()[:1])
@@ -171,9 +174,9 @@ def time_windows(one_step, tokens: int, windows: int, steps: int) -> dict:
             "windows": windows, "steps_per_window": steps, "loss": loss}
 
 
-def measure(size, windows, steps, peak, flax) -> dict:
+def measure(size, windows, steps, peak, flax, dtype="float32", attention_impl="xla") -> dict:
     family = SIZES[size][0]
-    one_step, tokens, flops, batch, cfg = our_step(size)
+    one_step, tokens, flops, batch, cfg = our_step(size, dtype, attention_impl)
     row = {"ours": time_windows(one_step, tokens, windows, steps)}
     row["ours"]["mfu"] = flops / tokens * row["ours"]["tokens_per_sec"] / peak
     peers = {"bert": [("hf_pytorch_task", hf_steps.bert_task_step),

@@ -31,8 +31,12 @@ CHIPS = {  # keyed by the generation of a topology name (v3:4x4)
     "v5e": Chip(197e12, 16 * GIB, 819e9, 1, ("TPU v5 lite", "TPU v5e"), 2 * 100e9 / 8 / 8),
     "v5p": Chip(459e12, 95 * GIB, 2765e9, 1, ("TPU v5p", "TPU v5")),
     "v6e": Chip(918e12, 32 * GIB, 1640e9, 1, ("TPU v6 lite", "TPU v6e")),
-    "h100": Chip(989e12, 80 * GIB, 3350e9, 1, ("NVIDIA H100",)),
-    "a100": Chip(312e12, 80 * GIB, 2039e9, 1, ("NVIDIA A100",)),
+    # NVIDIA's datasheet dense bf16 tensor-core peaks (their sparse figures are twice these)
+    "h100": Chip(989e12, 80 * GIB, 3350e9, 1, ("NVIDIA H100",)),  # SXM
+    "h100_pcie": Chip(756e12, 80 * GIB, 2000e9, 1, ("NVIDIA H100 PCIe",)),
+    "h200": Chip(989e12, 141 * GIB, 4800e9, 1, ("NVIDIA H200",)),
+    "a100": Chip(312e12, 80 * GIB, 2039e9, 1, ("NVIDIA A100",)),  # the 40 GB card: same peak
+    "l4": Chip(121e12, 24 * GIB, 300e9, 1, ("NVIDIA L4",)),
 }
 
 

@@ -25,18 +25,32 @@ _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Processes in the j
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "This process's index.")
 
 
+def _int_env(environ, key: str) -> int:
+    try:
+        return int(environ.get(key, "1") or 1)
+    except ValueError:
+        return 1
+
+
+def cluster_detected(environ=os.environ) -> bool:
+    """Several processes that JAX finds its coordinator for by itself: a multi-host TPU
+    slice, several slices (MEGASCALE_* from a queued resource or a GKE JobSet), a
+    SLURM job step of several tasks (launch/slurm.py), or an Open MPI job (mpirun)."""
+    return ("," in environ.get("TPU_WORKER_HOSTNAMES", "")
+            or _int_env(environ, "MEGASCALE_NUM_SLICES") > 1
+            or ("SLURM_JOB_ID" in environ and _int_env(environ, "SLURM_NTASKS") > 1)
+            or _int_env(environ, "OMPI_COMM_WORLD_SIZE") > 1)
+
+
 def _init_distributed() -> None:
-    """jax.distributed for multi-process jobs: explicit flags, a multi-host TPU slice,
-    or several slices (MEGASCALE_* set by a queued resource or a GKE JobSet, even
-    of one-host slices); JAX finds the coordinator itself on TPUs. One process
-    needs nothing."""
+    """jax.distributed for multi-process jobs: explicit flags, or a cluster JAX
+    detects itself (`cluster_detected`). One process needs nothing."""
     import jax
     if _COORDINATOR.value or _NUM_PROCESSES.value:
         if not (_COORDINATOR.value and _NUM_PROCESSES.value and _PROCESS_ID.value is not None):
             raise UserError("--coordinator_address, --num_processes and --process_id go together")
         jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
-    elif ("," in os.environ.get("TPU_WORKER_HOSTNAMES", "")
-          or int(os.environ.get("MEGASCALE_NUM_SLICES", "1") or 1) > 1):
+    elif cluster_detected():
         jax.distributed.initialize()
 
 

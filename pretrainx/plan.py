@@ -242,13 +242,14 @@ def plan(cfg, topology: str, phase_index=None, search=False, num_slices=1,
 def _without_attention_dropout(cfg):
     """A kernel applies no attention dropout, so training refuses it with dropout on;
     a plan (a cost, not a run) proceeds as if the rate were 0 and says so."""
+    key = attention.attention_dropout_key(cfg.model)
     if (cfg.model.get("attention_impl", "xla") not in attention.KERNELS
-            or not cfg.model.get("attention_dropout_rate", 0.0)):
+            or not cfg.model.get(key, 0.0)):
         return cfg, None
-    rate = cfg.model.attention_dropout_rate
+    rate = cfg.model[key]
     cfg = cfg.copy_and_resolve_references()
-    cfg.model.attention_dropout_rate = 0.0
-    return cfg, (f"planned with model.attention_dropout_rate=0 (the recipe has {rate}): "
+    cfg.model[key] = 0.0
+    return cfg, (f"planned with model.{key}=0 (the recipe has {rate}): "
                  f"{cfg.model.attention_impl} applies none, and training with it refuses "
                  "the kernel until the rate is 0")
 

@@ -112,6 +112,11 @@ def test_what_a_kernel_cannot_do_is_refused_in_one_line():
     refused("cudnn", "gpu", "multiple of 8 .* this model's is 10", attention_dropout_rate=0.0,
             hidden_size=40, num_heads=4)
     refused("fused", "tpu", "'model.attention_impl' is 'fused'; expected one of")
+    from pretrainx.models import t5  # one dropout rate, attention included
+    t5_cfg = t5.default_config()
+    t5_cfg.update(attention_impl="flash", dropout_rate=0.1)
+    with attention.targeting("tpu"), pytest.raises(UserError, match="model.dropout_rate=0"):
+        attention.validate(t5_cfg)
     accepted = cfg.copy_and_resolve_references()
     accepted.update(attention_impl="splash", attention_dropout_rate=0.0)
     with attention.targeting("tpu"):

@@ -12,6 +12,10 @@ from pretrainx import chips
     ("TPU v5", "v5p", 459e12),
     ("TPU v6 lite", "v6e", 918e12),
     ("NVIDIA H100 80GB HBM3", "h100", 989e12),
+    ("NVIDIA H100 PCIe", "h100_pcie", 756e12),  # the longer prefix wins over SXM's
+    ("NVIDIA H200", "h200", 989e12),
+    ("NVIDIA A100-SXM4-40GB", "a100", 312e12),
+    ("NVIDIA L4", "l4", 121e12),
 ])
 def test_device_kinds_map_to_per_device_peaks(kind, generation, per_device):
     name, chip = chips.chip_of_device_kind(kind)

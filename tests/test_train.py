@@ -113,12 +113,24 @@ def test_two_phase_recipe_switches_and_resumes_at_the_boundary(tmp_path):
 
 
 @pytest.mark.slow
-def test_bfloat16_compute_trains(tmp_path):
-    cfg = tiny_bert_config(total_steps=4, **{"model.dtype": "bfloat16",
-                                            "optimizer.learning_rate": 2e-3})
+def test_bfloat16_compute_trains_and_keeps_float32_parameters_and_moments(tmp_path):
+    """Mixed precision as the recipes mean it: matmuls in bfloat16, while every
+    parameter and every optimizer moment (the checkpointed state, leaf by leaf)
+    stays float32, so small updates are not rounded away."""
+    import orbax.checkpoint as ocp
+    cfg = tiny_bert_config(total_steps=4, checkpoint_every=4, **{
+        "model.dtype": "bfloat16", "optimizer.learning_rate": 2e-3})
     loop.train(cfg, str(tmp_path))
     losses = _losses(tmp_path)
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+    state = ocp.StandardCheckpointer().restore(tmp_path / "checkpoints" / "4" / "state")
+    floats = [(jax.tree_util.keystr(path), leaf.dtype) for path, leaf in
+              jax.tree_util.tree_leaves_with_path({"params": state["params"],
+                                                   "opt_state": state["opt_state"]})
+              if np.issubdtype(leaf.dtype, np.floating)]
+    assert len(floats) > 3 * len(jax.tree_util.tree_leaves(state["params"])) - 1  # + mu, nu
+    assert all(dtype == np.float32 for _, dtype in floats), [f for f in floats
+                                                              if f[1] != np.float32]
 
 
 @pytest.mark.slow

@@ -105,6 +105,12 @@ def choose(impl: str, has_bias: bool, dropout: bool, dtype=jnp.float32) -> str:
 _RUNS_ON = {"flash": "tpu", "splash": "tpu", "cudnn": "gpu"}
 
 
+def attention_dropout_key(model_cfg) -> str:
+    """The key of a family's attention dropout: its own, or the one rate a family
+    without it (T5) applies everywhere, attention probabilities included."""
+    return "attention_dropout_rate" if "attention_dropout_rate" in model_cfg else "dropout_rate"
+
+
 def validate(model_cfg) -> None:
     """Refuse, naming the key, what a kernel cannot do: another backend's kernel,
     attention dropout, a head size cuDNN lacks. (Any length works: `attend` pads.)"""
@@ -117,10 +123,10 @@ def validate(model_cfg) -> None:
     if _RUNS_ON[impl] != backend() and not _interpreting():
         raise UserError(f"{key}={impl} runs on {_RUNS_ON[impl].upper()}s; this run's backend "
                         f"is {backend()} (use xla, or auto to pick per backend)")
-    if model_cfg.get("attention_dropout_rate", 0.0) > 0:
+    rate_key = attention_dropout_key(model_cfg)
+    if model_cfg.get(rate_key, 0.0) > 0:
         raise UserError(f"{key}={impl} applies no dropout to attention probabilities; set "
-                        f"model.attention_dropout_rate=0 (it is "
-                        f"{model_cfg.attention_dropout_rate}) or use xla / auto")
+                        f"model.{rate_key}=0 (it is {model_cfg[rate_key]}) or use xla / auto")
     head_dim = model_cfg.get("head_dim", 0) or (
         model_cfg.hidden_size // model_cfg.num_heads if "num_heads" in model_cfg else 0)
     if impl == "cudnn" and head_dim and (head_dim % 8 or head_dim > 256):

@@ -276,6 +276,9 @@ class MultiHeadAttention(nn.Module):
         if self.scale_queries:
             q = q * jnp.asarray(self.head_dim ** -0.5, self.dtype)
         if mask is not None:  # a kernel: no probabilities leave it, so no dropout on them
+            if self.dropout_rate > 0 and not deterministic:
+                raise ValueError(f"attention_impl={impl} cannot apply attention dropout "
+                                 f"({self.dropout_rate}); attention.validate refuses this")
             out = attention.attend(impl, q, k, v, mask, self.path).astype(self.dtype)
             out = jnp.swapaxes(out, 1, 2)
         else:

@@ -1,0 +1,90 @@
+"""BERT-Base and T5-Base train steps in bf16 on the visible NVIDIA GPU, ours against
+transformers' PyTorch models, in the same run.
+
+    python benchmarks/gpu.py [--sizes=bert_base,t5_base] [--windows=5] [--steps=10]
+                             [--attention_impl=xla|cudnn|auto]
+
+Ours: the jitted train step of benchmarks/train_step.py (forward, loss, grads,
+clipping at 1.0, AdamW; dropout on) with model.dtype=bfloat16, parameters and
+optimizer state float32. HF: the same model (BertForPreTraining with its MLM head at
+the masked positions only, equal FLOPs; T5ForConditionalGeneration) under
+torch.autocast(bfloat16) with SDPA attention (transformers' default) and
+torch.optim.AdamW, parameters float32. Both on the same batch, timed over --windows
+windows of --steps steps after warm-up (median, min, max), with the ratio of medians
+and MFU against the GPU's dense bf16 peak from pretrainx/chips.py.
+
+--attention_impl=cudnn runs our attention through cuDNN's fused kernel, which applies
+no attention dropout: ours then trains without it (HF keeps its 0.1), and the line says
+so. Goal on one H100: BERT-Base >= 1.3x HF's tokens/s and MFU >= 45%.
+
+Without a GPU it refuses, unless --allow_cpu (the tiny sizes, a smoke test of the
+script: no figures).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("JAX_PLATFORMS", "cuda")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import jax  # noqa: E402
+
+import hf_steps  # noqa: E402
+import train_step as bench  # noqa: E402
+from pretrainx.train import metrics as metrics_lib  # noqa: E402
+
+# family, shape, batch, sequence length: batches that fill an 80 GB GPU's step
+GPU_SIZES = {
+    "bert_base": ("bert", {"layers": 12, "hidden": 768, "heads": 12, "mlp": 3072}, 128, 128),
+    "t5_base": ("t5", {"layers": 12, "hidden": 768, "heads": 12, "head_dim": 64,
+                       "mlp": 3072}, 32, 512),
+    "tiny": bench.SIZES["tiny"],
+    "t5_tiny": bench.SIZES["t5_tiny"],
+}
+GOALS = {"bert_base": {"ratio": 1.3, "mfu": 0.45}}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="bert_base,t5_base")
+    parser.add_argument("--windows", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--attention_impl", default="xla", choices=("xla", "cudnn", "auto"))
+    parser.add_argument("--allow_cpu", action="store_true",
+                        help="run on the CPU (tiny sizes: a smoke test, no figures)")
+    args = parser.parse_args()
+    sizes = args.sizes.split(",")
+    unknown = [s for s in sizes if s not in GPU_SIZES]
+    if unknown:
+        parser.error(f"--sizes: unknown {unknown}; known: {', '.join(GPU_SIZES)}")
+    device = jax.devices()[0]
+    if device.platform != "gpu" and not args.allow_cpu:
+        raise SystemExit(f"error: no NVIDIA GPU visible to JAX (found {device.platform}); "
+                         "pip install -e '.[cuda]', or --allow_cpu for a smoke test")
+    on_gpu = device.platform == "gpu"
+    import torch
+    hf_steps.configure("cuda" if on_gpu else "cpu", torch.bfloat16)
+    if on_gpu:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    peak, source = metrics_lib.peak_flops_per_device()
+    print(f"device: {device.device_kind}; bf16 peak {peak / 1e12:.0f} TFLOP/s ({source}); "
+          f"torch {torch.__version__}, jax {jax.__version__}")
+    bench.SIZES.update(GPU_SIZES)
+    results = {"device": device.device_kind, "peak_flops": peak,
+               "attention_impl": args.attention_impl}
+    for size in sizes:
+        kernel = args.attention_impl == "cudnn"
+        row = bench.measure(size, args.windows, args.steps, peak, flax=False,
+                            dtype="bfloat16", attention_impl=args.attention_impl)
+        row["goals"] = GOALS.get(size)
+        if kernel:
+            row["note"] = "ours without attention dropout (cuDNN applies none); HF with it"
+        results[size] = row
+        print(bench._line(size, row) + (f" [{row['note']}]" if kernel else ""), flush=True)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
