@@ -150,6 +150,7 @@ def test_the_cudnn_path_lays_out_and_masks_as_xla():
                                    atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["bert", "gpt2", "t5"])
 def test_a_family_through_the_kernel_gives_its_xla_logits(family):
     """A packed batch through a 2-layer model with attention_impl=flash (interpret mode)

@@ -75,7 +75,7 @@ def test_pretrain_pays_runs_end_to_end(shared_data, tmp_path):
 @pytest.mark.slow
 def test_gpu_benchmark_runs_its_bf16_comparison_on_a_cpu_when_allowed():
     """No GPU here: --allow_cpu runs the script's whole path (bf16 ours, HF under
-    torch.autocast(bfloat16)) at the tiny sizes; without it the script refuses."""
+    torch.autocast(bfloat16)) at the tiny size; without it the script refuses."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     env_cpu = {"JAX_PLATFORMS": "cpu"}
@@ -84,10 +84,9 @@ def test_gpu_benchmark_runs_its_bf16_comparison_on_a_cpu_when_allowed():
                              env=dict(os.environ, **env_cpu), timeout=300)
     assert refused.returncode == 1 and "no NVIDIA GPU visible" in refused.stderr
     result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu.py"),
-                             "--sizes=tiny,t5_tiny", "--windows=1", "--steps=1",
+                             "--sizes=tiny", "--windows=1", "--steps=1",
                              "--allow_cpu"], cwd=REPO, capture_output=True, text=True,
                             env=dict(os.environ, **env_cpu), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    for size in ("tiny", "t5_tiny"):
-        assert out[size]["ratio"] > 0 and out[size]["ours"]["loss"] > 0, out[size]
+    assert out["tiny"]["ratio"] > 0 and out["tiny"]["ours"]["loss"] > 0, out["tiny"]
