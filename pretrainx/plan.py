@@ -45,7 +45,8 @@ _PHASE = flags.DEFINE_integer("phase", None, "Plan only this phase (1, or 2 for 
 _NUM_SLICES = flags.DEFINE_integer("num_slices", 1, "Slices of --topology joined over DCN.")
 _DCN_GBPS = flags.DEFINE_float("dcn_gbps_per_chip", None, "DCN bandwidth per chip in Gbit/s "
                                "(default: the chip table's, where Google publishes one).")
-_SEARCH = flags.DEFINE_bool("search", False, "Try remat policies x micro-batch counts; report "
+_SEARCH = flags.DEFINE_bool("search", False, "Try mesh layouts x attention (XLA or kernels), "
+                            "then remat policies x micro-batch counts; report "
                             "the fastest that fits.")
 
 TPU_GENERATIONS = tuple(name for name in CHIPS if name.startswith("v"))
@@ -295,25 +296,74 @@ def _plan(cfg, topology, phase_index, search, num_slices, dcn_gbps) -> dict:
     }
 
 
+# What --search tries: mesh layouts within a slice (the DCN factors stay the
+# config's), then remat policies x micro-batch counts.
+REMATS, MICRO_BATCHES = ("none", "dots", "full"), (1, 2, 4, 8)
+LAYOUTS = {"fsdp": {"data": 1, "fsdp": -1, "tensor": 1},
+           "data": {"data": -1, "fsdp": 1, "tensor": 1},
+           "fsdp_tensor2": {"data": 1, "fsdp": -1, "tensor": 2}}
+
+
+def _trial(cfg, remat=None, micro=None, layout=None, kernel=False):
+    """The config with one search point's choices; a kernel as a TPU run would pick it
+    ("auto"), without attention dropout, which no kernel applies."""
+    t = cfg.copy_and_resolve_references()
+    if remat is not None:
+        t.model.remat = remat
+    if micro is not None:
+        t.micro_batches = micro
+    if layout is not None:
+        t.mesh.update(LAYOUTS[layout])
+    if kernel:
+        t.model.attention_impl = "auto"
+        t.model[attention.attention_dropout_key(t.model)] = 0.0
+    return t
+
+
 def _search(cfg, phase, devices, generation, per_chip, dcn_gbps=None) -> dict:
-    """Fastest (remat, micro_batches) that fits; all tried configurations are listed."""
+    """Fastest point that fits, found in two stages: mesh layout x attention (XLA or
+    the TPU kernels) at the config's remat and micro-batches, then remat x
+    micro-batches at the best of those. Every tried point is listed."""
     tried = []
-    for remat in ("none", "dots", "full"):
-        for micro in (1, 2, 4, 8):
-            if phase.global_batch_size % micro:
+
+    def attempt(point, **choices):
+        try:
+            result = plan_phase(_trial(cfg, **choices), phase, devices, generation, per_chip,
+                                dcn_gbps)
+        except UserError:
+            return
+        result.update(point)
+        tried.append(result)
+
+    def best_of(results):
+        fitting = [t for t in results if t["fits"]]
+        if fitting:
+            return min(fitting, key=lambda t: t["est_step_seconds"] or math.inf)
+        return min(results, key=lambda t: t.get("per_device_bytes") or math.inf)
+
+    kernels = (False, True) if "attention_impl" in cfg.model else (False,)
+    for layout in LAYOUTS:
+        for kernel in kernels:
+            attempt({"layout": layout, "attention": "kernel" if kernel else "xla"},
+                    layout=layout, kernel=kernel)
+    if not tried:
+        raise UserError(f"--search: no mesh layout of {', '.join(LAYOUTS)} divides "
+                        f"{phase.prefix}global_batch_size={phase.global_batch_size} here")
+    first = best_of(tried)
+    layout, kernel = first["layout"], first["attention"] == "kernel"
+    for remat in REMATS:
+        for micro in MICRO_BATCHES:
+            if phase.global_batch_size % micro or (remat, micro) == (
+                    first["remat"], first["micro_batches"]):
                 continue
-            trial = cfg.copy_and_resolve_references()
-            trial.model.remat, trial.micro_batches = remat, micro
-            try:
-                tried.append(plan_phase(trial, phase, devices, generation, per_chip, dcn_gbps))
-            except UserError:
-                continue
-    fitting = [t for t in tried if t["fits"]]
-    best = min(fitting, key=lambda t: t["est_step_seconds"] or math.inf) if fitting else \
-        min(tried, key=lambda t: t.get("per_device_bytes") or math.inf)
-    best = dict(best)
-    best["search"] = [{k: t.get(k) for k in ("remat", "micro_batches", "fits",
-                                            "per_device_bytes", "est_step_seconds")}
+            attempt({"layout": layout, "attention": first["attention"]}, remat=remat,
+                    micro=micro, layout=layout, kernel=kernel)
+    best = dict(best_of(tried))
+    if best["attention"] == "kernel":
+        best["attention_note"] = ("the kernel runs without attention dropout: train with "
+                                  "model.attention_impl=auto and its rate at 0")
+    best["search"] = [{k: t.get(k) for k in ("layout", "attention", "remat", "micro_batches",
+                                            "fits", "per_device_bytes", "est_step_seconds")}
                       for t in tried]
     return best
 
