@@ -24,13 +24,13 @@ def test_bfloat16_follows_float32(family, tmp_path, shared_data):
     if family == "gpt2":
         from test_gpt2 import tiny_gpt2_config
         make = lambda dtype: tiny_gpt2_config(  # noqa: E731
-            str(shared_data / "tokenizers" / "gpt2"), total_steps=16,
+            str(shared_data / "tokenizers" / "gpt2"), total_steps=12,
             **{"model.dtype": dtype})
     else:
-        make = lambda dtype: tiny_t5_config(total_steps=16, **{"model.dtype": dtype})  # noqa
+        make = lambda dtype: tiny_t5_config(total_steps=12, **{"model.dtype": dtype})  # noqa
     f32, f32_eval = _run(make("float32"), tmp_path / "f32")
     bf16, bf16_eval = _run(make("bfloat16"), tmp_path / "bf16")
-    assert np.all(np.isfinite(bf16)) and bf16[-1] < bf16[0] - 1.0, bf16
+    assert np.all(np.isfinite(bf16)) and bf16[-1] < bf16[0] - 0.5, bf16
     assert np.max(np.abs(bf16 - f32)) < 0.01, np.abs(bf16 - f32)
     if f32_eval is not None:
         assert abs(bf16_eval - f32_eval) < 0.01, (bf16_eval, f32_eval)

@@ -251,6 +251,12 @@ def run_step(sandbox: Sandbox, words):
     if words[0] == "pip" or words[:3] == ["python", "-m", "pytest"]:
         _ci_runs(words)
         return "ci"
+    if words[:2] == ["python", "launch/slurm.py"]:
+        # the sbatch script only: nothing is submitted
+        dry = words if "--dry-run" in words else words[:2] + ["--dry-run"] + words[2:]
+        out = sandbox.run(dry, cwd=REPO)
+        assert out.startswith("#!/bin/bash") and "\nsrun " in out, out
+        return "slurm"
     if words[:2] == ["python", "launch/gke.py"]:
         # the manifest only, with the page's gs:// workdir: nothing reaches a cluster
         import yaml
@@ -291,8 +297,12 @@ def run_step(sandbox: Sandbox, words):
         return "prepare"
     if module == "pretrainx.plan":
         # a tiny model, but a batch that splits over the slice's devices
-        plan = json.loads(sandbox.run(words + _tiny(words) + ["--config.global_batch_size=64"])
-                          .strip().splitlines()[-1])
+        tiny = _tiny(words) + ["--config.global_batch_size=64"]
+        if "--phase=2" in words:  # keep a short phase 2 at its own length to plan
+            tiny = [w for w in tiny if not w.startswith("--config.phase2.fraction=")] + [
+                "--config.total_steps=10", "--config.phase2.fraction=0.1",
+                "--config.phase2.global_batch_size=64"]
+        plan = json.loads(sandbox.run(words + tiny).strip().splitlines()[-1])
         assert plan["fits"] is True, plan
         return "plan"
     if module == "pretrainx.export":
