@@ -32,7 +32,7 @@ from absl import flags  # noqa: E402
 from flax import linen as nn  # noqa: E402
 
 from pretrainx import config as config_lib  # noqa: E402
-from pretrainx import dcn_traffic, objectives, sharding  # noqa: E402
+from pretrainx import dcn_traffic, hlo_bytes, objectives, sharding  # noqa: E402
 
 from pretrainx.chips import CHIPS, GIB  # noqa: E402
 from pretrainx.errors import UserError  # noqa: E402
@@ -212,6 +212,13 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
                                   + kernels["bytes_per_device"])
         out["attention_kernels"] = kernels
     seconds, source = _estimate(cost, generation, devices_per_chip, model_flops / n)
+    chip = CHIPS[generation]
+    if seconds:  # (a scanned stack's loop body is in the text once, as in the cost model)
+        out["memory_traffic"] = hlo_bytes.traffic(
+            compiled.as_text(), float(cost.get("bytes accessed", 0.0)),
+            float(cost.get("flops", 0.0)), model_flops / n, chip.peak_flops / devices_per_chip,
+            chip.hbm_bandwidth / devices_per_chip,
+            kernels["bytes_per_device"] if kernels else 0.0)
     if kernels and seconds and source.startswith("cost_model"):
         seconds += kernels["est_seconds"]
         source += " + attention kernels at the chip's roofline"

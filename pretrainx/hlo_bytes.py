@@ -1,0 +1,158 @@
+"""Where a compiled step's HBM bytes go: each top-level instruction of the optimized
+HLO (a fusion, a matmul, a collective) reads its operands and writes its result, so
+its bytes are theirs, counted as the compiler lays them out in memory (TPU tiles pad
+the two most minor dimensions, T(8,128) for instance, and a padded dimension is
+traffic too). Grouped by the model code that made them (the `op_name` metadata), this
+says what bounds a step that the roofline finds bytes-bound.
+
+The whole-program total is what the compiler's cost analysis calls "bytes accessed";
+the sum here is an independent count from the text, close to it but not the same
+(the cost model looks inside fusions to see how much of an operand is read)."""
+
+import collections
+import math
+import re
+
+_DTYPE_BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "f8e4m3fn": 1,
+                "f8e5m2": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4,
+                "u32": 4, "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
+# dtype[dims]{layout}: the layout (minor to major), its first tile and its memory space
+# (S(1) is on-chip memory on a TPU: what lives there costs no HBM traffic)
+_ARRAY = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\]"
+                    r"(?:\{([0-9,]*)(?::T\((\d+)(?:,(\d+))?\))?([^}]*)\})?")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.*?) ([\w\-]+)\((.*)$")
+_FREE = {"parameter", "constant", "bitcast", "tuple", "get-tuple-element", "after-all",
+         "partition-id", "replica-id", "iota", "while", "call", "conditional"}
+
+
+def arrays(type_text: str, padded: bool = True) -> list:
+    """(bytes, on_chip) of each array in an HLO type, in order; `padded` rounds the
+    two most minor dimensions up to the layout's tile."""
+    out = []
+    for dtype, dims, layout, tile_major, tile_minor, rest in _ARRAY.findall(type_text):
+        if dtype not in _DTYPE_BYTES:
+            continue
+        shape = [int(d) for d in dims.split(",") if d]
+        if padded and layout and tile_major and shape:
+            order = [int(i) for i in layout.split(",") if i]
+            tile = [int(tile_major)] + ([int(tile_minor)] if tile_minor else [])
+            for dim, size in zip(reversed(order[:len(tile)]), tile):  # most minor last
+                shape[dim] = -(-shape[dim] // size) * size
+        on_chip = bool(re.search(r"S\([1-9]\)", rest))
+        out.append((math.prod(shape) * _DTYPE_BYTES[dtype], on_chip))
+    return out
+
+
+def array_bytes(type_text: str, padded: bool = True) -> float:
+    """Bytes of every array in an HLO type (a tuple's arrays summed)."""
+    return sum(b for b, _ in arrays(type_text, padded))
+
+
+def _computations(hlo_text: str):
+    """{name: [instruction lines]} and the entry computation's name."""
+    comps, entry, current = {}, None, None
+    for line in hlo_text.splitlines():
+        if line and not line[0].isspace() and line.rstrip().endswith("{"):
+            head = line.split(" ", 2)
+            current = head[1] if head[0] == "ENTRY" else head[0]
+            current = current.lstrip("%")
+            entry = current if head[0] == "ENTRY" else entry
+            comps[current] = []
+        elif line.startswith("}"):
+            current = None
+        elif current is not None:
+            comps[current].append(line)
+    return comps, entry
+
+
+def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
+    """One row per top-level instruction of the entry computation and of the loops
+    and calls it runs: name, opcode, the model code it came from, and bytes read plus
+    written."""
+    comps, entry = _computations(hlo_text)
+    types = {}
+    for lines in comps.values():
+        for line in lines:
+            m = _INSTRUCTION.match(line)
+            if m:
+                types[m.group(1)] = m.group(2)
+    rows, todo, seen = [], [entry], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in comps:
+            continue
+        seen.add(name)
+        for line in comps[name]:
+            m = _INSTRUCTION.match(line)
+            if not m:
+                continue
+            _, out_type, opcode, rest = m.groups()
+            if opcode in ("while", "call", "conditional"):
+                todo += re.findall(r"(?:body=|to_apply=|branch_computations=\{|, )%([\w.\-]+)",
+                                   rest.split("metadata=")[0])
+            if opcode in _FREE or opcode.endswith("-done"):
+                continue
+            args = rest.split("), ")[0] if "), " in rest else rest.rstrip(")")
+            operands = [arrays(types.get(o, ""), padded)
+                        for o in re.findall(r"%([\w.\-]+)", args)]
+            written = arrays(out_type, padded)
+            if opcode.endswith("-start") or "AsyncCollectiveStart" in rest:
+                # (operands echoed, destination, sync flags): the destination is written
+                written = written[sum(map(len, operands)):][:1]
+                if opcode in ("slice-start", "copy-start"):  # reads what it writes
+                    operands = [[(written[0][0], operands[0][0][1])]] if written else []
+            read = [a for op in operands for a in op]
+            source = re.search(r'op_name="([^"]*)"', rest)
+            rows.append({"name": m.group(1), "opcode": opcode,
+                         "source": source.group(1) if source else "",
+                         "bytes": sum(b for b, _ in read + written),
+                         "hbm_bytes": sum(b for b, chip in read + written if not chip)})
+    return rows
+
+
+def _part(source: str) -> str:
+    """The model part an op_name names, with layer numbers and jit/transform wrappers
+    folded, so that twelve layers' attention sums to one row."""
+    part = re.sub(r"layer_\d+", "layer_N", source)
+    while True:  # transpose(jvp(Model)) -> Model
+        folded = re.sub(r"\b(jit|jvp|transpose|vmap|remat|checkpoint|pjit)\(([^()]*)\)",
+                        r"\2", part)
+        if folded == part:
+            break
+        part = folded
+    return "/".join(p for p in part.split("/") if p not in ("", "step", "main"))
+
+
+def by_part(rows, top: int = 12, key: str = "hbm_bytes") -> list:
+    """The parts of the model that move the most bytes (`key`: "hbm_bytes", or
+    "bytes" with on-chip memory too), largest first, with their share of the total."""
+    totals = collections.Counter()
+    for r in rows:
+        totals[_part(r["source"]) or f"({r['opcode']})"] += r[key]
+    whole = sum(totals.values()) or 1.0
+    return [{"part": part, "bytes": b, "share": round(b / whole, 4)}
+            for part, b in totals.most_common(top)]
+
+
+def traffic(hlo_text: str, cost_bytes: float, flops: float, model_flops: float,
+            peak: float, bandwidth: float, extra_hbm: float = 0.0) -> dict:
+    """A device's bytes per step two ways, and what bounds the step at the roofline.
+
+    The cost analysis' "bytes accessed" counts every operand and result, wherever the
+    compiler placed it; on a TPU with on-chip memory assigned (v5e, v6e, v5p), much of
+    that traffic never reaches HBM. The layout count keeps the arrays the compiled
+    program holds in HBM. `extra_hbm` adds what the text cannot show (a Pallas
+    kernel's blocks). Both are counts from the compiled program, not measurements."""
+    rows = instruction_bytes(hlo_text)
+    hbm = sum(r["hbm_bytes"] for r in rows) + extra_hbm
+    terms = {"flops": max(flops, model_flops) / peak, "hbm_bytes": hbm / bandwidth}
+    bound = max(terms, key=terms.get)
+    seconds = terms[bound]
+    return {"cost_model_bytes": cost_bytes, "hbm_bytes": hbm,
+            "on_chip_bytes": sum(r["bytes"] - r["hbm_bytes"] for r in rows),
+            "roofline_seconds_hbm_only": seconds, "bound_hbm_only": bound,
+            "mfu_bound_hbm_only": model_flops / peak / seconds if seconds else None,
+            "top_hbm_parts": [{**p, "bytes": int(p["bytes"])} for p in by_part(rows, 6)],
+            "note": "per device and step; hbm_bytes counts the arrays the compiled program "
+                    "keeps in HBM (on-chip S(1) arrays left out), cost_model_bytes all of "
+                    "them; the roofline from hbm_bytes is a bound, not an estimate"}

@@ -1,0 +1,73 @@
+"""Counting a compiled step's bytes from its HLO text (pretrainx/hlo_bytes.py)."""
+
+from pretrainx import hlo_bytes
+
+# A small module as a TPU compile prints it: tiled layouts, an on-chip (S(1)) copy, a
+# loop whose body runs a fusion, and op_name metadata from two layers of a model.
+HLO = """HloModule jit_step
+
+%fused_computation (p0: bf16[3,100]) -> bf16[3,100] {
+  %p0 = bf16[3,100]{1,0:T(8,128)(2,1)} parameter(0)
+  ROOT %n = bf16[3,100]{1,0:T(8,128)(2,1)} negate(%p0)
+}
+
+%body (w: bf16[3,100]) -> bf16[3,100] {
+  %w = bf16[3,100]{1,0:T(8,128)(2,1)} parameter(0)
+  ROOT %h = bf16[3,100]{1,0:T(8,128)(2,1)} fusion(%w), kind=kLoop, calls=%fused_computation, metadata={op_name="jit(step)/while/body/neg"}
+}
+
+%cond (c: bf16[3,100]) -> pred[] {
+  %c = bf16[3,100]{1,0:T(8,128)(2,1)} parameter(0)
+  ROOT %k = pred[] constant(false)
+}
+
+ENTRY %main.9_spmd (a: bf16[3,100], b: f32[256,128]) -> (bf16[3,100], f32[256,128]) {
+  %a = bf16[3,100]{1,0:T(8,128)(2,1)} parameter(0)
+  %b = f32[256,128]{1,0:T(8,128)} parameter(1)
+  %f = bf16[3,100]{1,0:T(8,128)(2,1)} fusion(%a), kind=kLoop, calls=%fused_computation, metadata={op_name="jit(step)/jvp(Model)/layer_3/mlp/neg"}
+  %cs = (f32[256,128]{1,0:T(8,128)}, f32[256,128]{1,0:T(8,128)S(1)}, u32[]{:S(2)}) copy-start(%b)
+  %cd = f32[256,128]{1,0:T(8,128)S(1)} copy-done(%cs)
+  %g = f32[256,128]{1,0:T(8,128)} fusion(%cd), kind=kLoop, calls=%fused_computation, metadata={op_name="jit(step)/transpose(jvp(Model))/layer_11/mlp/neg"}
+  %l = bf16[3,100]{1,0:T(8,128)(2,1)} while(%f), condition=%cond, body=%body
+  ROOT %t = (bf16[3,100]{1,0:T(8,128)(2,1)}, f32[256,128]{1,0:T(8,128)}) tuple(%l, %g)
+}
+"""
+
+TILE_BF16 = 8 * 128 * 2  # bf16[3,100] padded to one (8, 128) tile
+F32 = 256 * 128 * 4
+
+
+def test_arrays_are_padded_to_their_tile_and_on_chip_memory_is_marked():
+    assert hlo_bytes.array_bytes("bf16[3,100]{1,0:T(8,128)(2,1)}") == TILE_BF16
+    assert hlo_bytes.array_bytes("bf16[3,100]{1,0:T(8,128)(2,1)}", padded=False) == 600
+    # a column-major layout pads the other dimension: 3 -> 128 minor, 100 -> 104
+    assert hlo_bytes.array_bytes("f32[3,100]{0,1:T(8,128)}") == 128 * 104 * 4
+    assert hlo_bytes.arrays("(f32[4]{0:T(128)S(1)}, s32[2]{0})") == [(512, True), (8, False)]
+
+
+def test_each_instruction_reads_its_operands_and_writes_its_result():
+    rows = {r["name"]: r for r in hlo_bytes.instruction_bytes(HLO)}
+    assert set(rows) == {"f", "cs", "g", "h"}  # parameters, -done, tuples are free
+    assert rows["f"]["bytes"] == rows["f"]["hbm_bytes"] == 2 * TILE_BF16
+    # the prefetch reads HBM and writes on-chip memory; its consumer reads on chip
+    assert (rows["cs"]["bytes"], rows["cs"]["hbm_bytes"]) == (2 * F32, F32)
+    assert (rows["g"]["bytes"], rows["g"]["hbm_bytes"]) == (2 * F32, F32)
+    assert rows["h"]["hbm_bytes"] == 2 * TILE_BF16  # the loop's body is counted
+
+
+def test_bytes_are_grouped_by_the_model_code_that_made_them():
+    parts = hlo_bytes.by_part(hlo_bytes.instruction_bytes(HLO))
+    assert parts[0] == {"part": "Model/layer_N/mlp/neg", "bytes": 2 * TILE_BF16 + F32,
+                        "share": round((2 * TILE_BF16 + F32) / (4 * TILE_BF16 + 2 * F32), 4)}
+    assert {p["part"] for p in parts} == {"Model/layer_N/mlp/neg", "(copy-start)",
+                                          "while/body/neg"}
+
+
+def test_the_roofline_says_what_bounds_the_step():
+    common = dict(hlo_text=HLO, cost_bytes=1e9, flops=1e6, peak=1e12, bandwidth=1e9)
+    by_bytes = hlo_bytes.traffic(model_flops=1e6, **common)
+    assert by_bytes["bound_hbm_only"] == "hbm_bytes"
+    assert by_bytes["hbm_bytes"] == 4 * TILE_BF16 + 2 * F32
+    assert by_bytes["on_chip_bytes"] == 2 * F32
+    by_flops = hlo_bytes.traffic(model_flops=1e10, **common)
+    assert by_flops["bound_hbm_only"] == "flops" and by_flops["mfu_bound_hbm_only"] == 1.0
