@@ -1,7 +1,17 @@
-"""Our BERT-Base train step vs HuggingFace's Flax BERT, compiled for a TPU slice.
+"""Our BERT-Base train step vs HuggingFace's Flax BERT, compiled for a TPU slice; and
+the planning table of the recipes across today's TPUs.
 
     python benchmarks/tpu_plan.py [--topology=v3:4x4] [--phase=1|2] [--mesh=data|fsdp]
                                   [--tiny]
+    python benchmarks/tpu_plan.py --recipes=bert_base,t5_base \
+                                  [--topologies=v3:4x4,v5e:4x4,v6e:4x4,v5p:2x2x4]
+                                  [--attention_impl=splash] [--search]
+
+--recipes plans each named config (configs/NAME.py, all its phases) on each topology
+with pretrainx.plan and prints one markdown row per phase as it goes, then one JSON
+object: step time, est. MFU, GiB per device and days by the compiler's cost model (or
+its roofline), and the bound that the compiled program's HBM bytes alone give (see
+pretrainx.plan's memory_traffic).
 
 Both steps are compiled deviceless for the same topology, the same global batch
 and sequence length, bf16 compute with float32 parameters, AdamW with clipping and
@@ -95,7 +105,13 @@ def main():
     parser.add_argument("--mesh", choices=("data", "fsdp"), default="data",
                         help="our parallelism: pure data parallel, or FSDP over all devices")
     parser.add_argument("--tiny", action="store_true", help="smoke-test size (no figure)")
+    parser.add_argument("--recipes", default="", help="configs to plan, e.g. bert_base,t5_base")
+    parser.add_argument("--topologies", default="v3:4x4,v5e:4x4,v6e:4x4,v5p:2x2x4")
+    parser.add_argument("--attention_impl", default=None, help="plan with this kernel")
+    parser.add_argument("--search", action="store_true", help="plan --search per recipe")
     args = parser.parse_args()
+    if args.recipes:
+        return recipes_table(args)
     cfg = sibling_config(os.path.join(CONFIGS, "bert.py"), "bert.py", "base")
     if args.mesh == "fsdp":
         cfg.mesh.data, cfg.mesh.fsdp = 1, -1
@@ -116,6 +132,53 @@ def main():
         "hf_flax_flops_per_step": theirs["flops_per_step"],
         "note": "both step times are compiler cost-model estimates, not measurements",
     }))
+
+
+ROW = "| {recipe} | {topology} | {phase} | {batch} x {seq_len} | {s} | {mfu} | {gib} | {days} | " \
+      "{bound} |"
+
+
+def _fmt(x, digits):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def recipes_table(args):
+    """One row per recipe, topology and phase; the last line is the JSON of them all."""
+    rows = []
+    print("| recipe | slice | phase | batch x length | s/step | est. MFU | GiB/device "
+          "| days (recipe) | HBM-bytes bound: MFU, bound by |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for recipe in args.recipes.split(","):
+        for topology in args.topologies.split(","):
+            cfg = config_lib.load_file(os.path.join(CONFIGS, f"{recipe}.py"))
+            if args.attention_impl:
+                cfg.model.attention_impl = args.attention_impl
+            if args.tiny:
+                cfg.model.update({k: v for k, v in TINY.items() if k in cfg.model})
+            result = plan.plan(cfg, topology, search=args.search)
+            for ph in result["phases"]:
+                traffic = ph.get("memory_traffic") or {}
+                row = {"recipe": recipe, "topology": topology, "phase": ph["phase"],
+                       "batch": ph["global_batch"], "seq_len": ph["seq_len"],
+                       "fits": ph["fits"], "est_step_seconds": ph.get("est_step_seconds"),
+                       "est_mfu": ph.get("est_mfu"), "per_device_gib": ph.get("per_device_gib"),
+                       "est_days": result["est_days"], "estimate": ph.get("estimate"),
+                       "mfu_bound_hbm_only": traffic.get("mfu_bound_hbm_only"),
+                       "bound_hbm_only": traffic.get("bound_hbm_only"),
+                       **{k: ph.get(k) for k in ("layout", "attention", "remat",
+                                                 "micro_batches") if k in ph}}
+                rows.append(row)
+                print(ROW.format(
+                    recipe=recipe, topology=topology, phase=row["phase"], batch=row["batch"],
+                    seq_len=row["seq_len"],
+                    s=_fmt(row["est_step_seconds"], 4) + (
+                        " (roofline)" if str(row["estimate"]).startswith("roofline") else ""),
+                    mfu=_fmt(row["est_mfu"], 3),
+                    gib=_fmt(row["per_device_gib"], 1) + ("" if row["fits"] else " (no fit)"),
+                    days=_fmt(row["est_days"], 2),
+                    bound=f"{_fmt(row['mfu_bound_hbm_only'], 2)}, {row['bound_hbm_only']}"),
+                    flush=True)
+    print(json.dumps({"rows": rows, "note": "compiler cost-model estimates, not measurements"}))
 
 
 if __name__ == "__main__":
