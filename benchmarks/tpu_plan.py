@@ -155,6 +155,9 @@ def recipes_table(args):
                 cfg.model.attention_impl = args.attention_impl
             if args.tiny:
                 cfg.model.update({k: v for k, v in TINY.items() if k in cfg.model})
+                cfg.global_batch_size = 32
+                if "phase2" in cfg:
+                    cfg.phase2.global_batch_size = 32
             result = plan.plan(cfg, topology, search=args.search)
             for ph in result["phases"]:
                 traffic = ph.get("memory_traffic") or {}

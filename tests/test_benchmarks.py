@@ -63,6 +63,18 @@ def test_tpu_plan_compares_with_flax_bert():
 
 
 @pytest.mark.slow
+def test_tpu_plan_tables_the_recipes_phase_by_phase():
+    """--recipes plans every phase of a config on each topology (a tiny BERT here) and
+    says what bounds each by the compiled program's HBM bytes."""
+    pytest.importorskip("libtpu")
+    _, out = _run("tpu_plan.py", "--tiny", "--recipes=bert_base", "--topologies=v5e:2x2")
+    assert [r["phase"] for r in out["rows"]] == [1, 2]
+    for row in out["rows"]:
+        assert row["fits"] and 0 < row["est_mfu"] < 1 and row["est_days"] > 0, row
+        assert row["bound_hbm_only"] in ("flops", "hbm_bytes"), row
+
+
+@pytest.mark.slow
 def test_pretrain_pays_runs_end_to_end(shared_data, tmp_path):
     _, out = _run("pretrain_pays.py", f"--workdir={tmp_path}", "--steps=4", "--slices=32",
                   "--slice_epochs=1", "--lrs=1e-3", "--vocab_size=1000",
