@@ -65,10 +65,27 @@ def _computations(hlo_text: str):
     return comps, entry
 
 
+def trip_count(condition_lines) -> int:
+    """Iterations of a loop whose condition is `counter < N` (a scan's, a windowed
+    einsum's): N, counting from 0 as both do; 1 when the condition is another form."""
+    constants = {}
+    for line in condition_lines:
+        m = re.match(r"\s*%([\w.\-]+) = [su]\d+\[\][^ ]* constant\((\d+)\)", line)
+        if m:
+            constants[m.group(1)] = int(m.group(2))
+    for line in condition_lines:
+        m = re.search(r"ROOT %[\w.\-]+ = pred\[\][^ ]* compare\(%([\w.\-]+), %([\w.\-]+)\), "
+                      r"direction=LT", line)
+        if m and m.group(2) in constants:
+            return constants[m.group(2)]
+    return 1
+
+
 def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
     """One row per top-level instruction of the entry computation and of the loops
     and calls it runs: name, opcode, the model code it came from, and bytes read plus
-    written."""
+    written, times the iterations of the loops around it (XLA's cost analysis counts a
+    loop body once; on v5e an FSDP matmul becomes a loop over weight shards)."""
     comps, entry = _computations(hlo_text)
     types = {}
     for lines in comps.values():
@@ -76,20 +93,23 @@ def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
             m = _INSTRUCTION.match(line)
             if m:
                 types[m.group(1)] = m.group(2)
-    rows, todo, seen = [], [entry], set()
+    rows, todo = [], [(entry, 1)]
     while todo:
-        name = todo.pop()
-        if name in seen or name not in comps:
-            continue
-        seen.add(name)
-        for line in comps[name]:
+        name, times = todo.pop()
+        for line in comps.get(name, ()):
             m = _INSTRUCTION.match(line)
             if not m:
                 continue
             _, out_type, opcode, rest = m.groups()
-            if opcode in ("while", "call", "conditional"):
-                todo += re.findall(r"(?:body=|to_apply=|branch_computations=\{|, )%([\w.\-]+)",
-                                   rest.split("metadata=")[0])
+            calls = rest.split("metadata=")[0]
+            if opcode == "while":
+                cond = re.search(r"condition=%([\w.\-]+)", calls)
+                body = re.search(r"body=%([\w.\-]+)", calls)
+                trips = trip_count(comps.get(cond.group(1), ())) if cond else 1
+                todo += [(body.group(1), times * trips)] if body else []
+            elif opcode in ("call", "conditional"):
+                todo += [(c, times) for c in re.findall(
+                    r"(?:to_apply=|branch_computations=\{|, )%([\w.\-]+)", calls)]
             if opcode in _FREE or opcode.endswith("-done"):
                 continue
             args = rest.split("), ")[0] if "), " in rest else rest.rstrip(")")
@@ -103,10 +123,10 @@ def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
                     operands = [[(written[0][0], operands[0][0][1])]] if written else []
             read = [a for op in operands for a in op]
             source = re.search(r'op_name="([^"]*)"', rest)
-            rows.append({"name": m.group(1), "opcode": opcode,
+            rows.append({"name": m.group(1), "opcode": opcode, "times": times,
                          "source": source.group(1) if source else "",
-                         "bytes": sum(b for b, _ in read + written),
-                         "hbm_bytes": sum(b for b, chip in read + written if not chip)})
+                         "bytes": times * sum(b for b, _ in read + written),
+                         "hbm_bytes": times * sum(b for b, chip in read + written if not chip)})
     return rows
 
 

@@ -82,12 +82,18 @@ def _oom_bytes(message: str):
     return int(float(m.group(1)) * {"K": 1024, "M": 1024 ** 2, "G": GIB}[m.group(2)])
 
 
-def _estimate(cost, generation, devices_per_chip, model_flops_device):
+def _estimate(cost, generation, devices_per_chip, model_flops_device, micro_batches=1):
     """Step seconds from the cost model, or a roofline when it answers nonsense."""
     chip = CHIPS[generation]
     peak_dev = chip.peak_flops / devices_per_chip
     bw_dev = chip.hbm_bandwidth / devices_per_chip
     flops = float(cost.get("flops", 0.0))
+    if micro_batches > 1:
+        # The micro-batches are a lax.scan: its body (one micro-batch's forward and
+        # backward) is costed once, so its bytes and time would be 1/k of the step's.
+        return None, (f"none: the compiler's cost analysis counts the loop over "
+                      f"{micro_batches} micro-batches once; plan with micro_batches=1 for "
+                      "a step time (micro-batching saves memory, not time)")
     if flops < 0.5 * model_flops_device:
         # XLA costs a while loop's body once, whatever its trip count.
         return None, ("none: the compiler's cost analysis counts a loop body once "
@@ -220,7 +226,8 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
         cost["bytes accessed"] = (float(cost.get("bytes accessed", 0.0))
                                   + kernels["bytes_per_device"])
         out["attention_kernels"] = kernels
-    seconds, source = _estimate(cost, generation, devices_per_chip, model_flops / n)
+    seconds, source = _estimate(cost, generation, devices_per_chip, model_flops / n,
+                                cfg.micro_batches)
     chip = CHIPS[generation]
     text = _text(compiled) if seconds else None  # a scanned stack's body is there once
     if text:
