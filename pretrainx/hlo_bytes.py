@@ -176,3 +176,15 @@ def traffic(hlo_text: str, cost_bytes: float, flops: float, model_flops: float,
             "note": "per device and step; hbm_bytes counts the arrays the compiled program "
                     "keeps in HBM (on-chip S(1) arrays left out), cost_model_bytes all of "
                     "them; the roofline from hbm_bytes is a bound, not an estimate"}
+
+
+def of_compiled(compiled, cost_bytes, flops, model_flops, peak, bandwidth,
+                extra_hbm=None) -> dict:
+    """`traffic` of a jax Compiled; a note where it cannot be printed (jax 0.10.2 with
+    this libtpu fails on some v6e and v5p programs: a RET_CHECK on an async-update
+    instruction's operand count)."""
+    try:
+        text = compiled.as_text()
+    except Exception:  # JaxRuntimeError: INTERNAL: RET_CHECK failure
+        return {"note": "this libtpu cannot print the compiled program"}
+    return traffic(text, cost_bytes, flops, model_flops, peak, bandwidth, extra_hbm or 0.0)

@@ -156,15 +156,6 @@ def _dcn(compiled_text, n_slices, generation, devices_per_chip, gbps_per_chip) -
                                     f"{generation}; pass --dcn_gbps_per_chip"})}
 
 
-def _text(compiled):
-    """The optimized HLO, or None: jax 0.10.2 with this libtpu fails to print some v6e
-    and v5p programs (RET_CHECK on an async-update instruction's operand count)."""
-    try:
-        return compiled.as_text()
-    except Exception:  # JaxRuntimeError: INTERNAL: RET_CHECK failure
-        return None
-
-
 def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None) -> dict:
     objective = objectives.build(cfg, tokenizer=None)
     model = objective.model
@@ -228,16 +219,12 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
         out["attention_kernels"] = kernels
     seconds, source = _estimate(cost, generation, devices_per_chip, model_flops / n,
                                 cfg.micro_batches)
-    chip = CHIPS[generation]
-    text = _text(compiled) if seconds else None  # a scanned stack's body is there once
-    if text:
-        out["memory_traffic"] = hlo_bytes.traffic(
-            text, float(cost.get("bytes accessed", 0.0)),
-            float(cost.get("flops", 0.0)), model_flops / n, chip.peak_flops / devices_per_chip,
-            chip.hbm_bandwidth / devices_per_chip,
-            kernels["bytes_per_device"] if kernels else 0.0)
-    elif seconds:
-        out["memory_traffic"] = {"note": "this libtpu cannot print the compiled program"}
+    if seconds:
+        chip = CHIPS[generation]
+        out["memory_traffic"] = hlo_bytes.of_compiled(
+            compiled, float(cost.get("bytes accessed", 0.0)), float(cost.get("flops", 0.0)),
+            model_flops / n, chip.peak_flops / devices_per_chip,
+            chip.hbm_bandwidth / devices_per_chip, kernels and kernels["bytes_per_device"])
     if kernels and seconds and source.startswith("cost_model"):
         seconds += kernels["est_seconds"]
         source += " + attention kernels at the chip's roofline"
