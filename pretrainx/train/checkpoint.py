@@ -142,6 +142,6 @@ class Checkpointer:
         return self.manager.reached_preemption(step)
 
     def close(self):
-        with self._disk_full_is_a_user_error():
+        with self._disk_full_is_a_user_error():  # closing can finish a write too
             self.manager.wait_until_finished()
-        self.manager.close()
+            self.manager.close()
