@@ -149,15 +149,15 @@ def recipes_table(args):
           "| days (recipe) | HBM-bytes bound: MFU, bound by |")
     print("|---|---|---|---|---|---|---|---|---|")
     for recipe in args.recipes.split(","):
+        cfg = config_lib.load_file(os.path.join(CONFIGS, f"{recipe}.py"))  # once a recipe
+        if args.attention_impl:
+            cfg.model.attention_impl = args.attention_impl
+        if args.tiny:
+            cfg.model.update({k: v for k, v in TINY.items() if k in cfg.model})
+            cfg.global_batch_size = 32
+            if "phase2" in cfg:
+                cfg.phase2.global_batch_size = 32
         for topology in args.topologies.split(","):
-            cfg = config_lib.load_file(os.path.join(CONFIGS, f"{recipe}.py"))
-            if args.attention_impl:
-                cfg.model.attention_impl = args.attention_impl
-            if args.tiny:
-                cfg.model.update({k: v for k, v in TINY.items() if k in cfg.model})
-                cfg.global_batch_size = 32
-                if "phase2" in cfg:
-                    cfg.phase2.global_batch_size = 32
             result = plan.plan(cfg, topology, search=args.search)
             for ph in result["phases"]:
                 traffic = ph.get("memory_traffic") or {}

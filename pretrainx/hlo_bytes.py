@@ -5,9 +5,11 @@ the two most minor dimensions, T(8,128) for instance, and a padded dimension is
 traffic too). Grouped by the model code that made them (the `op_name` metadata), this
 says what bounds a step that the roofline finds bytes-bound.
 
-The whole-program total is what the compiler's cost analysis calls "bytes accessed";
-the sum here is an independent count from the text, close to it but not the same
-(the cost model looks inside fusions to see how much of an operand is read)."""
+The compiler's cost analysis calls its total "bytes accessed". The count here is
+independent, from the text: where the program has no loops it comes within a few
+percent of that figure (the cost model looks inside fusions to see how much of an
+operand is read); where it has loops, this count runs each body once per iteration,
+which the cost analysis does not."""
 
 import collections
 import math
