@@ -76,10 +76,12 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.sharding_rules = DEFAULT_SHARDING_RULES
 
     c.optimizer = ml_collections.ConfigDict()
-    c.optimizer.name = "adamw"  # adamw | adafactor | adagrad | lamb
+    c.optimizer.name = "adamw"  # adamw | adafactor | adagrad | lamb | stable_adamw
     c.optimizer.learning_rate = learning_rate
     c.optimizer.warmup_steps = 10_000
-    c.optimizer.schedule = schedule  # bert_linear | warmup_linear | constant | rsqrt | cosine
+    # bert_linear | warmup_linear | constant | rsqrt | cosine | slanted_triangular |
+    # warmup_stable_decay (with optimizer.decay_steps, the recipes that use it set)
+    c.optimizer.schedule = schedule
     c.optimizer.b1 = 0.9
     c.optimizer.b2 = 0.999
     c.optimizer.eps = 1e-6
@@ -119,8 +121,8 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
 _DTYPES = ("float32", "bfloat16")
 _REMAT = ("none", "full", "dots")
 SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt", "cosine",
-             "slanted_triangular")
-_OPTIMIZERS = ("adamw", "adafactor", "adagrad", "lamb")
+             "slanted_triangular", "warmup_stable_decay")
+_OPTIMIZERS = ("adamw", "adafactor", "adagrad", "lamb", "stable_adamw")
 
 
 def flatten(cfg, prefix="") -> dict:

@@ -34,16 +34,20 @@ KERNELS = ("flash", "splash", "cudnn")
 _BLOCK = 128  # the TPU kernels' tile along a sequence (others are padded up to it)
 
 
-def segment_mask(q_segments, kv_segments, causal: bool = False):
+def segment_mask(q_segments, kv_segments, causal: bool = False, window: int = 0):
     """Boolean [batch, 1, q, kv]: True where attention is allowed.
 
     Segment id 0 is padding. Tokens attend only inside their own segment, which is
-    what keeps packed examples (and padding) from seeing each other.
+    what keeps packed examples (and padding) from seeing each other. `window` > 0: only
+    keys at most `window` places away on either side (ModernBERT's local layers).
     """
     mask = (q_segments[:, :, None] == kv_segments[:, None, :]) & (kv_segments[:, None, :] != 0)
+    q_len, kv_len = q_segments.shape[1], kv_segments.shape[1]
+    offset = jnp.arange(q_len)[:, None] - jnp.arange(kv_len)[None, :]
     if causal:
-        q_len, kv_len = q_segments.shape[1], kv_segments.shape[1]
-        mask = mask & (jnp.arange(q_len)[:, None] >= jnp.arange(kv_len)[None, :])
+        mask = mask & (offset >= 0)
+    if window:
+        mask = mask & (jnp.abs(offset) <= window)
     return mask[:, None, :, :]
 
 
@@ -62,10 +66,13 @@ class Mask:
     kv_segments: jax.Array  # [batch, kv]
     causal: bool = flax.struct.field(pytree_node=False, default=False)
     extra: jax.Array | None = None  # additive [1 or batch, heads, q, kv] (T5's positions)
+    # > 0: a sliding window, keys at most this far on either side (ModernBERT's local layers)
+    window: int = flax.struct.field(pytree_node=False, default=0)
 
     def dense(self, dtype):
         """The additive bias XLA's path adds to the scores."""
-        bias = mask_to_bias(segment_mask(self.q_segments, self.kv_segments, self.causal), dtype)
+        allowed = segment_mask(self.q_segments, self.kv_segments, self.causal, self.window)
+        bias = mask_to_bias(allowed, dtype)
         return bias if self.extra is None else self.extra + bias
 
 
@@ -91,7 +98,8 @@ def backend() -> str:
 def choose(impl: str, has_bias: bool, dropout: bool, dtype=jnp.float32) -> str:
     """The implementation "auto" stands for on this backend and shape; others as
     given. XLA wherever a kernel would drop attention dropout, and on GPUs above 16
-    bits (cuDNN's fused attention needs bf16 or fp16)."""
+    bits (cuDNN's fused attention needs bf16 or fp16). (A sliding window never needs a
+    bias, so on a TPU it is splash's.)"""
     if impl != "auto":
         return impl
     where = backend()
@@ -169,6 +177,9 @@ def attend(impl: str, q, k, v, mask: Mask, where: tuple = ()):
         _recording[where] = KernelCall(impl, q.shape[0], q.shape[1], q.shape[2], k.shape[2],
                                        q.shape[3], mask.causal, q.dtype.itemsize)
     if impl == "flash":
+        if mask.window:
+            raise ValueError("flash attention has no sliding window (ModernBERT's local "
+                             "layers): use model.attention_impl=splash or auto")
         kernel = _flash
     elif impl == "splash":
         if mask.extra is not None:
@@ -193,7 +204,7 @@ def _per_shard(kernel, q, k, v, mask: Mask):
     qkv, rows = P(batch, heads, None, None), P(batch, None)
     extra = None if mask.extra is None else P(
         batch if mask.extra.shape[0] > 1 else None, heads, None, None)
-    specs = Mask(rows, rows, causal=mask.causal, extra=extra)
+    specs = Mask(rows, rows, causal=mask.causal, extra=extra, window=mask.window)
     return jax.shard_map(kernel, mesh=mesh, in_specs=(qkv, qkv, qkv, specs), out_specs=qkv,
                          check_vma=False)(q, k, v, mask)
 
@@ -211,7 +222,7 @@ def _padded(kernel, q, k, v, mask: Mask):
     extra = None if mask.extra is None else jnp.pad(
         mask.extra, [(0, 0), (0, 0), (0, q_pad), (0, kv_pad)])
     padded = Mask(rows(mask.q_segments, q_pad), rows(mask.kv_segments, kv_pad),
-                  causal=mask.causal, extra=extra)
+                  causal=mask.causal, extra=extra, window=mask.window)
     out = kernel(seq(q, q_pad), seq(k, kv_pad), seq(v, kv_pad), padded)
     return out[:, :, :q_len]
 
@@ -238,7 +249,10 @@ def _splash(q, k, v, mask: Mask):
                            block_kv_dkv=bk, block_kv_dkv_compute=bk, block_q_dq=bq,
                            block_kv_dq=bk)
     shape = (q_len, kv_len)
-    one = sa.CausalMask(shape) if mask.causal else sa.FullMask(shape)
+    if mask.window:  # keys within `window` on either side (and none later if causal)
+        one = sa.LocalMask(shape, (mask.window, 0 if mask.causal else mask.window), offset=0)
+    else:
+        one = sa.CausalMask(shape) if mask.causal else sa.FullMask(shape)
     kernel = sa.make_splash_mha(sa.MultiHeadMask([one] * heads), block_sizes=blocks,
                                 head_shards=1, q_seq_shards=1)
     segments = sa.SegmentIds(mask.q_segments, mask.kv_segments)
@@ -259,7 +273,7 @@ def _fused(q, k, v, mask: Mask, implementation):
     """jax.nn.dot_product_attention in its [batch, length, heads, head_dim] layout; the
     mask as a boolean (cuDNN takes it as a bias), T5's positions as the bias."""
     swap = lambda x: jnp.swapaxes(x, 1, 2)  # noqa: E731
-    allowed = segment_mask(mask.q_segments, mask.kv_segments, mask.causal)
+    allowed = segment_mask(mask.q_segments, mask.kv_segments, mask.causal, mask.window)
     bias = None if mask.extra is None else mask.extra.astype(q.dtype)
     out = jax.nn.dot_product_attention(swap(q), swap(k), swap(v), bias=bias, mask=allowed,
                                        scale=1.0, implementation=implementation)

@@ -158,22 +158,38 @@ class Dense(nn.Module):
 
 
 class LayerNorm(nn.Module):
-    """LayerNorm over `embed`, statistics in float32 whatever the compute dtype."""
+    """LayerNorm over `embed`, statistics in float32 whatever the compute dtype;
+    use_bias=False drops the shift (ModernBERT's norms)."""
     eps: float = 1e-12
     dtype: Dtype = jnp.float32
+    use_bias: bool = True
 
     @nn.compact
     def __call__(self, x):
         features = x.shape[-1]
         scale = self.param("scale", nn.with_logical_partitioning(nn.initializers.ones, ("embed",)),
                            (features,), jnp.float32)
-        bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros, ("embed",)),
-                          (features,), jnp.float32)
         x32 = x.astype(jnp.float32)
         mean = jnp.mean(x32, axis=-1, keepdims=True)
         var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
-        y = (x32 - mean) * jax.lax.rsqrt(var + self.eps) * scale + bias
+        y = (x32 - mean) * jax.lax.rsqrt(var + self.eps) * scale
+        if self.use_bias:
+            y = y + self.param("bias", nn.with_logical_partitioning(
+                nn.initializers.zeros, ("embed",)), (features,), jnp.float32)
         return y.astype(self.dtype)
+
+
+def rotary(x, positions, theta: float):
+    """Rotary position embedding (Su et al. 2021) of x [batch, length, heads, head_dim]
+    at integer `positions` [batch, length], in the half-split layout (GPT-NeoX, HF's
+    rotate_half): dimension i pairs with i + head_dim/2. Angles in float32."""
+    half = x.shape[-1] // 2
+    inv_freq = 1.0 / (theta ** (jnp.arange(0, half, dtype=jnp.float32) * 2 / x.shape[-1]))
+    angles = positions.astype(jnp.float32)[..., None] * inv_freq  # [batch, length, half]
+    cos = jnp.concatenate([jnp.cos(angles)] * 2, -1)[:, :, None, :].astype(x.dtype)
+    sin = jnp.concatenate([jnp.sin(angles)] * 2, -1)[:, :, None, :].astype(x.dtype)
+    turned = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos + turned * sin
 
 
 class RMSNorm(nn.Module):
@@ -241,9 +257,12 @@ class MultiHeadAttention(nn.Module):
     # model.attention_impl (models/attention.py); a kernel needs `bias` as an
     # attention.Mask (a dense bias, prefix-tuning and decoding run on XLA's path)
     impl: str = "xla"
+    # > 0: rotary positions with this base on queries and keys (self-attention; the
+    # call's `positions` [batch, length], which restart in every packed example)
+    rope_theta: float = 0.0
 
     @nn.compact
-    def __call__(self, x_q, x_kv, bias, deterministic: bool):
+    def __call__(self, x_q, x_kv, bias, deterministic: bool, positions=None):
         def project(name, x, init=None):
             lora = self.lora if name in self.lora_targets else None
             return Dense(features=(self.num_heads, self.head_dim),
@@ -257,6 +276,10 @@ class MultiHeadAttention(nn.Module):
         else:
             k = project("key", x_kv)
             v = project("value", x_kv)
+        if self.rope_theta:
+            if positions is None:
+                positions = jnp.broadcast_to(jnp.arange(x_q.shape[1]), x_q.shape[:2])
+            q, k = rotary(q, positions, self.rope_theta), rotary(k, positions, self.rope_theta)
         mask = bias if isinstance(bias, attention.Mask) else None
         impl = attention.choose(self.impl, mask is not None and mask.extra is not None,
                                 self.dropout_rate > 0, self.dtype)

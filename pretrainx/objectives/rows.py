@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from pretrainx.data import packing
 from pretrainx.objectives import encoder, mlm
 
 
@@ -56,6 +57,29 @@ def sentence_rows(docs, cfg, phase, train: bool, group: int, tokenizer,
     rows = pack_sentences([docs[d] for d in order], phase.seq_len - 2, separator)
     bos, eos = np.array([tokenizer.cls_id], np.int32), np.array([tokenizer.sep_id], np.int32)
     return [{"input_ids": np.concatenate([bos, r, eos])} for r in rows]
+
+
+def document_examples(docs, cfg, phase, train: bool, group: int, tokenizer) -> list:
+    """[CLS] sentences [SEP] of one document each (a long document in several), whole
+    sentences, at most phase.seq_len tokens: the examples that pack_examples packs."""
+    key = [cfg.seed, phase.seq_len, int(train)] + ([group] if group else [])
+    order = np.random.default_rng(key).permutation(len(docs)) if train else range(len(docs))
+    bos, eos = np.array([tokenizer.cls_id], np.int32), np.array([tokenizer.sep_id], np.int32)
+    return [np.concatenate([bos, r, eos]) for d in order
+            for r in pack_sentences([docs[d]], phase.seq_len - 2, None)]
+
+
+def pack_examples(examples, seq_len: int) -> list:
+    """Rows of seq_len holding several examples first-fit (packing.plan_rows), each with
+    `segment_ids` (1, 2, ... per example, 0 on padding) and `positions` that restart:
+    what keeps packed examples from seeing each other (Krell et al. 2021)."""
+    plan = packing.plan_rows([[e.size] for e in examples], [seq_len])
+    rows = []
+    for members in plan:
+        ids, segments, positions = packing.pack_feature([examples[i] for i in members], seq_len)
+        n = int((segments > 0).sum())
+        rows.append({"input_ids": ids[:n], "segment_ids": segments[:n], "positions": positions[:n]})
+    return rows
 
 
 def full_sentences_stats(batch, tokenizer) -> dict:

@@ -18,6 +18,8 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
     slanted_triangular is ULMFiT's (Howard and Ruder 2018, eq. 3): a linear rise from
     peak/ratio to the peak at `warmup_steps` (their cut), then a linear fall back to
     peak/ratio at `total_steps`; ratio is `stlr_ratio` (32 in the paper).
+    warmup_stable_decay is ModernBERT's trapezoid (Warner et al. 2024): the warmup, the
+    peak held, and over the last `decay_steps` a 1 - sqrt decay to 0 (Hägele et al. 2024).
     """
     peak = opt_cfg.learning_rate
     warmup = max(int(opt_cfg.warmup_steps), 0)
@@ -39,6 +41,10 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
             p = jnp.where(step < cut, step / cut,
                           1.0 - (step - cut) / max(total_steps - cut, 1))
             return peak * (1.0 + jnp.clip(p, 0.0, 1.0) * (ratio - 1.0)) / ratio
+        elif kind == "warmup_stable_decay":
+            decay = max(int(opt_cfg.get("decay_steps", 0)), 1)
+            progress = jnp.clip((step - (total_steps - decay)) / decay, 0.0, 1.0)
+            after = peak * (1.0 - jnp.sqrt(progress))
         elif kind == "bert_linear":
             after = peak * jnp.maximum(0.0, 1.0 - step / total_steps)
         else:  # warmup_linear
@@ -86,6 +92,38 @@ def scale_by_adam_uncorrected(b1: float, b2: float, eps: float) -> optax.Gradien
         updates = jax.tree_util.tree_map(lambda m, v: m / (jnp.sqrt(v) + eps), mu, nu)
         return updates, optax.ScaleByAdamState(
             count=optax.safe_int32_increment(state.count), mu=mu, nu=nu)
+
+    return optax.GradientTransformation(init, update)
+
+
+def scale_by_stable_adam(b1: float, b2: float, eps: float, weight_decay: float,
+                         mask) -> optax.GradientTransformation:
+    """StableAdamW (Wortsman et al. 2023, algorithm 2), ModernBERT's optimizer: AdamW whose
+    step on each tensor (decoupled decay included) is divided by max(1, RMS of
+    g^2 / max(v_hat, eps^2)), AdaFactor's update clipping, in place of gradient clipping.
+    Multiply by the learning rate after it. `mask(params)`: the tensors that decay."""
+    def init(params):
+        zeros = lambda: jax.tree_util.tree_map(jnp.zeros_like, params)  # noqa: E731
+        return optax.ScaleByAdamState(count=jnp.zeros([], jnp.int32), mu=zeros(), nu=zeros())
+
+    def update(grads, state, params=None):
+        count = optax.safe_int32_increment(state.count)
+        mu = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, state.mu, grads)
+        nu = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * jnp.square(g),
+                                    state.nu, grads)
+        c1 = 1 - b1 ** count.astype(jnp.float32)
+        c2 = 1 - b2 ** count.astype(jnp.float32)
+
+        def one(g, m, v, p, decays):
+            v_hat = v / c2
+            rms = jnp.sqrt(jnp.mean(jnp.square(g) / jnp.maximum(v_hat, eps * eps)))
+            step = (m / c1) / (jnp.sqrt(v_hat) + eps)
+            if decays and weight_decay:
+                step = step + weight_decay * p
+            return step / jnp.maximum(1.0, rms)
+
+        updates = jax.tree_util.tree_map(one, grads, mu, nu, params, mask(params))
+        return updates, optax.ScaleByAdamState(count=count, mu=mu, nu=nu)
 
     return optax.GradientTransformation(init, update)
 
@@ -174,6 +212,11 @@ def _recipe_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation
                   optax.add_decayed_weights(opt_cfg.weight_decay, mask=decay_mask),
                   optax.masked(optax.scale_by_trust_ratio(), decay_mask),
                   optax.scale_by_learning_rate(schedule)]
+    elif opt_cfg.name == "stable_adamw":
+        parts.append(optax.chain(
+            scale_by_stable_adam(opt_cfg.b1, opt_cfg.b2, opt_cfg.eps, opt_cfg.weight_decay,
+                                 decay_mask),
+            optax.scale_by_learning_rate(schedule)))
     else:  # optax.adamw's chain (nested as adamw nests it, so checkpoints restore),
         # with or without Adam's bias correction
         parts.append(optax.chain(_scale_by_adam(opt_cfg),
