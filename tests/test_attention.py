@@ -44,6 +44,8 @@ def _case(name, seed=0):
         mask = attention.Mask(seg_q, _segments(b, lk, (100, 180), (240, 200)))
     elif name == "causal":
         mask = attention.Mask(seg_q, seg_q, causal=True)
+    elif name == "window":  # ModernBERT's local layers: 16 keys either side, packed
+        mask = attention.Mask(seg_q, seg_q, window=16)
     elif name == "bias":  # T5's relative positions: one bias per head, shared by rows
         mask = attention.Mask(seg_q, seg_q, causal=True, extra=jnp.asarray(
             rng.normal(size=(1, h, lq, lq)), jnp.float32))
@@ -85,7 +87,7 @@ def test_flash_gives_xlas_outputs_and_gradients(name):
     _compare("flash", name)
 
 
-@pytest.mark.parametrize("name", ["packed", "causal", "cross", "ragged"])
+@pytest.mark.parametrize("name", ["packed", "causal", "cross", "ragged", "window"])
 def test_splash_gives_xlas_outputs_and_gradients(name):
     _compare("splash", name)
 
@@ -141,7 +143,7 @@ def test_the_cudnn_path_lays_out_and_masks_as_xla():
     """The cuDNN call is jax.nn.dot_product_attention in its [batch, length, heads, dim]
     layout with the mask as a boolean and T5's positions as the bias; with XLA's
     implementation of that function (no GPU here) it gives our reference."""
-    for name in ("packed", "bias", "cross"):
+    for name in ("packed", "bias", "cross", "window"):
         q, k, v, mask = _case(name)
         real = (mask.q_segments > 0)[:, None, :, None]
         out = attention._fused(q, k, v, mask, "xla")
