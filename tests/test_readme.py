@@ -57,6 +57,9 @@ TINY = {"quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BER
                  "model.max_position_embeddings": 32, "data.train_files": str(ALICE)},
         "elmo": {**ELMO_TINY, "data.train_files": str(ALICE)}, "finetune": FINETUNE_TINY,
         "roberta": {**GPT2_TINY, "data.max_predictions_per_seq": 5},
+        "modernbert": {**GPT2_TINY, "data.max_predictions_per_seq": 10,
+                       "model.local_attention": 8, "optimizer.decay_steps": 1,
+                       "data.train_files": str(ALICE)},
         # two of the eight languages: the mixing and the per-language eval, in seconds
         "multilingual": {**GPT2_TINY, "data.max_predictions_per_seq": 5,
                          "data.train_files": ";".join(
