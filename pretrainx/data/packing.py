@@ -12,12 +12,15 @@ from typing import Sequence
 import numpy as np
 
 
-def plan_rows(lengths: Sequence[Sequence[int]], capacity: Sequence[int]) -> list[list[int]]:
+def plan_rows(lengths: Sequence[Sequence[int]], capacity: Sequence[int],
+              lookback: int | None = None) -> list[list[int]]:
     """First-fit: example i joins the first open row where every feature still fits.
 
     `lengths[i]` holds one length per feature (inputs, targets, ...), already cut
     to `capacity`. A row is closed once any feature is full, which keeps the
-    search short when most examples fill a row on their own.
+    search short when most examples fill a row on their own. `lookback`: only the
+    newest this many open rows are searched (older ones close), so that examples which
+    nearly fill a row cannot make the search quadratic in the corpus.
     """
     capacity = np.asarray(capacity)
     rows, room, open_rows = [], [], []
@@ -36,6 +39,8 @@ def plan_rows(lengths: Sequence[Sequence[int]], capacity: Sequence[int]) -> list
         room[r] = room[r] - need
         if np.any(room[r] == 0):
             open_rows.pop(slot)
+        if lookback is not None and len(open_rows) > lookback:
+            open_rows.pop(0)
     return rows
 
 

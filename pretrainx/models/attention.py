@@ -153,6 +153,7 @@ class KernelCall(NamedTuple):
     head_dim: int
     causal: bool
     itemsize: int
+    window: int = 0  # a sliding window (splash skips the key blocks outside it)
 
 
 _recording: list | None = None
@@ -175,7 +176,7 @@ def attend(impl: str, q, k, v, mask: Mask, where: tuple = ()):
     calling module's path) names the call for `recording`."""
     if _recording is not None:
         _recording[where] = KernelCall(impl, q.shape[0], q.shape[1], q.shape[2], k.shape[2],
-                                       q.shape[3], mask.causal, q.dtype.itemsize)
+                                       q.shape[3], mask.causal, q.dtype.itemsize, mask.window)
     if impl == "flash":
         if mask.window:
             raise ValueError("flash attention has no sliding window (ModernBERT's local "

@@ -124,7 +124,10 @@ class BertEncoder(nn.Module):
                 init, ("prefix", "embed")), (self.peft.prompt_length, width),
                 jnp.float32)
 
-    def __call__(self, input_ids, token_type_ids, attention_mask, deterministic):
+    def __call__(self, input_ids, token_type_ids, attention_mask, deterministic,
+                 positions=None):
+        """positions (optional, [batch, length]): per token, restarting in each packed
+        example; by default 0, 1, ... along the row."""
         x = self.token_embed(input_ids)
         prompt = self.peft.prompt_length
         if prompt:  # prompt-tuning (Lester et al. 2021): learned vectors before the text
@@ -137,10 +140,13 @@ class BertEncoder(nn.Module):
         length = x.shape[1]
         # RoBERTa (fairseq, HF) numbers positions from padding_idx + 1 = 2: rows 0 and 1
         # of its 514-row table are never used by a real token.
-        positions = jnp.arange(length) + self.cfg.get("position_offset", 0)
+        offset = self.cfg.get("position_offset", 0)
+        if positions is None or prompt:
+            x = x + self.position_embed(jnp.arange(length) + offset)[None]
+        else:
+            x = x + self.position_embed(positions + offset)
         # A one-row type table (RoBERTa) reads every segment as type 0, as HF's RoBERTa
         # tokenizer writes them; a lookup past the table would be NaN, not an error.
-        x = x + self.position_embed(positions)[None]
         if self.cfg.type_vocab_size:
             x = x + self.type_embed(jnp.minimum(token_type_ids, self.cfg.type_vocab_size - 1))
         x = self.embed_norm(x)
@@ -174,7 +180,7 @@ class BertForMaskedLM(nn.Module):
 
     def encode(self, batch, deterministic):
         return self.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
-                         deterministic)
+                         deterministic, batch.get("positions"))
 
     def decode(self, h):
         """[batch, pred, embed] -> vocabulary logits through the tied embedding."""
@@ -210,8 +216,13 @@ class BertForPreTraining(BertForMaskedLM):
 
     def __call__(self, batch, deterministic: bool = True):
         x = self.encode(batch, deterministic)
-        pooled = jnp.tanh(self.pooler(x[:, 0]))
-        pooled = layers.constrain(pooled, ("batch", "embed"))
+        if "next_sentence_positions" in batch:  # packed pairs: each example's [CLS]
+            first = jnp.take_along_axis(x, batch["next_sentence_positions"][..., None], axis=1)
+            axes = ("batch", "pred", "embed")
+        else:
+            first, axes = x[:, 0], ("batch", "embed")
+        pooled = jnp.tanh(self.pooler(first))
+        pooled = layers.constrain(pooled, axes)
         nsp_logits = self.nsp(pooled).astype(jnp.float32)
         return {"mlm_logits": self.mlm_logits(x, batch["masked_lm_positions"]),
                 "nsp_logits": nsp_logits}

@@ -13,8 +13,9 @@ import numpy as np
 from pretrainx import config as config_lib
 from pretrainx import objectives
 from pretrainx.data import corpus
+from pretrainx.errors import UserError
 from pretrainx.models import bert
-from pretrainx.objectives import encoder, mlm, nsp
+from pretrainx.objectives import encoder, mlm, nsp, packed_pairs
 
 _PAIR_KEYS = ("input_ids", "token_type_ids", "next_sentence_label")
 
@@ -32,7 +33,15 @@ class MlmNsp:
             encoder.require_mask(tokenizer)
 
     def describe(self, phase) -> dict:
-        return {"max_predictions_per_seq": phase.max_predictions}
+        out = {"max_predictions_per_seq": phase.max_predictions}
+        if self.packed:
+            out["max_examples_per_row"] = self.cfg.data.max_examples_per_row
+        return out
+
+    @property
+    def packed(self) -> bool:
+        """Several pairs a row (Krell et al. 2021; objectives/packed_pairs.py)."""
+        return bool(self.cfg.data.get("pack_examples", False))
 
     # ---- data -------------------------------------------------------------
     def examples(self, files, phase, train: bool) -> list:
@@ -41,10 +50,14 @@ class MlmNsp:
     def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
         """NSP pairs for `phase.seq_len`; `dupe_factor` independent pairings for training."""
         tok = self.tokenizer
-        return mlm.pairings(
+        pairs = mlm.pairings(
             self.cfg, phase, train, group,
             lambda rng: nsp.create_pair_examples(docs, phase.seq_len, self.cfg.data.short_seq_prob,
                                                  rng, tok.cls_id, tok.sep_id), _PAIR_KEYS)
+        if self.packed:
+            return packed_pairs.pack_pairs(pairs, phase.seq_len,
+                                           self.cfg.data.max_examples_per_row)
+        return pairs
 
     def transform(self, phase, train: bool):
         """(pair, rng) -> padded, masked example of length phase.seq_len."""
@@ -61,24 +74,38 @@ class MlmNsp:
             return dict(masked, token_type_ids=types, attention_mask=attention,
                         next_sentence_label=np.int32(example["next_sentence_label"]))
 
-        return fn
+        if not self.packed:
+            return fn
+        k = data.max_examples_per_row
+        return lambda row, rng: packed_pairs.masked_row(
+            row, packed_pairs.row_rngs(rng, len(row["lengths"])), fn, seq_len, k, max_pred,
+            tok.pad_id)
 
     def example_batch(self, batch_size: int, phase) -> dict:
         """Zeros of the batch's shapes and dtypes (for init and compilation)."""
-        return dict(encoder.example_batch(batch_size, phase),
-                    next_sentence_label=np.zeros((batch_size,), np.int32))
+        batch = dict(encoder.example_batch(batch_size, phase),
+                     next_sentence_label=np.zeros((batch_size,), np.int32))
+        if self.packed:
+            batch.update(packed_pairs.example_batch_extras(
+                batch_size, phase.seq_len, self.cfg.data.max_examples_per_row,
+                phase.max_predictions))
+        return batch
 
     # ---- loss -------------------------------------------------------------
     def loss_sums(self, outputs, batch) -> dict:
         sums = mlm.mlm_loss_and_metrics(outputs["mlm_logits"], batch["masked_lm_ids"],
                                         batch["masked_lm_weights"])
-        sums.update(nsp.nsp_loss_and_metrics(outputs["nsp_logits"], batch["next_sentence_label"]))
+        sums.update(nsp.nsp_loss_and_metrics(outputs["nsp_logits"], batch["next_sentence_label"],
+                                             batch.get("next_sentence_weights")))
         return sums
 
     def normalizers(self, batch) -> dict:
         """Global-batch denominators: real masked positions and examples."""
-        return {"mlm": encoder.mlm_normalizer(batch),
-                "nsp": jnp.asarray(batch["next_sentence_label"].shape[0], jnp.float32)}
+        if "next_sentence_weights" in batch:  # packed: the examples the rows hold
+            examples = jnp.maximum(jnp.sum(batch["next_sentence_weights"]), 1.0)
+        else:
+            examples = jnp.asarray(batch["next_sentence_label"].shape[0], jnp.float32)
+        return {"mlm": encoder.mlm_normalizer(batch), "nsp": examples}
 
     def loss(self, sums, norms):
         """Mean MLM cross-entropy over real masked positions + mean NSP cross-entropy."""
@@ -98,16 +125,24 @@ class MlmNsp:
     def batch_stats(self, batch) -> dict:
         counts = mlm.masking_counts(batch, self.tokenizer.mask_id,
                                     encoder.unmasked_specials(self.tokenizer))
-        return {**counts, "examples": counts["rows"],
-                "is_next": int((batch["next_sentence_label"] == 0).sum())}
+        labels = batch["next_sentence_label"]
+        weights = batch.get("next_sentence_weights", np.ones(labels.shape, np.float32)) > 0
+        return {**counts, "examples": int(weights.sum()),
+                "is_next": int(((labels == 0) & weights).sum())}
 
     def summarize_stats(self, totals, phase) -> dict:
         return {**encoder.masking_summary(totals),
                 "nsp_positive_fraction": totals["is_next"] / max(totals["examples"], 1),
+                "padding_fraction": 1 - totals["real_tokens"] / max(totals["all_tokens"], 1),
+                "examples_per_row": totals["examples"] / max(totals["rows"], 1),
                 "max_predictions_per_seq": phase.max_predictions}
 
     def show(self, batch, count: int) -> list:
         labels = batch["next_sentence_label"]
+        if labels.ndim == 2:  # packed: each example's label
+            weights = batch["next_sentence_weights"] > 0
+            return encoder.show_rows(self.tokenizer, batch, count, lambda row: " ".join(
+                "IsNext" if label == 0 else "NotNext" for label in labels[row][weights[row]]))
         return encoder.show_rows(self.tokenizer, batch, count,
                                  lambda row: "IsNext" if labels[row] == 0 else "NotNext")
 
@@ -125,12 +160,23 @@ def defaults():
     c.phase2.seq_len = 512
     c.phase2.global_batch_size = 256
     c.phase2.max_predictions_per_seq = 80
+    # Krell et al. 2021: several pairs a row, each isolated (objectives/packed_pairs.py);
+    # off: the paper's one pair a row, padded. max_examples_per_row: at most this many.
+    c.data.pack_examples = False
+    c.data.max_examples_per_row = 3
     return c
 
 
 def validate(cfg) -> None:
     encoder.validate(cfg)
-    config_lib.check_positive(cfg, "data.dupe_factor")
+    config_lib.check_positive(cfg, "data.dupe_factor", "data.max_examples_per_row")
+    if cfg.data.get("pack_examples", False):
+        for phase in config_lib.phases(cfg):
+            if phase.max_predictions < cfg.data.mask_prob * phase.seq_len:
+                raise UserError(
+                    f"data.pack_examples=True needs {phase.prefix or 'data.'}"
+                    f"max_predictions_per_seq >= mask_prob x seq_len (a full row's share), "
+                    f"{phase.max_predictions} < {cfg.data.mask_prob * phase.seq_len:g}")
 
 
 objectives.register(objectives.Entry(name="bert", build=MlmNsp, defaults=defaults,

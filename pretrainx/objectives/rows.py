@@ -73,7 +73,7 @@ def pack_examples(examples, seq_len: int) -> list:
     """Rows of seq_len holding several examples first-fit (packing.plan_rows), each with
     `segment_ids` (1, 2, ... per example, 0 on padding) and `positions` that restart:
     what keeps packed examples from seeing each other (Krell et al. 2021)."""
-    plan = packing.plan_rows([[e.size] for e in examples], [seq_len])
+    plan = packing.plan_rows([[e.size] for e in examples], [seq_len], lookback=64)
     rows = []
     for members in plan:
         ids, segments, positions = packing.pack_feature([examples[i] for i in members], seq_len)
