@@ -80,7 +80,7 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.optimizer.learning_rate = learning_rate
     c.optimizer.warmup_steps = 10_000
     # bert_linear | warmup_linear | constant | rsqrt | cosine | slanted_triangular |
-    # warmup_stable_decay (with optimizer.decay_steps, the recipes that use it set)
+    # warmup_stable_decay | one_cycle (with the keys the recipes that use them set)
     c.optimizer.schedule = schedule
     c.optimizer.b1 = 0.9
     c.optimizer.b2 = 0.999
@@ -121,7 +121,7 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
 _DTYPES = ("float32", "bfloat16")
 _REMAT = ("none", "full", "dots")
 SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt", "cosine",
-             "slanted_triangular", "warmup_stable_decay")
+             "slanted_triangular", "warmup_stable_decay", "one_cycle")
 _OPTIMIZERS = ("adamw", "adafactor", "adagrad", "lamb", "stable_adamw")
 
 

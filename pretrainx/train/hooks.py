@@ -129,7 +129,8 @@ class Evaluate(Hook):
 
     def after_step(self, run, step_metrics):
         cfg = run.cfg
-        if run.step % cfg.eval_every and run.step != cfg.total_steps:
+        last = run.step == cfg.total_steps or getattr(run, "budget_spent", False)
+        if run.step % cfg.eval_every and not last:
             return []
         result, by_source = run.phases.evaluate(run.phase, run.state.params, cfg.eval_steps)
         logged = []

@@ -6,6 +6,7 @@ import jax
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, sharding
+from pretrainx.train import budget as budget_lib
 from pretrainx.train import hooks as hooks_lib
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, state as state_lib
@@ -51,8 +52,11 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
     run = Run(cfg, workdir, devices, stop_at, init, imported)
     metrics = hooks_lib.Metrics(run)
     evaluate, checkpoint = hooks_lib.Evaluate(metrics), hooks_lib.Checkpoint()
-    hooks = [hooks_lib.Profile(run), metrics, evaluate, hooks_lib.PhaseSwitch(metrics),
+    profile = hooks_lib.Profile(run)
+    hooks = [profile, metrics, evaluate, hooks_lib.PhaseSwitch(metrics),
              checkpoint]
+    if budget_lib.enabled(cfg):  # first: it sets the clock and may end the run here
+        hooks.insert(0, budget_lib.Budget(run))
     try:
         while run.step < run.end:
             batch = run.next_batch()
@@ -66,7 +70,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
                 break
     finally:
         checkpoint.close()
-        hooks[0].close()
+        profile.close()
         run.ckpt.close()  # waits for the last save to commit
         metrics.close()
         run.lock.release()
@@ -74,6 +78,9 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
         metrics_lib.log(f"stopped by {checkpoint.signal_name or 'a preemption notice'} at step "
                         f"{run.step}/{cfg.total_steps}; checkpoint {run.step} saved in "
                         f"{run.ckpt.directory}; run the same command to resume")
+    elif getattr(run, "budget_spent", False):
+        metrics_lib.log(f"done: the {cfg.optimizer.budget_hours:g}-hour budget was spent at "
+                        f"step {run.step}; checkpoints in {run.ckpt.directory}")
     else:
         metrics_lib.log(f"{'done' if run.step >= cfg.total_steps else 'stopped'}: {run.step}/"
                         f"{cfg.total_steps} steps; checkpoints in {run.ckpt.directory}")

@@ -1,7 +1,10 @@
 """Optimizer and learning-rate schedule from `config.optimizer`."""
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 
@@ -18,6 +21,9 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
     slanted_triangular is ULMFiT's (Howard and Ruder 2018, eq. 3): a linear rise from
     peak/ratio to the peak at `warmup_steps` (their cut), then a linear fall back to
     peak/ratio at `total_steps`; ratio is `stlr_ratio` (32 in the paper).
+    one_cycle is the crammed BERT's triangle (their budget-triangle2): from
+    cycle_start x peak a linear rise to the peak at 1 - cycle_falloff of the run, then a
+    linear fall to 0 at its end (with optimizer.budget_hours the run's end is its time).
     warmup_stable_decay is ModernBERT's trapezoid (Warner et al. 2024): the warmup, the
     peak held, and over the last `decay_steps` a 1 - sqrt decay to 0 (Hägele et al. 2024).
     """
@@ -41,6 +47,12 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
             p = jnp.where(step < cut, step / cut,
                           1.0 - (step - cut) / max(total_steps - cut, 1))
             return peak * (1.0 + jnp.clip(p, 0.0, 1.0) * (ratio - 1.0)) / ratio
+        elif kind == "one_cycle":
+            start = float(opt_cfg.get("cycle_start", 0.25))
+            falloff = float(opt_cfg.get("cycle_falloff", 0.25))
+            p = step / max(total_steps, 1)
+            return peak * jnp.clip(jnp.minimum(start + p * (1 - start) / (1 - falloff),
+                                               (1 - p) / falloff), 0.0, 1.0)
         elif kind == "warmup_stable_decay":
             decay = max(int(opt_cfg.get("decay_steps", 0)), 1)
             progress = jnp.clip((step - (total_steps - decay)) / decay, 0.0, 1.0)
@@ -143,6 +155,74 @@ def decay_mask(params):
     return jax.tree_util.tree_map_with_path(keep, params)
 
 
+class AccumulateState(NamedTuple):
+    inner: optax.OptState
+    grads: optax.Updates  # summed since the last update
+    count: jax.Array  # micro-batches summed
+    every: jax.Array  # micro-batches an update takes now (set by the host: set_clock)
+
+
+def accumulating(tx: optax.GradientTransformation) -> optax.GradientTransformation:
+    """`tx` applied to the mean gradient of `every` micro-batches (steps), where `every`
+    is state that the host may change between steps (the crammed recipe's batch-size
+    ramp, train/budget.py); between updates the parameters stay as they are."""
+    def init(params):
+        return AccumulateState(tx.init(params), jax.tree_util.tree_map(jnp.zeros_like, params),
+                               jnp.zeros([], jnp.int32), jnp.ones([], jnp.int32))
+
+    def update(grads, state, params=None):
+        summed = jax.tree_util.tree_map(jnp.add, state.grads, grads)
+        count = state.count + 1
+
+        def emit():
+            mean = jax.tree_util.tree_map(lambda g: g / count.astype(g.dtype), summed)
+            updates, inner = tx.update(mean, state.inner, params)
+            zeros = jax.tree_util.tree_map(jnp.zeros_like, summed)
+            return updates, AccumulateState(inner, zeros, jnp.zeros_like(count), state.every)
+
+        def hold():
+            zeros = jax.tree_util.tree_map(jnp.zeros_like, grads)
+            return zeros, AccumulateState(state.inner, summed, count, state.every)
+
+        return jax.lax.cond(count >= state.every, emit, hold)
+
+    return optax.GradientTransformation(init, update)
+
+
+def set_clock(opt_state, schedule_step, every=None):
+    """The optimizer state with every learning-rate schedule at `schedule_step` (and an
+    accumulating optimizer's `every` set): how a wall-clock budget drives the schedule
+    and the batch-size ramp from the host. Each value keeps its array's sharding."""
+    def put(old, value):
+        return jax.device_put(np.asarray(value, np.int32), old.sharding) \
+            if isinstance(old, jax.Array) else jnp.asarray(value, jnp.int32)
+
+    def visit(node):
+        if isinstance(node, optax.ScaleByScheduleState):
+            return node._replace(count=put(node.count, schedule_step))
+        if isinstance(node, AccumulateState) and every is not None:
+            return node._replace(inner=_visit_all(node.inner), every=put(node.every, every))
+        if isinstance(node, AccumulateState):
+            return node._replace(inner=_visit_all(node.inner))
+        return node
+
+    def _visit_all(tree):
+        return jax.tree_util.tree_map(visit, tree, is_leaf=_is_clock)
+
+    return _visit_all(opt_state)
+
+
+def _is_clock(node) -> bool:
+    return isinstance(node, (optax.ScaleByScheduleState, AccumulateState))
+
+
+def clock(opt_state, step):
+    """The step the learning-rate schedules read: their counter (a wall-clock budget
+    sets it), or `step` for an optimizer without one."""
+    counts = schedule_steps(opt_state)
+    return counts[0] if counts else step
+
+
 def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = ()) -> optax.GradientTransformation:
     """AdamW (decoupled decay, masked), T5's Adafactor (factored second moments,
     no momentum, decay 0.8, updates clipped at RMS 1 and scaled by parameter RMS),
@@ -152,6 +232,8 @@ def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = ()) -> optax.Gradi
     optimizer state (a distillation's teacher): optax.multi_transform sends them to
     set_to_zero, the rest (clipping included) to the recipe's optimizer."""
     tx = _recipe_optimizer(opt_cfg, total_steps)
+    if opt_cfg.get("batch_ramp", 0.0):
+        tx = accumulating(tx)
     if not frozen:
         return tx
 

@@ -72,7 +72,7 @@ def make_train_step(model, tx, objective, schedule, micro_batches: int):
             finite, apply_update,
             lambda: (state.params, optim.advance_schedules(state.opt_state)))
         metrics = dict(objective.metrics(sums, norms), loss=loss, grad_norm=grad_norm,
-                       learning_rate=schedule(state.step),
+                       learning_rate=schedule(optim.clock(state.opt_state, state.step)),
                        skipped=1.0 - finite.astype(jnp.float32))
         return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
 

@@ -1,0 +1,104 @@
+"""A wall-clock budget (optimizer.budget_hours): the learning rate, and the batch-size
+ramp, as functions of elapsed time, as Izsak et al. (2021) and the crammed BERT
+(Geiping and Goldstein 2022) schedule them.
+
+Before each step the host turns the elapsed fraction p of the budget into the step
+that the optimizer's schedules read, p x total_steps (total_steps is then only the
+schedule's resolution and the most steps a run may take), and, with
+optimizer.batch_ramp, into how many steps' gradients one update averages: rising
+linearly to optimizer.accumulate_to at p = batch_ramp (so global_batch_size is the
+micro-batch: cramming's batch of 8,192 is 64 micro-batches of 128). The run ends at the
+first step where p >= 1, with an eval and a checkpoint. Elapsed time counts from the
+first step (compilation included, as theirs); a resumed run continues from the
+time recorded for its checkpoint in WORKDIR/budget.json. Process 0's clock decides for
+every process, so all of them take the same steps.
+"""
+
+import json
+import math
+import os
+import time
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+
+from pretrainx.train import optim
+
+
+def enabled(cfg) -> bool:
+    return bool(cfg.optimizer.get("budget_hours", 0.0))
+
+
+def accumulation_at(progress: float, opt_cfg) -> int:
+    """Micro-batches an update takes at elapsed fraction `progress` (batch_ramp: the
+    fraction at which the full accumulate_to is reached; 0: no ramp)."""
+    full = int(opt_cfg.get("accumulate_to", 1))
+    ramp = float(opt_cfg.get("batch_ramp", 0.0))
+    if not ramp:
+        return full
+    return max(1, min(full, math.ceil(full * progress / ramp)))
+
+
+class Budget:
+    """The hook (train/hooks.py's protocol) that runs the clock; first in the list."""
+
+    def __init__(self, run):
+        self.seconds = float(run.cfg.optimizer.budget_hours) * 3600.0
+        self.path = os.path.join(run.workdir, "budget.json")
+        self.record = _read(self.path)
+        self.before = _elapsed_at(self.record, run.step)
+        self.started = None
+        self.progress = self.before / self.seconds
+        run.budget_spent = False
+
+    def _now(self) -> float:
+        if self.started is None:
+            self.started = time.perf_counter()
+        elapsed = self.before + time.perf_counter() - self.started
+        if jax.process_count() > 1:
+            elapsed = float(multihost_utils.broadcast_one_to_all(np.float64(elapsed)))
+        return elapsed
+
+    def before_step(self, run):
+        self.progress = min(self._now() / self.seconds, 1.0)
+        opt = run.cfg.optimizer
+        clock = int(self.progress * run.cfg.total_steps)
+        every = accumulation_at(self.progress, opt) if opt.get("batch_ramp", 0.0) else None
+        run.state = run.state.replace(opt_state=optim.set_clock(run.state.opt_state, clock,
+                                                                every))
+
+    def after_step(self, run, step_metrics):
+        elapsed = self._now()
+        if elapsed >= self.seconds and run.step < run.end:
+            run.end, run.budget_spent = run.step, True
+        if run.step % run.cfg.checkpoint_every == 0 or run.step == run.end:
+            self.record[str(run.step)] = elapsed
+            if jax.process_index() == 0:
+                with open(self.path, "w", encoding="utf-8") as f:
+                    json.dump(self.record, f)
+        return []
+
+    def close(self):
+        pass
+
+
+def _read(path) -> dict:
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _elapsed_at(record: dict, step: int) -> float:
+    """The elapsed seconds recorded at `step`; a checkpoint saved between records (a
+    preemption) takes the last record before it plus the mean time of a step so far."""
+    if not step or not record:
+        return 0.0
+    if str(step) in record:
+        return record[str(step)]
+    earlier = [int(s) for s in record if int(s) < step]
+    if not earlier:
+        return 0.0
+    last = max(earlier)
+    return record[str(last)] * step / last
