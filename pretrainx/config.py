@@ -91,6 +91,9 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.optimizer.weight_decay = 0.01
     c.optimizer.grad_clip = 1.0
     c.optimizer.stlr_ratio = 32.0  # schedule slanted_triangular: peak / lowest rate (ULMFiT)
+    # > 0: a wall-clock budget (train/budget.py): the schedule runs over this many hours
+    # of elapsed time, total_steps only bounds the run, which ends when the time is spent
+    c.optimizer.budget_hours = 0.0
 
     c.data = ml_collections.ConfigDict()
     c.data.train_files = ""
@@ -210,6 +213,10 @@ def validate_shared(cfg) -> None:
             raise UserError(f"config key '{name}' must be a positive integer or -1, got {value!r}")
     if cfg.optimizer.learning_rate <= 0:
         raise UserError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be positive")
+    budget = cfg.optimizer.get("budget_hours", 0.0)
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget < 0:
+        raise UserError(f"optimizer.budget_hours={budget!r} must be a number >= 0 (0: no "
+                        "budget; the schedule runs over total_steps)")
     if cfg.optimizer.warmup_steps < 0:
         raise UserError(f"optimizer.warmup_steps={cfg.optimizer.warmup_steps} must be >= 0")
     for name in ("profile_steps", "profile_start_step"):

@@ -72,9 +72,6 @@ def defaults():
 def validate(cfg) -> None:
     encoder.validate(cfg)
     o = cfg.optimizer
-    if o.budget_hours < 0:
-        raise UserError(f"optimizer.budget_hours={o.budget_hours} must be >= 0 (0: no budget; "
-                        "the schedule runs over total_steps)")
     if not isinstance(o.accumulate_to, int) or o.accumulate_to < 1:
         raise UserError(f"optimizer.accumulate_to={o.accumulate_to!r} must be an integer >= 1")
     if not 0 <= o.batch_ramp < 1:
