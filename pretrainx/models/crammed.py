@@ -113,10 +113,6 @@ class CrammedEncoder(nn.Module):
         return self.final_norm(x)
 
 
-def _inputs(batch):
-    return batch["input_ids"], batch["attention_mask"], batch.get("positions")
-
-
 class CrammedForMaskedLM(nn.Module):
     """The encoder and the tied decoder (no bias, no transform) at the masked positions."""
     cfg: ml_collections.ConfigDict
@@ -125,7 +121,7 @@ class CrammedForMaskedLM(nn.Module):
         self.bert = CrammedEncoder(self.cfg)
 
     def __call__(self, batch, deterministic: bool = True):
-        x = self.bert(*_inputs(batch), deterministic)
+        x = self.bert(*layers.packed_inputs(batch), deterministic)
         picked = jnp.take_along_axis(x, batch["masked_lm_positions"][..., None], axis=1)
         picked = layers.constrain(picked, ("batch", "pred", "embed"))
         logits = self.bert.token_embed.attend(picked)
@@ -146,10 +142,9 @@ class CrammedForFineTuning(nn.Module):
     def __call__(self, batch, deterministic: bool = True):
         cfg, dtype = self.cfg, jnp.dtype(self.cfg.dtype)
         init = layers.truncated_normal(cfg.initializer_range)
-        x = CrammedEncoder(cfg, name="bert")(*_inputs(batch), deterministic)
+        x = CrammedEncoder(cfg, name="bert")(*layers.packed_inputs(batch), deterministic)
         if self.head == "classify":
-            real = (batch["attention_mask"] > 0)[..., None].astype(x.dtype)
-            x = (x * real).sum(axis=1) / jnp.maximum(real.sum(axis=1), 1)
+            x = layers.mean_over_tokens(x, batch["attention_mask"])
             x = jnp.tanh(layers.Dense(cfg.classifier_width, ("embed", "mlp"), dtype=dtype,
                                       kernel_init=init, name="pooler")(x))
             axes = ("mlp", "classes")

@@ -97,6 +97,17 @@ def constrain(x, axes):
     return nn.with_logical_constraint(x, axes)
 
 
+def packed_inputs(batch):
+    """(input_ids, segment ids, positions or None) of a padded or packed encoder batch."""
+    return batch["input_ids"], batch["attention_mask"], batch.get("positions")
+
+
+def mean_over_tokens(x, segments):
+    """[batch, embed]: the mean of each row's real (segment > 0) tokens."""
+    real = (segments > 0)[..., None].astype(x.dtype)
+    return (x * real).sum(axis=1) / jnp.maximum(real.sum(axis=1), 1)
+
+
 @dataclasses.dataclass(frozen=True)
 class Lora:
     """Low-rank update of a frozen kernel (Hu et al. 2021): W + (alpha / rank) A B with

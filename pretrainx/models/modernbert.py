@@ -138,11 +138,6 @@ class PredictionHead(nn.Module):
         return layers.LayerNorm(cfg.layer_norm_eps, dtype, use_bias=False, name="norm")(h)
 
 
-def encoder_inputs(batch):
-    """(input_ids, segment ids, positions or None) of a batch, packed or padded."""
-    return batch["input_ids"], batch["attention_mask"], batch.get("positions")
-
-
 class ModernBertForMaskedLM(nn.Module):
     """The encoder and the MLM head at the gathered positions (sparse prediction)."""
     cfg: ml_collections.ConfigDict
@@ -154,7 +149,7 @@ class ModernBertForMaskedLM(nn.Module):
             nn.initializers.zeros, ("vocab",)), (self.cfg.vocab_size,), jnp.float32)
 
     def __call__(self, batch, deterministic: bool = True):
-        x = self.model(*encoder_inputs(batch), deterministic)
+        x = self.model(*layers.packed_inputs(batch), deterministic)
         picked = jnp.take_along_axis(x, batch["masked_lm_positions"][..., None], axis=1)
         h = layers.constrain(self.head(layers.constrain(picked, ("batch", "pred", "embed"))),
                              ("batch", "pred", "embed"))
@@ -176,11 +171,10 @@ class ModernBertForFineTuning(nn.Module):
     @nn.compact
     def __call__(self, batch, deterministic: bool = True):
         cfg = self.cfg
-        x = ModernBertEncoder(cfg, name="model")(*encoder_inputs(batch), deterministic)
+        x = ModernBertEncoder(cfg, name="model")(*layers.packed_inputs(batch), deterministic)
         if self.head == "classify":
             if cfg.classifier_pooling == "mean":
-                real = (batch["attention_mask"] > 0)[..., None].astype(x.dtype)
-                x = (x * real).sum(axis=1) / jnp.maximum(real.sum(axis=1), 1)
+                x = layers.mean_over_tokens(x, batch["attention_mask"])
             else:
                 x = x[:, 0]
         h = PredictionHead(cfg, name="head")(x)
