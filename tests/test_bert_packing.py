@@ -104,6 +104,7 @@ def _stats(*extra):
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 
 
+@pytest.mark.slow
 def test_stats_show_less_padding_packed():
     """--stats at 128 on Alice: BERT's pairs fill their target length (6% padding), and
     packing the shorter ones (short_seq_prob, document ends) leaves under half of that;

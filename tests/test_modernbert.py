@@ -222,6 +222,7 @@ def test_warmup_stable_decay_schedule():
     assert float(f(total)) == 0.0
 
 
+@pytest.mark.slow
 def test_stats_masking_and_packing(tmp_path):
     """--stats: 30% of the non-special tokens masked (80/10/10); packing the books'
     documents leaves less padding than one document a row."""
