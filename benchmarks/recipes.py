@@ -48,8 +48,6 @@ def budget_config(name: str, minutes: float, window: int):
     o.warmup_steps = round(o.warmup_steps * scale)
     if "decay_steps" in o:
         o.decay_steps = round(o.decay_steps * scale)
-    if "budget_hours" not in o:
-        o.budget_hours = 0.0
     o.budget_hours = minutes / 60
     c.total_steps = UPPER
     c.log_every = window

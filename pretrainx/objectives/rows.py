@@ -61,12 +61,10 @@ def sentence_rows(docs, cfg, phase, train: bool, group: int, tokenizer,
 
 def document_examples(docs, cfg, phase, train: bool, group: int, tokenizer) -> list:
     """[CLS] sentences [SEP] of one document each (a long document in several), whole
-    sentences, at most phase.seq_len tokens: the examples that pack_examples packs."""
-    key = [cfg.seed, phase.seq_len, int(train)] + ([group] if group else [])
-    order = np.random.default_rng(key).permutation(len(docs)) if train else range(len(docs))
-    bos, eos = np.array([tokenizer.cls_id], np.int32), np.array([tokenizer.sep_id], np.int32)
-    return [np.concatenate([bos, r, eos]) for d in order
-            for r in pack_sentences([docs[d]], phase.seq_len - 2, None)]
+    sentences, at most phase.seq_len tokens: sentence_rows that never cross a document,
+    as arrays for pack_examples."""
+    return [r["input_ids"] for r in sentence_rows(docs, cfg, phase, train, group, tokenizer,
+                                                  cross_documents=False)]
 
 
 def pack_examples(examples, seq_len: int) -> list:

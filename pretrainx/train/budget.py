@@ -49,27 +49,27 @@ class Budget:
         self.record = _read(self.path)
         self.before = _elapsed_at(self.record, run.step)
         self.started = None
-        self.progress = self.before / self.seconds
+        self.elapsed = self.before  # at the end of the last step: what the next one reads
         run.budget_spent = False
 
     def _now(self) -> float:
-        if self.started is None:
-            self.started = time.perf_counter()
         elapsed = self.before + time.perf_counter() - self.started
         if jax.process_count() > 1:
             elapsed = float(multihost_utils.broadcast_one_to_all(np.float64(elapsed)))
         return elapsed
 
     def before_step(self, run):
-        self.progress = min(self._now() / self.seconds, 1.0)
+        if self.started is None:  # the clock starts at the first step
+            self.started = time.perf_counter()
+        progress = min(self.elapsed / self.seconds, 1.0)
         opt = run.cfg.optimizer
-        clock = int(self.progress * run.cfg.total_steps)
-        every = accumulation_at(self.progress, opt) if opt.get("batch_ramp", 0.0) else None
+        clock = int(progress * run.cfg.total_steps)
+        every = accumulation_at(progress, opt) if opt.get("batch_ramp", 0.0) else None
         run.state = run.state.replace(opt_state=optim.set_clock(run.state.opt_state, clock,
                                                                 every))
 
     def after_step(self, run, step_metrics):
-        elapsed = self._now()
+        elapsed = self.elapsed = self._now()  # once a step: one broadcast across hosts
         if elapsed >= self.seconds and run.step < run.end:
             run.end, run.budget_spent = run.step, True
         if run.step % run.cfg.checkpoint_every == 0 or run.step == run.end:

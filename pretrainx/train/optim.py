@@ -197,23 +197,22 @@ def set_clock(opt_state, schedule_step, every=None):
         return jax.device_put(np.asarray(value, np.int32), old.sharding) \
             if isinstance(old, jax.Array) else jnp.asarray(value, jnp.int32)
 
-    def visit(node):
+    def schedule(node):
         if isinstance(node, optax.ScaleByScheduleState):
             return node._replace(count=put(node.count, schedule_step))
-        if isinstance(node, AccumulateState) and every is not None:
-            return node._replace(inner=_visit_all(node.inner), every=put(node.every, every))
-        if isinstance(node, AccumulateState):
-            return node._replace(inner=_visit_all(node.inner))
         return node
 
-    def _visit_all(tree):
-        return jax.tree_util.tree_map(visit, tree, is_leaf=_is_clock)
+    def accumulation(node):
+        if isinstance(node, AccumulateState):
+            return node._replace(every=put(node.every, every))
+        return node
 
-    return _visit_all(opt_state)
-
-
-def _is_clock(node) -> bool:
-    return isinstance(node, (optax.ScaleByScheduleState, AccumulateState))
+    state = jax.tree_util.tree_map(
+        schedule, opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByScheduleState))
+    if every is None:
+        return state
+    return jax.tree_util.tree_map(accumulation, state,
+                                  is_leaf=lambda x: isinstance(x, AccumulateState))
 
 
 def clock(opt_state, step):
