@@ -104,3 +104,21 @@ def test_gpu_benchmark_runs_its_bf16_comparison_on_a_cpu_when_allowed():
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["tiny"]["ratio"] > 0 and out["tiny"]["ours"]["loss"] > 0, out["tiny"]
+
+
+@pytest.mark.slow
+def test_packing_benchmark_prints_both_ways():
+    alice = str(REPO / "pretrainx" / "assets" / "text" / "pg11_alice_in_wonderland.txt")
+    _, out = _run("packing.py", "--seq_lens=64", "--steps=3", "--window=1", f"--files={alice}")
+    row = out["lengths"]["64"]
+    assert row["packed"]["padding_fraction"] <= row["unpacked"]["padding_fraction"]
+    assert row["useful_ratio"] > 0
+
+
+@pytest.mark.slow
+def test_recipes_benchmark_prints_every_recipe():
+    _, out = _run("recipes.py", "--budget_minutes=0.05", "--window=1")
+    assert out["budget_seconds"] == 3.0
+    for name in ("bert", "crammed", "modernbert"):
+        r = out["recipes"][name]
+        assert 0 <= r["eval_mlm_accuracy"] <= 1 and r["steps"] >= 1 and "over_bert" in r
