@@ -26,10 +26,13 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _rss_kib(pid: int, field: str = "VmRSS") -> int:
+    """The field in KiB; FileNotFoundError once the process is gone. A process that
+    has exited but not been reaped still has a status file, without memory lines:
+    that counts as gone too, or its last sample would read 0 and hide a leak."""
     for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1])
-    return 0
+    raise FileNotFoundError(f"/proc/{pid}/status has no {field}: the process has exited")
 
 
 def _steps_done(workdir: pathlib.Path) -> int:
