@@ -1,189 +1,277 @@
-"""Does pretraining pay? A small BERT pretrained on the shared books, then SST-2.
+"""Does pretraining pay? A ModernBERT-shaped model pretrained for up to 30 CPU minutes,
+then fine-tuned against the same model from random weights where labels are scarce.
 
-    python benchmarks/pretrain_pays.py [--workdir=/tmp/pretrain_pays] [--steps=7000]
-        [--corpus=FILES] [--vocab_size=8192] [--max_train_examples=0]
+    python benchmarks/pretrain_pays.py [--workdir=/tmp/pretrain_pays] [--minutes=30]
+        [--settings=sst2_500,sst2_2000,conll_1000,mrpc] [--seeds=0,1,2]
+        [--lrs=1e-4,3e-4,1e-3] [--plot=docs/pretrain_pays.png] [--only=pretrain]
 
-1. Trains an 8k lower-cased SentencePiece vocabulary on seven public-domain novels and
-   WikiText-2's raw articles (Alice in Wonderland held out for the pretraining eval).
-2. Pretrains BERT-Tiny's shape (L2/H128/A2) with the BERT recipe (MLM + NSP, 15%
-   masking, 80/10/10) on that text: 70% of the steps at length 32, the last 30% at 128,
-   as the BERT recipe runs 128 then 512.
-3. Fine-tunes it, and a randomly initialised model of the same shape, on all of
-   SST-2's training set with the same recipe, batches, dropout draws and seeds
-   (3 epochs, batch 32, length 64, lr 1e-4 with 10% warmup then linear decay).
-4. The low-resource regime: the first N training sentences (--slices), 10 epochs, and
-   for each model the best dev accuracy over a learning-rate grid (--lrs), as Turc et
-   al. select per model (at lr 1e-4 for 3 epochs the random model never leaves the
-   majority class on 2,000 sentences, which made an earlier version's gap look large).
-5. Prints the dev accuracies, the gaps, the majority-class baseline and the time of
-   each part, as one JSON line at the end.
+1. Pretraining text: every English file under ../shared/data/corpus/ (the novels but
+   Alice, which is the MLM eval; WikiText-2's raw articles; Tiny Shakespeare; Botchan;
+   BERT's sample) and the unlabelled text of the tasks' training files (SST-2's
+   sentences, MRPC's pairs, CoNLL-2003's sentences: task-adaptive pretraining,
+   Gururangan et al. 2020), each read by pretrainx's own readers and written out one
+   sentence a line. An 8k lower-cased SentencePiece vocabulary is trained on it.
+2. The best recipe of benchmarks/recipes.py (ModernBERT's: 30% masking, packed
+   documents, StableAdamW, warmup-stable-decay) at 3 layers x 128, on a wall-clock
+   budget (optimizer.budget_hours), a checkpoint every --checkpoint_every steps kept
+   for the learning curve.
+3. Every setting (the first N labelled training rows of a task; 20% of them held out)
+   is fine-tuned from the pretrained checkpoint and from random weights of the same
+   shape, over --seeds x --lrs. For each arm and seed the learning rate and the epoch
+   are the ones with the best score on the held-out rows (finetune's
+   data.holdout_examples); the dev score at that choice is what is reported, as mean and
+   standard deviation over seeds. Nothing is chosen on dev.
+4. The setting with the largest gap is fine-tuned again from earlier checkpoints: the
+   gap against pretraining minutes, drawn to --plot (matplotlib, when installed).
 
-Re-running with the same --workdir reuses what is done (the pretraining resumes, a
-fine-tuning run with all its epochs' dev results is read back). Needs ../shared/data
-(the books and GLUE) beside the repository.
-
-For scale: Google's BERT-Tiny, pretrained on BooksCorpus + Wikipedia for 1M steps on
-TPUs, scores 83.2 on SST-2's test set (the best of 20 fine-tuning settings; Turc et
-al. 2019), about 2.5 points above what a randomly initialised model of its shape
-reaches here on dev.
+The last line is one JSON object: best_setting, best_gap_points (mean over seeds),
+best_gap_spread (the larger of the two arms' standard deviations over seeds), every
+setting's arms, and the curve. Re-running with the same --workdir reuses what is done.
+Needs ../shared/data beside the repository.
 """
 
 import argparse
 import json
 import os
 import pathlib
+import statistics
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
-BOOKS = ["pg1342_pride_and_prejudice", "pg1661_adventures_of_sherlock_holmes",
-         "pg174_picture_of_dorian_gray", "pg2701_moby_dick", "pg64317_great_gatsby",
-         "pg74_tom_sawyer", "pg84_frankenstein"]
+CORPUS = SHARED / "corpus"
+EVAL_BOOK = CORPUS / "gutenberg" / "pg11_alice_in_wonderland.txt"
+
+# name: (task, labelled rows, of which held out, seq_len, epochs, batch)
+SETTINGS = {
+    "sst2_500": ("sst2", 500, 100, 64, 10, 16),
+    "sst2_2000": ("sst2", 2000, 400, 64, 10, 32),
+    "conll_1000": ("conll2003", 1000, 200, 128, 10, 16),
+    "mrpc": ("mrpc", 3668, 368, 128, 5, 32),
+}
 
 
-def corpus_files() -> list:
-    """Seven novels and WikiText-2's 120 Wikipedia articles (raw text)."""
-    return ([str(SHARED / "corpus" / "gutenberg" / f"{b}.txt") for b in BOOKS]
-            + [str(SHARED / "corpus" / "wikitext-2-raw" / f"wiki.{s}.raw")
-               for s in ("valid", "test")])
+def english_sources() -> list:
+    """(name, path, format, text_field) of every English text this benchmark reads."""
+    books = sorted(p for p in (CORPUS / "gutenberg").glob("*.txt") if p != EVAL_BOOK)
+    out = [(p.stem, p, "auto", "text") for p in books]
+    out += [(f"wiki_{s}", CORPUS / "wikitext-2-raw" / f"wiki.{s}.raw", "auto", "text")
+            for s in ("valid", "test")]
+    out += [("shakespeare", CORPUS / "tinyshakespeare" / "input.txt", "auto", "text"),
+            ("botchan", CORPUS / "misc" / "botchan.txt", "auto", "text"),
+            ("bert_sample", CORPUS / "misc" / "bert_sample_text.txt", "auto", "text")]
+    glue = SHARED / "glue"
+    out += [("task_sst2", glue / "SST-2" / "train.tsv", "tsv", "sentence"),
+            ("task_mrpc", glue / "MRPC" / "train.tsv", "tsv", "#1 String,#2 String"),
+            ("task_conll2003", glue / "CoNLL-2003" / "train.txt", "conll", "text")]
+    return out
 
 
-def pretrain_config(tokenizer: str, steps: int, files=None, vocab_size: int = 8192):
+def write_corpus(folder: pathlib.Path, sources) -> tuple:
+    """Each source as pretrainx reads it, one sentence a line, a blank line between
+    documents (data.format=sentences reads it back unchanged). Returns (files, words)."""
+    from pretrainx.data import sources as reader
+    folder.mkdir(parents=True, exist_ok=True)
+    files, words = [], {}
+    for name, path, fmt, field in sources:
+        out = folder / f"{name}.txt"
+        documents, _ = reader.read_documents(str(path), fmt, text_field=field)
+        if not out.exists():
+            tmp = out.with_suffix(".tmp")
+            tmp.write_text("\n\n".join("\n".join(d) for d in documents) + "\n",
+                           encoding="utf-8")
+            tmp.rename(out)
+        words[name] = sum(len(s.split()) for d in documents for s in d)
+        files.append(str(out))
+    return files, words
+
+
+def pretrain_config(tokenizer: str, files: list, minutes: float, checkpoint_every: int):
     import importlib.util
-    spec = importlib.util.spec_from_file_location("quickstart", REPO / "configs" / "quickstart.py")
+    spec = importlib.util.spec_from_file_location(
+        "modernbert_quickstart", REPO / "configs" / "modernbert_quickstart.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     c = module.get_config()
-    c.data.train_files = ",".join(files or corpus_files())
-    c.data.eval_files = str(SHARED / "corpus" / "gutenberg" / "pg11_alice_in_wonderland.txt")
+    c.data.train_files = ",".join(files)
+    c.data.format = "sentences"
+    c.data.eval_files = str(EVAL_BOOK)
     c.data.tokenizer = tokenizer
-    c.model.vocab_size = vocab_size
-    c.total_steps = steps
-    c.eval_every = max(steps // 2, 1)
-    c.checkpoint_every = 1000
+    c.model.vocab_size = 8192
+    # The schedule's clock: total_steps is its resolution (and a bound the budget ends
+    # well before at ~6 steps/s); warmup and the 1 - sqrt decay in the same steps.
+    c.optimizer.budget_hours = minutes / 60.0
+    c.total_steps = 100_000
+    c.optimizer.warmup_steps = 2_000
+    c.optimizer.decay_steps = 20_000  # the last 20% of the time
+    c.eval_every = 4 * checkpoint_every
+    c.checkpoint_every = checkpoint_every
+    c.keep_checkpoints = 100
     c.log_every = 250
-    # At 32 tokens a segment is one short sentence and NSP stays at chance, so [CLS]
-    # learns nothing a classifier can use; the last 30% run at 128, where NSP can tell
-    # a continuation from another document's text and [CLS] learns to gather it.
-    c.phase2.fraction = 0.3
-    c.phase2.seq_len = 128
-    c.phase2.global_batch_size = 32  # the same 4,096 tokens a batch
-    c.phase2.max_predictions_per_seq = 20  # 15% of 128
     return c
 
 
-def finetune_config(model_cfg, tokenizer: str, init_from: str):
+def pretrain(work: pathlib.Path, args) -> dict:
+    """Tokenizer and pretraining, or what an earlier run of this script left."""
+    done = work / "pretrain.json"
+    if done.exists():
+        return json.loads(done.read_text())
+    from pretrainx.data.tokenizers import train_sentencepiece
+    from pretrainx.train import loop
+    t = time.perf_counter()
+    files, words = write_corpus(work / "corpus", english_sources())
+    tokenizer = str(work / "spm.model")
+    if not os.path.exists(tokenizer):
+        train_sentencepiece(files, str(work / "spm"), vocab_size=8192)
+    prepare_s = time.perf_counter() - t
+    cfg = pretrain_config(tokenizer, files, args.minutes, args.checkpoint_every)
+    t = time.perf_counter()
+    result = loop.train(cfg, str(work / "pretrain"))
+    elapsed = json.loads((work / "pretrain" / "budget.json").read_text())
+    report = {"words": words, "tokenizer": tokenizer, "prepare_s": round(prepare_s, 1),
+              "pretrain_s": round(time.perf_counter() - t, 1), "model": cfg.model.to_dict(),
+              "eval": result.get("eval"), "last_step": result["train"]["step"],
+              "minutes_at_step": {k: v / 60 for k, v in elapsed.items()}}
+    done.write_text(json.dumps(report, indent=1))
+    return report
+
+
+def finetune_config(setting: str, model: dict, tokenizer: str, init_from: str, seed: int,
+                    lr: float):
+    import ml_collections
     from pretrainx.finetune.config import finetune_config as base
+    task, rows, held_out, seq_len, epochs, batch = SETTINGS[setting]
     c = base()
-    c.task = "sst2"
-    c.init_from = init_from
+    c.task, c.init_from, c.seed = task, init_from, seed
     c.data.glue_dir = str(SHARED / "glue")
     c.data.tokenizer = tokenizer
-    c.model = model_cfg
-    c.seq_len = 64
-    c.epochs = 3
-    c.global_batch_size = 32
-    c.log_every = 500
-    c.optimizer.learning_rate = 1e-4
+    c.data.max_train_examples = rows
+    c.data.holdout_examples = held_out
+    c.model = ml_collections.ConfigDict(model)
+    c.seq_len, c.epochs, c.global_batch_size = seq_len, epochs, batch
+    c.log_every = 1000
+    c.optimizer.learning_rate = lr
     return c
 
 
-def finetune_once(fcfg, workdir: str) -> float:
-    """Best dev accuracy of one fine-tuning run; read back if it finished before."""
-    from pretrainx.finetune import loop as finetune
-    metrics = pathlib.Path(workdir) / "metrics.jsonl"
-    if (pathlib.Path(workdir) / "finetune.json").exists() and metrics.exists():
-        dev = [json.loads(ln) for ln in metrics.read_text().splitlines() if '"dev"' in ln]
-        if len(dev) == fcfg.epochs:
-            return max(r["accuracy"] for r in dev)
-    return finetune.train(fcfg, workdir)["best"]["accuracy"]
+def finetune_once(cfg, workdir: pathlib.Path) -> dict:
+    """{holdout, dev} at the epoch the held-out rows chose; read back when done before."""
+    from pretrainx.finetune import loop
+    done = workdir / "choice.json"
+    if not done.exists():
+        best = loop.train(cfg, str(workdir))["best"]
+        done.write_text(json.dumps(best))
+    return json.loads(done.read_text())
+
+
+def run_arm(work, setting, model, tokenizer, init_from, seeds, lrs, tag) -> dict:
+    """Per seed: the lr whose best epoch scored highest on the held-out rows, and the
+    dev score there; their mean and standard deviation over seeds (in points)."""
+    chosen = []
+    for seed in seeds:
+        runs = []
+        for lr in lrs:
+            cfg = finetune_config(setting, model, tokenizer, init_from, seed, lr)
+            best = finetune_once(cfg, work / "finetune" / setting / f"{tag}_s{seed}_lr{lr:g}")
+            runs.append((best["main"], lr, best))
+        holdout, lr, best = max(runs, key=lambda r: r[0])
+        chosen.append({"seed": seed, "lr": lr, "epoch": best["epoch"], "holdout": holdout,
+                       "dev": best["dev_main"]})
+    devs = [100 * c["dev"] for c in chosen]
+    return {"mean": statistics.mean(devs), "std": statistics.pstdev(devs), "runs": chosen}
+
+
+def gap(arms: dict) -> tuple:
+    return (arms["pretrained"]["mean"] - arms["random_init"]["mean"],
+            max(arms["pretrained"]["std"], arms["random_init"]["std"]))
+
+
+def plot(path: str, curve: list, setting: str, spread: float) -> str:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        from matplotlib import pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: no picture"
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    xs = [0.0] + [p["minutes"] for p in curve]
+    ys = [0.0] + [p["gap_points"] for p in curve]
+    ax.plot(xs, ys, marker="o", label=f"{setting}: pretrained - random init")
+    ax.fill_between(xs, [y - spread for y in ys], [y + spread for y in ys], alpha=0.15,
+                    label="+- the larger arm's std at the end")
+    ax.axhline(3.0, color="grey", linestyle="--", linewidth=1, label="goal: +3 points")
+    ax.axhline(0.0, color="black", linewidth=0.5)
+    ax.set_xlabel("pretraining minutes (2 CPU cores)")
+    ax.set_ylabel("dev gap, points (mean of seeds)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--workdir", default="/tmp/pretrain_pays")
-    parser.add_argument("--steps", type=int, default=7000)
-    parser.add_argument("--slices", default="500,2000",
-                        help="also fine-tune both on the first N training sentences")
-    parser.add_argument("--slice_epochs", type=int, default=10)
-    parser.add_argument("--lrs", default="1e-4,3e-4,1e-3",
-                        help="the slices' learning-rate grid (best dev per model)")
-    parser.add_argument("--corpus", default="", help="comma-separated files (default: the "
-                        "seven novels and WikiText-2; the smoke test gives two small books)")
-    parser.add_argument("--vocab_size", type=int, default=8192)
-    parser.add_argument("--max_train_examples", type=int, default=0,
-                        help="SST-2 sentences of the full fine-tuning (0: all 67,349)")
+    parser.add_argument("--minutes", type=float, default=30.0)
+    parser.add_argument("--checkpoint_every", type=int, default=1000)
+    parser.add_argument("--settings", default=",".join(SETTINGS))
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--lrs", default="1e-4,3e-4,1e-3")
+    parser.add_argument("--curve_points", type=int, default=3,
+                        help="earlier checkpoints the best setting is fine-tuned from")
+    parser.add_argument("--plot", default="", help="PNG of the gap against minutes")
+    parser.add_argument("--only", default="", help="'pretrain': stop after pretraining")
     args = parser.parse_args()
-    files = [f for f in args.corpus.split(",") if f] or corpus_files()
     if not SHARED.is_dir():
         raise SystemExit(f"needs the shared data at {SHARED}")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from pretrainx.data.tokenizers import train_sentencepiece
-    from pretrainx.finetune import glue as tasks
-    from pretrainx.train import loop as pretrain
-
+    import jax
     work = pathlib.Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    times = {}
-    t = time.perf_counter()
-    tokenizer = str(work / "spm.model")
-    if not os.path.exists(tokenizer):
-        train_sentencepiece(files, str(work / "spm"), vocab_size=args.vocab_size)
-    times["tokenizer_s"] = time.perf_counter() - t
-
-    t = time.perf_counter()
-    cfg = pretrain_config(tokenizer, args.steps, files, args.vocab_size)
-    result = pretrain.train(cfg, str(work / "pretrain"))
-    times["pretrain_s"] = time.perf_counter() - t
-    mlm_accuracy = (result["eval"] or {}).get("mlm_accuracy")
-
-    inits = (("pretrained", str(work / "pretrain")), ("random_init", ""))
-    accuracies = {}
-    for name, init_from in inits:
-        t = time.perf_counter()
-        fcfg = finetune_config(cfg.model, tokenizer, init_from)
-        fcfg.data.max_train_examples = args.max_train_examples
-        accuracies[name] = finetune_once(fcfg, str(work / f"sst2_{name}"))
-        times[f"finetune_{name}_s"] = time.perf_counter() - t
-
-    sliced = {}  # (n, name) -> {lr: best dev accuracy}
-    slices = [int(n) for n in args.slices.split(",") if n.strip()]
+    jax.config.update("jax_compilation_cache_dir", str(work / "jax_cache"))
+    pre = pretrain(work, args)
+    print(f"pretrained {pre['last_step']} steps in {pre['pretrain_s'] / 60:.1f} min on "
+          f"{sum(pre['words'].values()):,} words; eval {pre['eval']}", flush=True)
+    if args.only == "pretrain":
+        return
+    seeds = [int(s) for s in args.seeds.split(",")]
     lrs = [float(x) for x in args.lrs.split(",")]
-    t = time.perf_counter()
-    for n in slices:
-        for name, init_from in inits:
-            for lr in lrs:
-                fcfg = finetune_config(cfg.model, tokenizer, init_from)
-                fcfg.data.max_train_examples = n
-                fcfg.epochs = args.slice_epochs
-                fcfg.optimizer.learning_rate = lr
-                sliced.setdefault((n, name), {})[lr] = finetune_once(
-                    fcfg, str(work / f"sst2_{name}_{n}_lr{lr:g}"))
-    times["slices_s"] = time.perf_counter() - t
-
-    dev = tasks.read_split(tasks.get_task("sst2"), str(SHARED / "glue" / "SST-2" / "dev.tsv"), True)
-    majority = max(dev.labels.count(0), dev.labels.count(1)) / len(dev.labels)
-    gap = accuracies["pretrained"] - accuracies["random_init"]
-    print(f"SST-2 dev accuracy, all training sentences: pretrained {accuracies['pretrained']:.4f}, "
-          f"random init {accuracies['random_init']:.4f}, gap {100 * gap:+.1f} points "
-          f"(target >= +3.0); majority class {majority:.4f}")
-    report = {"pretrained_dev_accuracy": accuracies["pretrained"],
-              "random_init_dev_accuracy": accuracies["random_init"],
-              "gap_points": 100 * gap, "majority_class_accuracy": majority,
-              "pretrain_eval_mlm_accuracy": mlm_accuracy,
-              "pretrain_eval_nsp_accuracy": (result["eval"] or {}).get("nsp_accuracy"),
-              "pretrain_steps": args.steps}
-    for n in slices:
-        best = {name: max(sliced[(n, name)].values()) for name, _ in inits}
-        grid = ", ".join(f"{name} " + " ".join(f"{lr:g}:{acc:.4f}" for lr, acc in
-                                               sliced[(n, name)].items())
-                         for name, _ in inits)
-        print(f"first {n} training sentences, {args.slice_epochs} epochs, best over lr: "
-              f"pretrained {best['pretrained']:.4f}, random init {best['random_init']:.4f}, "
-              f"gap {100 * (best['pretrained'] - best['random_init']):+.1f} points  ({grid})")
-        report.update({f"slice_{n}_{name}_best_dev_accuracy": v for name, v in best.items()})
-        report[f"slice_{n}_gap_points"] = 100 * (best["pretrained"] - best["random_init"])
-    print(json.dumps({**report, **{k: round(v, 1) for k, v in times.items()}}))
+    tokenizer, model, run_dir = pre["tokenizer"], pre["model"], work / "pretrain"
+    results = {}
+    for setting in args.settings.split(","):
+        t = time.perf_counter()
+        arms = {"pretrained": run_arm(work, setting, model, tokenizer, str(run_dir), seeds,
+                                      lrs, "pretrained"),
+                "random_init": run_arm(work, setting, model, tokenizer, "", seeds, lrs,
+                                       "random")}
+        points, spread = gap(arms)
+        results[setting] = {**arms, "gap_points": points, "gap_spread": spread,
+                            "seconds": round(time.perf_counter() - t, 1)}
+        print(f"{setting}: pretrained {arms['pretrained']['mean']:.1f} +- "
+              f"{arms['pretrained']['std']:.1f}, random init {arms['random_init']['mean']:.1f}"
+              f" +- {arms['random_init']['std']:.1f}: gap {points:+.1f} points (spread "
+              f"{spread:.1f}; goal +3.0, larger than the spread)", flush=True)
+    best = max(results, key=lambda s: results[s]["gap_points"])
+    steps = sorted(int(s) for s in pre["minutes_at_step"])
+    last = steps[-1]
+    picks = sorted({steps[max(0, round(len(steps) * k / (args.curve_points + 1)) - 1)]
+                    for k in range(1, args.curve_points + 1)} - {last})
+    curve = []
+    for step in picks:
+        init = str(run_dir / "checkpoints" / str(step))
+        arm = run_arm(work, best, model, tokenizer, init, seeds, lrs, f"step{step}")
+        points = arm["mean"] - results[best]["random_init"]["mean"]
+        curve.append({"step": step, "minutes": pre["minutes_at_step"][str(step)],
+                      "gap_points": points, "pretrained_mean": arm["mean"]})
+        print(f"  {best} from step {step} ({curve[-1]['minutes']:.1f} min): gap {points:+.1f}",
+              flush=True)
+    curve.append({"step": last, "minutes": pre["minutes_at_step"][str(last)],
+                  "gap_points": results[best]["gap_points"],
+                  "pretrained_mean": results[best]["pretrained"]["mean"]})
+    picture = plot(args.plot, curve, best, results[best]["gap_spread"]) if args.plot else ""
+    print(json.dumps({"best_setting": best, "best_gap_points": results[best]["gap_points"],
+                      "best_gap_spread": results[best]["gap_spread"], "settings": results,
+                      "curve": curve, "plot": picture, "pretraining": pre}))
 
 
 if __name__ == "__main__":

@@ -101,6 +101,40 @@ def test_finetune_learns_sst2_and_keeps_the_best_epoch(shared_data, tmp_path):
     assert saved.head == "classify" and saved.labels == ("0", "1") and saved.task == "sst2"
 
 
+def test_holdout_rows_leave_training_and_choose_the_epoch(shared_data, tmp_path):
+    """data.holdout_examples keeps the last N training rows read out of training; they,
+    not dev, choose the best epoch, and dev is reported at that epoch."""
+    from pretrainx.data.tokenizers import load_tokenizer
+    from pretrainx.finetune import loop, task_data
+    tokenizer = load_tokenizer(tiny_bert_config().data.tokenizer)
+    for task, rows, held in (("sst2", 96, 32), ("conll2003", 60, 20)):
+        cfg = ft_config(shared_data, task=task, **{"data.max_train_examples": rows})
+        whole = task_data.build(cfg, tokenizer)
+        cfg.data.holdout_examples = held
+        split = task_data.build(cfg, tokenizer)
+        assert whole.holdout is None and len(split.train["weight"]) == rows - held
+        for key, array in split.train.items():  # the first rows train, the last are held
+            np.testing.assert_array_equal(array, whole.train[key][:rows - held])
+        np.testing.assert_array_equal(split.holdout.arrays["input_ids"],
+                                      whole.train["input_ids"][rows - held:])
+        cfg.data.holdout_examples = rows
+        with pytest.raises(UserError, match=f"holdout_examples={rows} leaves no training rows"):
+            task_data.build(cfg, tokenizer)
+    cfg = ft_config(shared_data, epochs=3, **{"data.max_train_examples": 96,
+                                               "data.holdout_examples": 32})
+    cfg.data.tokenizer = tiny_bert_config().data.tokenizer
+    cfg.model = tiny_bert_config().model
+    out = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
+    chooser = [h["holdout_accuracy"] for h in out["history"]]
+    best = out["history"][int(np.argmax(chooser))]
+    assert out["best"]["epoch"] == best["epoch"] and out["best"]["main"] == max(chooser)
+    assert out["best"]["dev_main"] == best["accuracy"]
+    squad = ft_config(shared_data, task="squad", **{"data.holdout_examples": 8,
+                                                     "data.squad_dir": SQUAD})
+    with pytest.raises(UserError, match="holdout_examples is for GLUE and CoNLL-2003"):
+        task_data.build(squad, tokenizer)
+
+
 @pytest.mark.parametrize("method", ["lora", "adapter", "prefix", "prompt"])
 def test_peft_trains_only_its_parameters(shared_data, pretrained_workdir, tmp_path, method):
     """The base stays bit-identical, the new parameters (and the head) move, and only
@@ -282,3 +316,20 @@ def test_t5_finetunes_text_to_text(shared_data, pretrained_t5_workdir, tmp_path)
     assert out["best"]["accuracy"] > 0.60, out["history"]
     lines = (tmp_path / "predictions" / "SST-2.tsv").read_text().splitlines()
     assert len(lines) == 1822 and {ln.split("\t")[1] for ln in lines[1:]} <= {"0", "1"}
+
+
+def test_init_from_an_earlier_checkpoint_of_a_run(tmp_path):
+    """init_from=WORKDIR/checkpoints/STEP takes that step's parameters, not the latest
+    (a learning curve fine-tunes from several); a step the run lacks is named."""
+    from pretrainx.train import loop
+    workdir = tmp_path / "run"
+    loop.train(tiny_bert_config(total_steps=2, checkpoint_every=1, keep_checkpoints=2),
+               str(workdir), devices=jax.devices()[:1])
+    latest, first, last = (interop.load(str(p)) for p in (
+        workdir, workdir / "checkpoints" / "1", workdir / "checkpoints" / "2"))
+    flat = lambda tree: jax.tree_util.tree_leaves(tree)
+    assert all(np.array_equal(a, b) for a, b in zip(flat(latest.params), flat(last.params)))
+    assert not all(np.array_equal(a, b) for a, b in zip(flat(first.params), flat(last.params)))
+    assert first.source.endswith("checkpoints/1") and last.source.endswith("checkpoints/2")
+    with pytest.raises(UserError, match=r"holds no checkpoint at step 7 \(it holds \[1, 2\]\)"):
+        interop.load(str(workdir / "checkpoints" / "7"))

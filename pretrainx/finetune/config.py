@@ -64,6 +64,9 @@ def finetune_config() -> ml_collections.ConfigDict:
     c.data.lower_case = True
     c.data.max_train_examples = 0  # > 0: the first N training rows (a slice, for demos)
     c.data.max_eval_examples = 0
+    # > 0: the last N of the training rows read are not trained on; they are scored
+    # after every epoch and choose the best one (dev is reported there, not chosen on)
+    c.data.holdout_examples = 0
 
     c.peft = ml_collections.ConfigDict()
     c.peft.method = "none"  # none | lora | adapter | prefix | prompt
@@ -105,6 +108,8 @@ def validate(cfg) -> ml_collections.ConfigDict:
     elif not (cfg.data.glue_dir or (cfg.task == "conll2003" and cfg.data.conll_dir)):
         raise UserError("config key 'data.glue_dir' is empty; set it with "
                         "--config.data.glue_dir=DIR (the folder with SST-2/, CoLA/, ...)")
+    if cfg.data.holdout_examples < 0:
+        raise UserError(f"data.holdout_examples={cfg.data.holdout_examples} must be >= 0")
     config_lib.check_positive(cfg, "data.doc_stride", "data.max_query_length",
                          "data.max_answer_length")
     peft_lib.from_config(cfg.peft)

@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from pretrainx.errors import UserError
-from pretrainx.finetune.task import EvalSet, TaskData
+from pretrainx.finetune.task import EvalSet, TaskData, split_holdout
 
 LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 METRICS = ("f1", "precision", "recall")
@@ -116,11 +116,12 @@ def _tags(outputs, sentences, firsts):
 def build(cfg, tokenizer):
     folder = cfg.data.conll_dir or os.path.join(cfg.data.glue_dir, "CoNLL-2003")
     path = lambda name: os.path.join(os.path.expanduser(folder), name)
-    train, _ = encode(read(path("train.txt"), cfg.data.max_train_examples), tokenizer,
-                      cfg.seq_len)
+    kept, held = split_holdout(read(path("train.txt"), cfg.data.max_train_examples),
+                               cfg.data.holdout_examples, path("train.txt"))
+    train, _ = encode(kept, tokenizer, cfg.seq_len)
 
-    def evaluation(name, file_name, limit):
-        sentences = read(path(file_name), limit)
+    def evaluation(name, file_name, limit, sentences=None):
+        sentences = sentences or read(path(file_name), limit)
         arrays, firsts = encode(sentences, tokenizer, cfg.seq_len)
         gold = [tags for _, tags in sentences]
         score = lambda out: entity_scores(gold, _tags(out, sentences, firsts))
@@ -130,7 +131,8 @@ def build(cfg, tokenizer):
     dev = [evaluation("", "valid.txt", cfg.data.max_eval_examples)]
     test = [evaluation("test", "test.txt", cfg.data.max_eval_examples)] if os.path.isfile(
         path("test.txt")) else []
-    return TaskData("tokens", LABELS, METRICS, train, dev, test)
+    holdout = evaluation("holdout", "train.txt", 0, held) if held else None
+    return TaskData("tokens", LABELS, METRICS, train, dev, test, holdout=holdout)
 
 
 def _write(workdir, sentences, predicted) -> str:

@@ -14,7 +14,7 @@ import numpy as np
 
 from pretrainx.errors import UserError
 from pretrainx.finetune import scores
-from pretrainx.finetune.task import EvalSet, TaskData
+from pretrainx.finetune.task import EvalSet, TaskData, split_holdout
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,20 +197,25 @@ def _predicted(task, outputs):
 def build(task: Task, cfg, tokenizer):
     files = task_files(task, cfg.data.glue_dir)
     encoded = lambda split: encode(split, tokenizer, cfg.seq_len, task.is_regression)
-    train = encoded(read_split(task, files["train"], True, cfg.data.max_train_examples))
+    scored = lambda name, split: EvalSet(name, encoded(split), lambda out, y=split.labels:
+                                         scores.score(task.metrics, y, _predicted(task, out)))
+    read = read_split(task, files["train"], True, cfg.data.max_train_examples)
+    kept, held = zip(*(split_holdout(rows, cfg.data.holdout_examples, read.path)
+                       for rows in (read.texts, read.labels, read.indices)))
+    train = encoded(Split(read.path, *kept))
+    holdout = scored("holdout", Split(read.path, *held)) if held[0] else None
     dev = []
     for path in files["dev"]:
         split = read_split(task, path, True, cfg.data.max_eval_examples)
         name = "" if len(files["dev"]) == 1 else os.path.basename(path)[4:-4]  # matched, ...
-        dev.append(EvalSet(name, encoded(split), lambda out, y=split.labels: scores.score(
-            task.metrics, y, _predicted(task, out))))
+        dev.append(scored(name, split))
     test = []
     for path, submission in files["test"]:
         split = read_split(task, path, False)
         test.append(EvalSet(submission, encoded(split), None, lambda workdir, out, s=split,
                             name=submission: write_submission(workdir, name, s.indices,
                                                               _predicted(task, out), task)))
-    return TaskData("classify", task.labels, task.metrics, train, dev, test)
+    return TaskData("classify", task.labels, task.metrics, train, dev, test, holdout=holdout)
 
 
 def write_submission(workdir, name, indices, preds, task) -> str:

@@ -285,13 +285,17 @@ def train(cfg, workdir: str, devices=None) -> dict:
                 result.update({k + (f"_{dev.name}" if dev.name else ""): v
                                for k, v in got.items()})
             main_key = data.metrics[0] + (f"_{data.dev[0].name}" if data.dev[0].name else "")
-            main = result[main_key]
+            main = dev_main = result[main_key]
+            if data.holdout is not None:  # the held-out training rows choose, not dev
+                got = data.holdout.score(outputs(state.params, data.holdout.arrays))
+                result.update({f"holdout_{k}": v for k, v in got.items()})
+                main = result[f"holdout_{data.metrics[0]}"]
             writer.write(result)
             log(f"dev    epoch {epoch} | " + " | ".join(
                 f"{k} {v:.4f}" for k, v in result.items() if k not in ("epoch", "step", "split")))
             history.append(result)
             if best is None or main > best["main"]:
-                best = dict(result, main=main)
+                best = dict(result, main=main, dev_main=dev_main)
                 best_params = jax.device_get(state.params)
                 interop.save_finetuned(workdir, best_params, _info(cfg, setup, data))
             interval = time.perf_counter()
@@ -307,7 +311,9 @@ def train(cfg, workdir: str, devices=None) -> dict:
             written.append(test.write(workdir, out))
     if test_results:
         log("test   best epoch | " + " | ".join(f"{k} {v:.4f}" for k, v in test_results.items()))
-    log(f"best dev epoch {best['epoch']}: {main_key} {best['main']:.4f}; parameters in "
+    chooser = "holdout" if data.holdout is not None else "dev"
+    log(f"best {chooser} epoch {best['epoch']}: {main_key} {best['dev_main']:.4f} on dev; "
+        f"parameters in "
         f"{workdir}/best" + (f"; predictions {', '.join(written)}" if written else ""))
     return {"best": best, "history": history, "test": test_results, "params": n_params,
             "trainable_params": n_trainable, "optimizer_state_size": opt_size,

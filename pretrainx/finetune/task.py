@@ -8,6 +8,19 @@ keeps the best epoch.
 import dataclasses
 from typing import Callable
 
+from pretrainx.errors import UserError
+
+
+def split_holdout(rows: list, held_out: int, path: str) -> tuple:
+    """(train, holdout): the last `held_out` of the training rows read are kept out of
+    training (data.holdout_examples), so that choosing an epoch or a learning rate need
+    not look at the dev set that is reported."""
+    if held_out <= 0:
+        return rows, []
+    if held_out >= len(rows):
+        raise UserError(f"data.holdout_examples={held_out} leaves no training rows of the "
+                        f"{len(rows)} read from {path}")
+    return rows[:-held_out], rows[-held_out:]
 
 
 @dataclasses.dataclass
@@ -27,6 +40,7 @@ class TaskData:
     dev: list  # [EvalSet] scored after every epoch
     test: list  # [EvalSet] predicted with the best epoch's parameters
     predict_inputs: tuple = ("input_ids", "token_type_ids", "attention_mask")
+    holdout: EvalSet | None = None  # training rows kept out: they choose the best epoch
 
     @property
     def num_labels(self) -> int:

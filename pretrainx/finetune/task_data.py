@@ -15,6 +15,9 @@ def build(cfg, tokenizer, as_text: bool = False, framing: str = "eos") -> TaskDa
     """The TaskData of `cfg.task` from its files under data.glue_dir / data.squad_dir,
     in T5's text-to-text form when `as_text` (ids framed as `framing` says)."""
     name = cfg.task
+    if cfg.data.get("holdout_examples", 0) and (as_text or name == "squad"):
+        raise UserError(f"data.holdout_examples is for GLUE and CoNLL-2003 with a task head; "
+                        f"{'text-to-text' if as_text else 'SQuAD'} fine-tuning chooses on dev")
     if as_text:
         return text_to_text.build(cfg, tokenizer, framing)
     if name == "conll2003":

@@ -14,8 +14,14 @@ from pretrainx.interop.workdir import FINETUNE_FILE, save_finetuned  # noqa: F40
 
 
 def load(path: str) -> Pretrained:
-    """A pretraining workdir, a fine-tuning workdir or a HuggingFace directory."""
+    """A pretraining workdir (its latest checkpoint, or WORKDIR/checkpoints/STEP for an
+    earlier one), a fine-tuning workdir or a HuggingFace directory."""
     path = os.path.expanduser(path)
+    where = os.path.normpath(path)
+    step, folder = os.path.basename(where), os.path.dirname(where)
+    if (step.isdigit() and os.path.basename(folder) == "checkpoints"
+            and os.path.isdir(folder)):  # a missing step is named with the ones there are
+        return workdir.load_pretraining(os.path.dirname(folder), int(step))
     if "://" not in path and not os.path.isdir(path):
         raise UserError(f"init_from {path} is not a directory")
     if os.path.isfile(os.path.join(path, FINETUNE_FILE)):

@@ -15,7 +15,8 @@ from pretrainx.interop.pretrained import Pretrained, read_json, to_numpy, unstac
 FINETUNE_FILE = "finetune.json"
 
 
-def load_pretraining(path: str) -> Pretrained:
+def load_pretraining(path: str, step: int | None = None) -> Pretrained:
+    """The model of a pretraining run at `step` (None: its latest checkpoint)."""
     cfg = ml_collections.ConfigDict(read_json(os.path.join(path, "config.json")))
     entry = objectives.OBJECTIVES.find(cfg.get("objective"))
     if entry is None or entry.as_pretrained is None:
@@ -24,9 +25,12 @@ def load_pretraining(path: str) -> Pretrained:
                         f"read from runs of the objectives {', '.join(readable)}")
     manager = ocp.CheckpointManager(os.path.abspath(os.path.join(path, "checkpoints")),
                                     item_names=("state", "data", "config"))
-    step = manager.latest_step()
     if step is None:
-        raise UserError(f"{path}/checkpoints holds no checkpoint")
+        step = manager.latest_step()
+    if step is None or step not in manager.all_steps():
+        manager.close()
+        raise UserError(f"{path}/checkpoints holds no checkpoint" + (
+            f" at step {step} (it holds {sorted(manager.all_steps())})" if step is not None else ""))
     try:
         state = manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.StandardRestore()))["state"]
