@@ -37,6 +37,24 @@ DEFAULT_SHARDING_RULES = (
 )
 
 
+def probe_defaults() -> ml_collections.ConfigDict:
+    """Downstream probes (train/downstream.py, python -m pretrainx.probe): every
+    `every_steps` (a multiple of checkpoint_every) a background process fine-tunes
+    that checkpoint on a small labelled task and the run logs probe/* scalars."""
+    p = ml_collections.ConfigDict()
+    p.task = ""  # sst2, mrpc, cola, ..., conll2003; "" = no probe
+    p.every_steps = 0
+    p.glue_dir = ""  # the GLUE folder (CoNLL-2003/ inside it)
+    p.max_train_examples = 2000
+    p.holdout_examples = 400  # of those: they choose the epoch (dev is reported)
+    p.epochs = 3
+    p.learning_rate = 3e-4
+    p.seq_len = 128
+    p.global_batch_size = 32
+    p.platform = "cpu"  # the background process's JAX_PLATFORMS: the run holds the chips
+    return p
+
+
 def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
                      learning_rate: float, schedule: str) -> ml_collections.ConfigDict:
     """The keys every run has (run length and logging, mesh, optimizer, data files),
@@ -94,6 +112,7 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     # > 0: a wall-clock budget (train/budget.py): the schedule runs over this many hours
     # of elapsed time, total_steps only bounds the run, which ends when the time is spent
     c.optimizer.budget_hours = 0.0
+    c.probe = probe_defaults()
 
     c.data = ml_collections.ConfigDict()
     c.data.train_files = ""
@@ -217,6 +236,7 @@ def validate_shared(cfg) -> None:
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget < 0:
         raise UserError(f"optimizer.budget_hours={budget!r} must be a number >= 0 (0: no "
                         "budget; the schedule runs over total_steps)")
+    _check_probe(cfg)
     if cfg.optimizer.warmup_steps < 0:
         raise UserError(f"optimizer.warmup_steps={cfg.optimizer.warmup_steps} must be >= 0")
     for name in ("profile_steps", "profile_start_step"):
@@ -225,6 +245,18 @@ def validate_shared(cfg) -> None:
     if cfg.global_batch_size % cfg.micro_batches:
         raise UserError(f"global_batch_size={cfg.global_batch_size} is not divisible by "
                         f"micro_batches={cfg.micro_batches}")
+
+
+def _check_probe(cfg) -> None:
+    probe = cfg.get("probe")
+    if probe is None or not probe.every_steps:
+        return
+    if probe.every_steps < 0 or probe.every_steps % cfg.checkpoint_every:
+        raise UserError(f"probe.every_steps={probe.every_steps} must be a multiple of "
+                        f"checkpoint_every={cfg.checkpoint_every}: a probe fine-tunes a checkpoint")
+    if not probe.task or not probe.glue_dir:
+        raise UserError("probe.every_steps is set but probe.task or probe.glue_dir is empty; "
+                        "set both (--config.probe.task=sst2 --config.probe.glue_dir=DIR)")
 
 
 def _check_sources(data) -> None:

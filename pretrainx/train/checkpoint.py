@@ -141,6 +141,11 @@ class Checkpointer:
         (JAX's preemption service; always False in a single process)."""
         return self.manager.reached_preemption(step)
 
+    def wait(self):
+        """Until the saves under way are committed (a reader may then open them)."""
+        with self._disk_full_is_a_user_error():
+            self.manager.wait_until_finished()
+
     def close(self):
         with self._disk_full_is_a_user_error():  # closing can finish a write too
             self.manager.wait_until_finished()

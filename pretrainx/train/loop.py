@@ -7,7 +7,7 @@ import jax
 from pretrainx import config as config_lib
 from pretrainx import objectives, sharding
 from pretrainx.train import budget as budget_lib
-from pretrainx.train import hooks as hooks_lib
+from pretrainx.train import downstream, hooks as hooks_lib
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, state as state_lib
 from pretrainx.train.run import Run
@@ -53,8 +53,9 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
     metrics = hooks_lib.Metrics(run)
     evaluate, checkpoint = hooks_lib.Evaluate(metrics), hooks_lib.Checkpoint()
     profile = hooks_lib.Profile(run)
+    probe = downstream.Probe(run, metrics)
     hooks = [profile, metrics, evaluate, hooks_lib.PhaseSwitch(metrics),
-             checkpoint]
+             checkpoint, probe]
     if budget_lib.enabled(cfg):  # first: it sets the clock and may end the run here
         hooks.insert(0, budget_lib.Budget(run))
     try:
@@ -72,6 +73,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
         checkpoint.close()
         profile.close()
         run.ckpt.close()  # waits for the last save to commit
+        probe.close()  # waits for the probes started (stops them if the run stopped early)
         metrics.close()
         run.lock.release()
     if run.step < run.end:

@@ -1,0 +1,121 @@
+"""python -m pretrainx.probe --workdir=RUN [--step=N] [--task=sst2] [--glue_dir=DIR]
+
+Fine-tunes checkpoints of a pretraining run on a small labelled task and logs the dev
+score as probe/* scalars in RUN/metrics.jsonl and TensorBoard (split "probe", at the
+checkpoint's step), so that a run shows time-to-GLUE beside its MLM loss, as MosaicBERT
+reports. Without --step, every checkpoint that has no probe yet. The run's `probe.*`
+config keys say what to fine-tune (the flags override them); train/downstream.py starts
+this command in the background every probe.every_steps, with --nolog (the run logs).
+
+Each probe is RUN/probe/STEP: a fine-tuning workdir, and probe.json with its record.
+The epoch is chosen on probe.holdout_examples held-out training rows, never on dev.
+"""
+
+import json
+import os
+import time
+
+from absl import app, flags
+import ml_collections
+
+from pretrainx import config as config_lib
+from pretrainx.errors import UserError
+from pretrainx.finetune import loop as finetune
+from pretrainx.finetune.config import finetune_config
+
+_WORKDIR = flags.DEFINE_string("workdir", None, "The pretraining run's workdir.")
+_STEP = flags.DEFINE_integer("step", None, "One checkpoint step (default: every unprobed one).")
+_TASK = flags.DEFINE_string("task", None, "Overrides probe.task.")
+_GLUE_DIR = flags.DEFINE_string("glue_dir", None, "Overrides probe.glue_dir.")
+_LOG = flags.DEFINE_bool("log", True, "Append the records to RUN/metrics.jsonl and TensorBoard.")
+
+# What a fine-tuning result holds besides the dev metrics.
+_NOT_METRICS = ("epoch", "step", "split", "main", "dev_main")
+
+
+def settings(workdir: str, task: str | None = None, glue_dir: str | None = None):
+    """The run's probe keys (config.json), with the overrides given."""
+    path = os.path.join(workdir, "config.json")
+    if not os.path.isfile(path):
+        raise UserError(f"{workdir} has no config.json: not a pretrainx pretraining run")
+    with open(path, encoding="utf-8") as f:
+        saved = json.load(f)
+    probe = config_lib.probe_defaults()
+    probe.update(saved.get("probe") or {})
+    for key, value in (("task", task), ("glue_dir", glue_dir)):
+        if value is not None:
+            probe[key] = value
+    if not probe.get("task") or not probe.get("glue_dir"):
+        raise UserError(f"{path}: probe.task or probe.glue_dir is empty; give --task and "
+                        "--glue_dir")
+    return probe
+
+
+def probe_config(probe, init_from: str) -> ml_collections.ConfigDict:
+    c = finetune_config()
+    c.task, c.init_from = probe.task, init_from
+    c.data.glue_dir = probe.glue_dir
+    c.data.max_train_examples = probe.max_train_examples
+    c.data.holdout_examples = probe.holdout_examples
+    c.epochs, c.seq_len = probe.epochs, probe.seq_len
+    c.global_batch_size = probe.global_batch_size
+    c.optimizer.learning_rate = probe.learning_rate
+    c.log_every = 1_000_000
+    return c
+
+
+def probe_step(workdir: str, step: int, probe) -> dict:
+    """Fine-tune checkpoint `step` (or read back the probe done before); its record."""
+    folder = os.path.join(workdir, "probe", str(step))
+    done = os.path.join(folder, "probe.json")
+    if os.path.isfile(done):
+        with open(done, encoding="utf-8") as f:
+            return json.load(f)
+    start = time.perf_counter()
+    cfg = probe_config(probe, os.path.join(workdir, "checkpoints", str(step)))
+    best = finetune.train(cfg, os.path.join(folder, "finetune"))["best"]
+    record = {"split": "probe", "step": step, "task": probe.task,
+              **{k: v for k, v in best.items()
+                 if k not in _NOT_METRICS and not k.startswith("holdout_")},
+              "chosen_epoch": best["epoch"], "seconds": time.perf_counter() - start}
+    with open(done + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(record, f)
+    os.replace(done + ".tmp", done)
+    return record
+
+
+def checkpoint_steps(workdir: str) -> list:
+    folder = os.path.join(workdir, "checkpoints")
+    if not os.path.isdir(folder):
+        raise UserError(f"{workdir} has no checkpoints/")
+    return sorted(int(n) for n in os.listdir(folder) if n.isdigit())
+
+
+def main(argv):
+    del argv
+    workdir = _WORKDIR.value
+    if not workdir:
+        raise app.UsageError("--workdir is required")
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    try:
+        probe = settings(workdir, _TASK.value, _GLUE_DIR.value)
+        probed = os.path.join(workdir, "probe")
+        steps = [_STEP.value] if _STEP.value is not None else [
+            s for s in checkpoint_steps(workdir)
+            if not os.path.isfile(os.path.join(probed, str(s), "probe.json"))]
+        records = [probe_step(workdir, s, probe) for s in steps]
+    except UserError as e:
+        raise SystemExit(f"error: {e}") from None
+    if _LOG.value and records:
+        from pretrainx.train import metrics as metrics_lib
+        writer = metrics_lib.MetricsWriter(workdir, max(steps))
+        for record in records:
+            writer.write(record)
+        writer.close()
+    for record in records:
+        print(json.dumps(record), flush=True)
+
+
+if __name__ == "__main__":
+    flags.mark_flag_as_required("workdir")
+    app.run(main)
