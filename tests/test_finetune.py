@@ -189,6 +189,18 @@ def test_bad_finetune_config_is_refused(shared_data):
                                               "peft.lora_targets": "query,gate"}))
     with pytest.raises(UserError, match="config key 'peft.method' is 'ia3'"):
         ft.validate(ft_config(shared_data, **{"peft.method": "ia3"}))
+    # A random-init baseline of another family takes that family's model keys, not BERT's
+    import ml_collections
+    from pretrainx import models
+    modern = ft_config(shared_data)
+    modern.model = ml_collections.ConfigDict(models.family("modernbert").default_config())
+    ft.validate(modern)
+    modern.model.hidden_dropout_prob = 0.1  # a BERT key ModernBERT does not have
+    with pytest.raises(UserError, match="unknown config key 'model.hidden_dropout_prob'"):
+        ft.validate(modern)
+    modern.model = ml_collections.ConfigDict({"family": "xlnet"})
+    with pytest.raises(UserError, match="config key 'model.family' is 'xlnet'"):
+        ft.validate(modern)
 
 
 def test_checkpoint_that_does_not_fit_its_config_is_named(shared_data, pretrained_workdir,

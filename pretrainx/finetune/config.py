@@ -9,7 +9,7 @@ matters without it (a randomly initialised baseline).
 
 import ml_collections
 
-from pretrainx import config as config_lib
+from pretrainx import config as config_lib, models
 from pretrainx.errors import UserError
 from pretrainx.finetune import task_data
 from pretrainx.models import bert, peft as peft_lib
@@ -82,8 +82,20 @@ def finetune_config() -> ml_collections.ConfigDict:
     return c
 
 
+def _known_keys(cfg) -> set:
+    """The fine-tuning keys, with the model keys of the family `model.family` names (a
+    randomly initialised ModernBERT has its own model keys, not BERT's)."""
+    name = cfg.model.get("family", "bert")
+    family = models.FAMILIES.find(name)
+    if family is None:
+        raise UserError(f"config key 'model.family' is {name!r}; known: "
+                        f"{', '.join(f.name for f in models.FAMILIES.entries())}")
+    keys = {k for k in config_lib.flatten(finetune_config()) if not k.startswith("model.")}
+    return keys | {f"model.{k}" for k in config_lib.flatten(family.default_config())}
+
+
 def validate(cfg) -> ml_collections.ConfigDict:
-    known = config_lib.flatten(finetune_config())
+    known = _known_keys(cfg)
     groups = {k.rsplit(".", 1)[0] for k in known if "." in k}
     for name in config_lib.flatten(cfg):
         if name not in known and name not in groups:
