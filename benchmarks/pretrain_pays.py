@@ -86,7 +86,8 @@ def write_corpus(folder: pathlib.Path, sources) -> tuple:
     return files, words
 
 
-def pretrain_config(tokenizer: str, files: list, minutes: float, checkpoint_every: int):
+def pretrain_config(tokenizer: str, files: list, minutes: float, checkpoint_every: int,
+                    vocab_size: int = 8192):
     import importlib.util
     spec = importlib.util.spec_from_file_location(
         "modernbert_quickstart", REPO / "configs" / "modernbert_quickstart.py")
@@ -97,7 +98,7 @@ def pretrain_config(tokenizer: str, files: list, minutes: float, checkpoint_ever
     c.data.format = "sentences"
     c.data.eval_files = str(EVAL_BOOK)
     c.data.tokenizer = tokenizer
-    c.model.vocab_size = 8192
+    c.model.vocab_size = vocab_size
     # The schedule's clock: total_steps is its resolution (and a bound the budget ends
     # well before at ~6 steps/s); warmup and the 1 - sqrt decay in the same steps.
     c.optimizer.budget_hours = minutes / 60.0
@@ -119,12 +120,15 @@ def pretrain(work: pathlib.Path, args) -> dict:
     from pretrainx.data.tokenizers import train_sentencepiece
     from pretrainx.train import loop
     t = time.perf_counter()
-    files, words = write_corpus(work / "corpus", english_sources())
+    sources = ([(pathlib.Path(f).stem, f, "auto", "text") for f in args.corpus.split(",")]
+               if args.corpus else english_sources())
+    files, words = write_corpus(work / "corpus", sources)
     tokenizer = str(work / "spm.model")
     if not os.path.exists(tokenizer):
-        train_sentencepiece(files, str(work / "spm"), vocab_size=8192)
+        train_sentencepiece(files, str(work / "spm"), vocab_size=args.vocab_size)
     prepare_s = time.perf_counter() - t
-    cfg = pretrain_config(tokenizer, files, args.minutes, args.checkpoint_every)
+    cfg = pretrain_config(tokenizer, files, args.minutes, args.checkpoint_every,
+                          args.vocab_size)
     t = time.perf_counter()
     result = loop.train(cfg, str(work / "pretrain"))
     elapsed = json.loads((work / "pretrain" / "budget.json").read_text())
@@ -137,10 +141,15 @@ def pretrain(work: pathlib.Path, args) -> dict:
 
 
 def finetune_config(setting: str, model: dict, tokenizer: str, init_from: str, seed: int,
-                    lr: float):
+                    lr: float, shrink=(0, 0)):
+    """`shrink` (rows, epochs), for the smoke test: at most that many labelled rows (a
+    fifth held out) and that many epochs; 0 keeps the setting's."""
     import ml_collections
     from pretrainx.finetune.config import finetune_config as base
     task, rows, held_out, seq_len, epochs, batch = SETTINGS[setting]
+    if shrink[0]:
+        rows, held_out, batch = min(rows, shrink[0]), min(rows, shrink[0]) // 5, 8
+    epochs = shrink[1] or epochs
     c = base()
     c.task, c.init_from, c.seed = task, init_from, seed
     c.data.glue_dir = str(SHARED / "glue")
@@ -164,14 +173,14 @@ def finetune_once(cfg, workdir: pathlib.Path) -> dict:
     return json.loads(done.read_text())
 
 
-def run_arm(work, setting, model, tokenizer, init_from, seeds, lrs, tag) -> dict:
+def run_arm(work, setting, model, tokenizer, init_from, seeds, lrs, tag, shrink) -> dict:
     """Per seed: the lr whose best epoch scored highest on the held-out rows, and the
     dev score there; their mean and standard deviation over seeds (in points)."""
     chosen = []
     for seed in seeds:
         runs = []
         for lr in lrs:
-            cfg = finetune_config(setting, model, tokenizer, init_from, seed, lr)
+            cfg = finetune_config(setting, model, tokenizer, init_from, seed, lr, shrink)
             best = finetune_once(cfg, work / "finetune" / setting / f"{tag}_s{seed}_lr{lr:g}")
             runs.append((best["main"], lr, best))
         holdout, lr, best = max(runs, key=lambda r: r[0])
@@ -221,6 +230,12 @@ def main():
                         help="earlier checkpoints the best setting is fine-tuned from")
     parser.add_argument("--plot", default="", help="PNG of the gap against minutes")
     parser.add_argument("--only", default="", help="'pretrain': stop after pretraining")
+    parser.add_argument("--corpus", default="", help="comma-separated text files instead of "
+                        "the shared corpus and task text (the smoke test's two books)")
+    parser.add_argument("--vocab_size", type=int, default=8192)
+    parser.add_argument("--max_rows", type=int, default=0,
+                        help="smoke test: at most N labelled rows a setting (0: its own)")
+    parser.add_argument("--epochs", type=int, default=0, help="smoke test: epochs (0: own)")
     args = parser.parse_args()
     if not SHARED.is_dir():
         raise SystemExit(f"needs the shared data at {SHARED}")
@@ -237,13 +252,14 @@ def main():
     seeds = [int(s) for s in args.seeds.split(",")]
     lrs = [float(x) for x in args.lrs.split(",")]
     tokenizer, model, run_dir = pre["tokenizer"], pre["model"], work / "pretrain"
+    shrink = (args.max_rows, args.epochs)
     results = {}
     for setting in args.settings.split(","):
         t = time.perf_counter()
         arms = {"pretrained": run_arm(work, setting, model, tokenizer, str(run_dir), seeds,
-                                      lrs, "pretrained"),
+                                      lrs, "pretrained", shrink),
                 "random_init": run_arm(work, setting, model, tokenizer, "", seeds, lrs,
-                                       "random")}
+                                       "random", shrink)}
         points, spread = gap(arms)
         results[setting] = {**arms, "gap_points": points, "gap_spread": spread,
                             "seconds": round(time.perf_counter() - t, 1)}
@@ -259,7 +275,7 @@ def main():
     curve = []
     for step in picks:
         init = str(run_dir / "checkpoints" / str(step))
-        arm = run_arm(work, best, model, tokenizer, init, seeds, lrs, f"step{step}")
+        arm = run_arm(work, best, model, tokenizer, init, seeds, lrs, f"step{step}", shrink)
         points = arm["mean"] - results[best]["random_init"]["mean"]
         curve.append({"step": step, "minutes": pre["minutes_at_step"][str(step)],
                       "gap_points": points, "pretrained_mean": arm["mean"]})

@@ -78,12 +78,18 @@ def test_tpu_plan_tables_the_recipes_phase_by_phase():
 
 @pytest.mark.slow
 def test_pretrain_pays_runs_end_to_end(shared_data, tmp_path):
-    _, out = _run("pretrain_pays.py", f"--workdir={tmp_path}", "--steps=4", "--slices=32",
-                  "--slice_epochs=1", "--lrs=1e-3", "--vocab_size=1000",
-                  "--max_train_examples=64", f"--corpus={BOOKS}")
-    for key in ("pretrained_dev_accuracy", "random_init_dev_accuracy", "gap_points",
-                "slice_32_gap_points"):
-        assert key in out, out
+    """Every part at toy size: pretraining on a budget, both arms over two seeds with the
+    held-out rows choosing, the curve from an earlier checkpoint, the JSON contract."""
+    _, out = _run("pretrain_pays.py", f"--workdir={tmp_path}", "--minutes=0.5",
+                  "--checkpoint_every=10", "--settings=sst2_500", "--seeds=0,1",
+                  "--lrs=1e-3", "--max_rows=48", "--epochs=1", "--curve_points=1",
+                  "--vocab_size=1000", f"--corpus={BOOKS}")
+    assert out["best_setting"] == "sst2_500"
+    arms = out["settings"]["sst2_500"]
+    assert out["best_gap_points"] == arms["pretrained"]["mean"] - arms["random_init"]["mean"]
+    assert out["best_gap_spread"] == max(arms["pretrained"]["std"], arms["random_init"]["std"])
+    assert [r["seed"] for r in arms["random_init"]["runs"]] == [0, 1]
+    assert len(out["curve"]) == 2 and out["curve"][0]["step"] < out["curve"][1]["step"]
 
 
 @pytest.mark.slow
