@@ -1,8 +1,8 @@
 """ModernBERT's objective (Warner et al. 2024): masked LM only, 30% of tokens, on packed
 documents.
 
-Each document becomes [CLS] sentences [SEP] examples of whole sentences (a long one
-several), and examples are packed first-fit into rows of seq_len with segment ids and
+Each document's tokens become [CLS] piece [SEP] examples of up to seq_len (a long
+document several, cut anywhere), and examples are packed first-fit into rows of seq_len with segment ids and
 positions that restart (`data.pack_examples`; False: one example a row, padded), as the
 released model's unpadded batches hold several documents that never see each other.
 Masks are drawn at batch time, keyed by the row's position: 30% of the non-special
