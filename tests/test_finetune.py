@@ -101,6 +101,7 @@ def test_finetune_learns_sst2_and_keeps_the_best_epoch(shared_data, tmp_path):
     assert saved.head == "classify" and saved.labels == ("0", "1") and saved.task == "sst2"
 
 
+@pytest.mark.slow
 def test_holdout_rows_leave_training_and_choose_the_epoch(shared_data, tmp_path):
     """data.holdout_examples keeps the last N training rows read out of training; they,
     not dev, choose the best epoch, and dev is reported at that epoch."""
@@ -330,6 +331,7 @@ def test_t5_finetunes_text_to_text(shared_data, pretrained_t5_workdir, tmp_path)
     assert len(lines) == 1822 and {ln.split("\t")[1] for ln in lines[1:]} <= {"0", "1"}
 
 
+@pytest.mark.slow
 def test_init_from_an_earlier_checkpoint_of_a_run(tmp_path):
     """init_from=WORKDIR/checkpoints/STEP takes that step's parameters, not the latest
     (a learning curve fine-tunes from several); a step the run lacks is named."""

@@ -26,6 +26,7 @@ def _records(workdir):
     return [r for r in map(json.loads, lines) if r.get("split") == "probe"]
 
 
+@pytest.mark.slow
 def test_probe_fine_tunes_a_checkpoint_and_reads_it_back(shared_data, pretrained_workdir,
                                                          tmp_path):
     workdir = tmp_path / "run"
