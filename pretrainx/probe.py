@@ -11,23 +11,17 @@ Each probe is RUN/probe/STEP: a fine-tuning workdir, and probe.json with its rec
 The epoch is chosen on probe.holdout_examples held-out training rows, never on dev.
 """
 
+import argparse
 import json
 import os
 import time
 
-from absl import app, flags
 import ml_collections
 
 from pretrainx import config as config_lib
 from pretrainx.errors import UserError
 from pretrainx.finetune import loop as finetune
 from pretrainx.finetune.config import finetune_config
-
-_WORKDIR = flags.DEFINE_string("workdir", None, "The pretraining run's workdir.")
-_STEP = flags.DEFINE_integer("step", None, "One checkpoint step (default: every unprobed one).")
-_TASK = flags.DEFINE_string("task", None, "Overrides probe.task.")
-_GLUE_DIR = flags.DEFINE_string("glue_dir", None, "Overrides probe.glue_dir.")
-_LOG = flags.DEFINE_bool("log", True, "Append the records to RUN/metrics.jsonl and TensorBoard.")
 
 # What a fine-tuning result holds besides the dev metrics.
 _NOT_METRICS = ("epoch", "step", "split", "main", "dev_main")
@@ -91,22 +85,27 @@ def checkpoint_steps(workdir: str) -> list:
     return sorted(int(n) for n in os.listdir(folder) if n.isdigit())
 
 
-def main(argv):
-    del argv
-    workdir = _WORKDIR.value
-    if not workdir:
-        raise app.UsageError("--workdir is required")
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m pretrainx.probe", description=__doc__)
+    parser.add_argument("--workdir", required=True, help="the pretraining run's workdir")
+    parser.add_argument("--step", type=int, help="one checkpoint (default: every unprobed one)")
+    parser.add_argument("--task", help="overrides probe.task")
+    parser.add_argument("--glue_dir", help="overrides probe.glue_dir")
+    parser.add_argument("--nolog", dest="log", action="store_false",
+                        help="leave RUN/metrics.jsonl and TensorBoard alone")
+    args = parser.parse_args(argv)
+    workdir = args.workdir
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     try:
-        probe = settings(workdir, _TASK.value, _GLUE_DIR.value)
+        probe = settings(workdir, args.task, args.glue_dir)
         probed = os.path.join(workdir, "probe")
-        steps = [_STEP.value] if _STEP.value is not None else [
+        steps = [args.step] if args.step is not None else [
             s for s in checkpoint_steps(workdir)
             if not os.path.isfile(os.path.join(probed, str(s), "probe.json"))]
         records = [probe_step(workdir, s, probe) for s in steps]
     except UserError as e:
         raise SystemExit(f"error: {e}") from None
-    if _LOG.value and records:
+    if args.log and records:
         from pretrainx.train import metrics as metrics_lib
         writer = metrics_lib.MetricsWriter(workdir, max(steps))
         for record in records:
@@ -117,5 +116,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    flags.mark_flag_as_required("workdir")
-    app.run(main)
+    main()

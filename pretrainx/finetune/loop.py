@@ -313,8 +313,8 @@ def train(cfg, workdir: str, devices=None) -> dict:
         log("test   best epoch | " + " | ".join(f"{k} {v:.4f}" for k, v in test_results.items()))
     chooser = "holdout" if data.holdout is not None else "dev"
     log(f"best {chooser} epoch {best['epoch']}: {main_key} {best['dev_main']:.4f} on dev; "
-        f"parameters in "
-        f"{workdir}/best" + (f"; predictions {', '.join(written)}" if written else ""))
+        f"parameters in {workdir}/best"
+        + (f"; predictions {', '.join(written)}" if written else ""))
     return {"best": best, "history": history, "test": test_results, "params": n_params,
             "trainable_params": n_trainable, "optimizer_state_size": opt_size,
             "steps": total_steps}

@@ -27,10 +27,11 @@ def load_pretraining(path: str, step: int | None = None) -> Pretrained:
                                     item_names=("state", "data", "config"))
     if step is None:
         step = manager.latest_step()
-    if step is None or step not in manager.all_steps():
+    held = sorted(manager.all_steps())
+    if step is None or step not in held:
         manager.close()
         raise UserError(f"{path}/checkpoints holds no checkpoint" + (
-            f" at step {step} (it holds {sorted(manager.all_steps())})" if step is not None else ""))
+            f" at step {step} (it holds {held})" if step is not None else ""))
     try:
         state = manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.StandardRestore()))["state"]
