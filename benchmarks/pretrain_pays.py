@@ -21,8 +21,9 @@ then fine-tuned against the same model from random weights where labels are scar
    are the ones with the best score on the held-out rows (finetune's
    data.holdout_examples); the dev score at that choice is what is reported, as mean and
    standard deviation over seeds. Nothing is chosen on dev.
-4. The setting with the largest gap is fine-tuned again from earlier checkpoints: the
-   gap against pretraining minutes, drawn to --plot (matplotlib, when installed).
+4. The setting with the largest gap is fine-tuned again from earlier checkpoints (over
+   the learning rates the held-out rows chose for the final one): the gap against
+   pretraining minutes, drawn to --plot (matplotlib, when installed).
 
 The last line is one JSON object: best_setting, best_gap_points (mean over seeds),
 best_gap_spread (the larger of the two arms' standard deviations over seeds), every
@@ -272,10 +273,14 @@ def main():
     last = steps[-1]
     picks = sorted({steps[max(0, round(len(steps) * k / (args.curve_points + 1)) - 1)]
                     for k in range(1, args.curve_points + 1)} - {last})
+    # The curve's grid: the rates the held-out rows chose for the final checkpoint (a
+    # third of the runs when every seed chose one rate; still nothing chosen on dev).
+    curve_lrs = sorted({r["lr"] for r in results[best]["pretrained"]["runs"]})
     curve = []
     for step in picks:
         init = str(run_dir / "checkpoints" / str(step))
-        arm = run_arm(work, best, model, tokenizer, init, seeds, lrs, f"step{step}", shrink)
+        arm = run_arm(work, best, model, tokenizer, init, seeds, curve_lrs, f"step{step}",
+                      shrink)
         points = arm["mean"] - results[best]["random_init"]["mean"]
         curve.append({"step": step, "minutes": pre["minutes_at_step"][str(step)],
                       "gap_points": points, "pretrained_mean": arm["mean"]})
