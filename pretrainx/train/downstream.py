@@ -23,6 +23,10 @@ from pretrainx.train import metrics as metrics_lib
 from pretrainx.train.hooks import Hook
 
 
+def enabled(cfg) -> bool:
+    return bool(cfg.get("probe") is not None and cfg.probe.every_steps)
+
+
 class Probe(Hook):
     def __init__(self, run, metrics):
         self.run, self.writer = run, metrics.writer

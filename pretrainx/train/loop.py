@@ -53,7 +53,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
     metrics = hooks_lib.Metrics(run)
     evaluate, checkpoint = hooks_lib.Evaluate(metrics), hooks_lib.Checkpoint()
     profile = hooks_lib.Profile(run)
-    probe = downstream.Probe(run, metrics)
+    probe = downstream.Probe(run, metrics) if downstream.enabled(cfg) else hooks_lib.Hook()
     hooks = [profile, metrics, evaluate, hooks_lib.PhaseSwitch(metrics),
              checkpoint, probe]
     if budget_lib.enabled(cfg):  # first: it sets the clock and may end the run here
