@@ -4,7 +4,8 @@
         --config.data.train_files='/data/text/*.jsonl' --config.data.tokenizer=/data/spm.model
 
 Parameters: 149,655,232 (answerdotai/ModernBERT-base as transformers counts
-ModernBertForMaskedLM: 149.7M); 360,277 steps of 4,608 x 1,024 tokens at 8e-4.
+ModernBertForMaskedLM: 149.7M); 2,161,662 steps of one 768 x 1,024-token micro-batch
+(1.7T tokens) at 8e-4, updates of 768 rows rising to 4,608 over the first 50B tokens.
 """
 
 from pretrainx.config import sibling_config

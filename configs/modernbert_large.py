@@ -4,7 +4,8 @@
         --config.data.train_files='/data/text/*.jsonl' --config.data.tokenizer=/data/spm.model
 
 Parameters: 395,881,664 (answerdotai/ModernBERT-large as transformers counts
-ModernBertForMaskedLM: 395.9M); 336,882 steps of 4,928 x 1,024 tokens at 5e-4.
+ModernBertForMaskedLM: 395.9M); 3,705,706 steps of one 448 x 1,024-token micro-batch
+(1.7T tokens) at 5e-4, updates of 448 rows rising to 4,928 over the first 10B tokens.
 """
 
 from pretrainx.config import sibling_config

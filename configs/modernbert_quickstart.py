@@ -36,6 +36,9 @@ def get_config():
     c.optimizer.weight_decay = 1e-5 / 2e-3
     c.optimizer.warmup_steps = 100
     c.optimizer.decay_steps = 300
+    # No batch warmup: a step of 32 rows is the whole batch, every step an update (the
+    # recipe's step is a micro-batch of 768 rows and its updates take up to 6 of them).
+    c.optimizer.accumulate_to, c.optimizer.batch_ramp = 1, 0.0
     books = os.path.join(ASSETS, "text")
     c.data.train_files = ",".join(os.path.join(books, f) for f in (
         "pg1342_pride_and_prejudice.txt", "pg1661_adventures_of_sherlock_holmes.txt"))

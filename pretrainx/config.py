@@ -112,6 +112,13 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     # > 0: a wall-clock budget (train/budget.py): the schedule runs over this many hours
     # of elapsed time, total_steps only bounds the run, which ends when the time is spent
     c.optimizer.budget_hours = 0.0
+    # A batch-size ramp by accumulation (train/ramp.py): an update averages up to
+    # accumulate_to steps (global_batch_size is then the micro-batch), reached at
+    # batch_ramp of the run (of the budget's time, or of total_steps); 0: from the start.
+    # batch_ramp_shape: linear (the crammed BERT's) | equal_updates (ModernBERT's).
+    c.optimizer.accumulate_to = 1
+    c.optimizer.batch_ramp = 0.0
+    c.optimizer.batch_ramp_shape = "linear"
     c.probe = probe_defaults()
 
     c.data = ml_collections.ConfigDict()
@@ -237,6 +244,7 @@ def validate_shared(cfg) -> None:
         raise UserError(f"optimizer.budget_hours={budget!r} must be a number >= 0 (0: no "
                         "budget; the schedule runs over total_steps)")
     _check_probe(cfg)
+    _check_ramp(cfg)
     if cfg.optimizer.warmup_steps < 0:
         raise UserError(f"optimizer.warmup_steps={cfg.optimizer.warmup_steps} must be >= 0")
     for name in ("profile_steps", "profile_start_step"):
@@ -245,6 +253,22 @@ def validate_shared(cfg) -> None:
     if cfg.global_batch_size % cfg.micro_batches:
         raise UserError(f"global_batch_size={cfg.global_batch_size} is not divisible by "
                         f"micro_batches={cfg.micro_batches}")
+
+
+def _check_ramp(cfg) -> None:
+    o = cfg.optimizer
+    full = o.get("accumulate_to", 1)
+    if isinstance(full, bool) or not isinstance(full, int) or full < 1:
+        raise UserError(f"optimizer.accumulate_to={full!r} must be an integer >= 1")
+    ramp = o.get("batch_ramp", 0.0)
+    if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not 0 <= ramp < 1:
+        raise UserError(f"optimizer.batch_ramp={ramp!r} must be in [0, 1) (the run's fraction "
+                        "at which accumulate_to is reached; 0: no ramp)")
+    choice(o.get("batch_ramp_shape", "linear"), "optimizer.batch_ramp_shape",
+           ("linear", "equal_updates"))
+    if (full > 1 or ramp) and cfg.micro_batches != 1:
+        raise UserError("micro_batches > 1 with optimizer.accumulate_to or batch_ramp: the ramp "
+                        "accumulates whole steps; leave micro_batches=1")
 
 
 def _check_probe(cfg) -> None:

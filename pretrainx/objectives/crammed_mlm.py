@@ -32,7 +32,7 @@ class CrammedMlm(rows.FullSentencesRows, encoder.MlmLoss):
     def describe(self, phase) -> dict:
         o = self.cfg.optimizer
         return {"max_predictions_per_seq": phase.max_predictions,
-                "budget_hours": o.budget_hours, "accumulate_to": o.accumulate_to}
+                "budget_hours": o.budget_hours}
 
     def transform(self, phase, train: bool):
         """Rows masked at data.mask_prob, or for eval at data.eval_mask_prob when set (so
@@ -72,20 +72,9 @@ def defaults():
 def validate(cfg) -> None:
     encoder.validate(cfg)
     o = cfg.optimizer
-    if not isinstance(o.accumulate_to, int) or o.accumulate_to < 1:
-        raise UserError(f"optimizer.accumulate_to={o.accumulate_to!r} must be an integer >= 1")
-    if not 0 <= o.batch_ramp < 1:
-        raise UserError(f"optimizer.batch_ramp={o.batch_ramp} must be in [0, 1) (the budget's "
-                        "fraction at which the full batch is reached; 0: no ramp)")
-    if o.batch_ramp and not o.budget_hours:
-        raise UserError("optimizer.batch_ramp needs optimizer.budget_hours > 0: the ramp "
-                        "follows the budget's elapsed time")
     if not 0 <= o.cycle_start <= 1 or not 0 < o.cycle_falloff < 1:
         raise UserError(f"optimizer.cycle_start={o.cycle_start} must be in [0, 1] and "
                         f"optimizer.cycle_falloff={o.cycle_falloff} in (0, 1)")
-    if cfg.micro_batches != 1 and o.batch_ramp:
-        raise UserError("micro_batches > 1 with optimizer.batch_ramp: the ramp accumulates "
-                        "whole steps; leave micro_batches=1")
     config_lib.check_positive(cfg, "data.max_predictions_per_seq")
     config_lib.check_fraction(cfg, "data.eval_mask_prob", 0.0, 1.0)
 

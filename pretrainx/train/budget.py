@@ -5,8 +5,8 @@ ramp, as functions of elapsed time, as Izsak et al. (2021) and the crammed BERT
 Before each step the host turns the elapsed fraction p of the budget into the step
 that the optimizer's schedules read, p x total_steps (total_steps is then only the
 schedule's resolution and the most steps a run may take), and, with
-optimizer.batch_ramp, into how many steps' gradients one update averages: rising
-linearly to optimizer.accumulate_to at p = batch_ramp (so global_batch_size is the
+optimizer.batch_ramp, into how many steps' gradients one update averages (train/ramp.py:
+rising to optimizer.accumulate_to at p = batch_ramp, so global_batch_size is the
 micro-batch: cramming's batch of 8,192 is 64 micro-batches of 128). The run ends at the
 first step where p >= 1, with an eval and a checkpoint. Elapsed time counts from the
 first step (compilation included, as theirs); a resumed run continues from the
@@ -15,7 +15,6 @@ every process, so all of them take the same steps.
 """
 
 import json
-import math
 import os
 import time
 
@@ -23,21 +22,11 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from pretrainx.train import optim
+from pretrainx.train import optim, ramp
 
 
 def enabled(cfg) -> bool:
     return bool(cfg.optimizer.get("budget_hours", 0.0))
-
-
-def accumulation_at(progress: float, opt_cfg) -> int:
-    """Micro-batches an update takes at elapsed fraction `progress` (batch_ramp: the
-    fraction at which the full accumulate_to is reached; 0: no ramp)."""
-    full = int(opt_cfg.get("accumulate_to", 1))
-    ramp = float(opt_cfg.get("batch_ramp", 0.0))
-    if not ramp:
-        return full
-    return max(1, min(full, math.ceil(full * progress / ramp)))
 
 
 class Budget:
@@ -64,7 +53,7 @@ class Budget:
         progress = min(self.elapsed / self.seconds, 1.0)
         opt = run.cfg.optimizer
         clock = int(progress * run.cfg.total_steps)
-        every = accumulation_at(progress, opt) if opt.get("batch_ramp", 0.0) else None
+        every = ramp.accumulation_at(progress, opt) if ramp.accumulating(opt) else None
         run.state = run.state.replace(opt_state=optim.set_clock(run.state.opt_state, clock,
                                                                 every))
 

@@ -9,7 +9,7 @@ from pretrainx import objectives, sharding
 from pretrainx.train import budget as budget_lib
 from pretrainx.train import downstream, hooks as hooks_lib
 from pretrainx.train import metrics as metrics_lib
-from pretrainx.train import optim, state as state_lib
+from pretrainx.train import optim, ramp, state as state_lib
 from pretrainx.train.run import Run
 
 
@@ -34,6 +34,9 @@ def describe(cfg) -> dict:
                     "global_batch_size": p.global_batch_size} for p in config_lib.phases(cfg)],
         "flops_per_token": objective.flops_per_token(phase),
         "flops_per_token_formula": objective.flops_formula,
+        **({"accumulate_to": cfg.optimizer.accumulate_to, "batch_ramp": cfg.optimizer.batch_ramp,
+            "batch_ramp_shape": cfg.optimizer.batch_ramp_shape}
+           if ramp.accumulating(cfg.optimizer) else {}),
         **objective.describe(phase),
     }
 
@@ -58,6 +61,8 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
              checkpoint, probe]
     if budget_lib.enabled(cfg):  # first: it sets the clock and may end the run here
         hooks.insert(0, budget_lib.Budget(run))
+    elif ramp.accumulating(cfg.optimizer):  # first: the step clock of a batch ramp
+        hooks.insert(0, ramp.StepRamp())
     try:
         while run.step < run.end:
             batch = run.next_batch()

@@ -164,8 +164,9 @@ class AccumulateState(NamedTuple):
 
 def accumulating(tx: optax.GradientTransformation) -> optax.GradientTransformation:
     """`tx` applied to the mean gradient of `every` micro-batches (steps), where `every`
-    is state that the host may change between steps (the crammed recipe's batch-size
-    ramp, train/budget.py); between updates the parameters stay as they are."""
+    is state that the host may change between steps (the batch-size ramps of the
+    crammed BERT and ModernBERT, train/ramp.py); between updates the parameters stay
+    as they are."""
     def init(params):
         return AccumulateState(tx.init(params), jax.tree_util.tree_map(jnp.zeros_like, params),
                                jnp.zeros([], jnp.int32), jnp.ones([], jnp.int32))
@@ -231,8 +232,8 @@ def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = ()) -> optax.Gradi
     optimizer state (a distillation's teacher): optax.multi_transform sends them to
     set_to_zero, the rest (clipping included) to the recipe's optimizer."""
     tx = _recipe_optimizer(opt_cfg, total_steps)
-    if opt_cfg.get("batch_ramp", 0.0):
-        tx = accumulating(tx)
+    if int(opt_cfg.get("accumulate_to", 1)) > 1 or opt_cfg.get("batch_ramp", 0.0):
+        tx = accumulating(tx)  # train/ramp.py sets how many steps an update takes
     if not frozen:
         return tx
 
