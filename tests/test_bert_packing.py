@@ -16,43 +16,83 @@ from pretrainx import config as config_lib
 from pretrainx import objectives
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.objectives import packed_pairs
+from pretrainx.objectives import rows as rows_lib
 from pretrainx.train import loop
 
 SPM = str(REPO / "pretrainx" / "assets" / "spm_4k.model")
+SMALL = {"num_layers": 2, "hidden_size": 64, "num_heads": 4, "mlp_dim": 128,
+         "dropout_rate": 0.0, "attention_dropout_rate": 0.0}
 
 
 def _config(**overrides):
     c = load_config("quickstart.py")
-    c.model.update(num_layers=2, hidden_size=64, num_heads=4, mlp_dim=128, dropout_rate=0.0,
-                   attention_dropout_rate=0.0)
+    c.model.update(SMALL)
     return override(c, {"seq_len": 128, "data.max_predictions_per_seq": 20,
                         "data.short_seq_prob": 0.5, "data.dupe_factor": 1,
                         "data.train_files": ALICE, "data.eval_files": "", **overrides})
 
 
-def test_packed_examples_get_the_losses_they_get_alone():
-    """Pairs packed three to a row (segment ids, restarting positions and types, the NSP
-    head at each [CLS], each example's masks at its offset) give every example the MLM
-    and NSP losses of the same example in a row of its own: float32, within 1e-5."""
-    cfg = _config()
-    tokenizer = load_tokenizer(SPM, lower_case=True)
-    single = objectives.build(cfg, tokenizer)
-    packed_objective = objectives.build(override(_config(), {"data.pack_examples": True}),
-                                        tokenizer)
+def _albert(**overrides):
+    c = load_config("albert_base.py")
+    c.model.update(SMALL, embedding_size=32, vocab_size=4096)
+    return override(c, {"seq_len": 128, "data.max_predictions_per_seq": 20,
+                        "data.short_seq_prob": 0.5, "data.dupe_factor": 1,
+                        "data.tokenizer": SPM, "data.train_files": ALICE, **overrides})
+
+
+def _roberta(gpt2, **overrides):
+    c = load_config("roberta_base.py")
+    c.model.update(SMALL, max_position_embeddings=130)
+    return override(c, {"seq_len": 128, "data.max_predictions_per_seq": 20,
+                        "data.tokenizer": gpt2, "data.train_files": ALICE, **overrides})
+
+
+# objective -> (config, label key, pair logits: None for single segments)
+CASES = {"bert": (_config, "next_sentence_label"),
+         "albert": (_albert, "sentence_order_label"),
+         "roberta": (_roberta, None)}
+
+
+def _build(name, shared_data, **overrides):
+    make, label = CASES[name]
+    if name == "roberta":
+        gpt2 = str(shared_data / "tokenizers" / "gpt2")
+        cfg = make(gpt2, **overrides)
+        return cfg, objectives.build(cfg, load_tokenizer(gpt2)), label
+    cfg = make(**overrides)
+    tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=True)
+    return cfg, objectives.build(cfg, tokenizer), label
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_packed_examples_get_the_losses_they_get_alone(name, shared_data):
+    """Examples packed three to a row (segment ids, restarting positions and types, each
+    example's masks at its offset, for pairs the NSP / SOP head at each [CLS]) give every
+    example the MLM (and pair) losses of the same example in a row of its own: float32,
+    within 1e-5. BERT's NSP pairs, ALBERT's sentence-order pairs, RoBERTa's rows kept
+    inside their documents; masks from the packed transform itself."""
+    cfg, single, label = _build(name, shared_data)
+    _, packed_objective, _ = _build(name, shared_data, **{"data.pack_examples": True})
+    tokenizer = single.tokenizer
     phase = config_lib.phases(cfg)[0]
     docs = single.corpus.documents(ALICE)
-    pairs = single.examples_from_documents(docs, phase, train=True)
-    short = [p for p in pairs if p["input_ids"].size <= 40][:9]
-    assert len(short) == 9 and len({int(p["next_sentence_label"]) for p in short}) == 2
-    rows = packed_pairs.pack_pairs(short, 128, 3)
+    if label is None:  # the rows the packed objective packs: each ends with its document
+        examples = rows_lib.sentence_rows(docs, cfg, phase, True, 0, tokenizer,
+                                          cross_documents=False)
+    else:
+        examples = single.examples_from_documents(docs, phase, train=True)
+    short = [e for e in examples if 8 <= e["input_ids"].size <= 40][:9]
+    assert len(short) == 9
+    if label is not None:
+        assert len({int(e[label]) for e in short}) == 2
+    rows = packed_pairs.pack_pairs(short, 128, 3, label)
     assert len(rows) == 3 and all(len(r["lengths"]) == 3 for r in rows)
-    alone_fn = single.transform(phase, train=True)
-    seeds = iter(range(100))
-    rngs = [[np.random.default_rng(next(seeds)) for _ in r["lengths"]] for r in rows]
-    packed = [packed_pairs.masked_row(r, g, alone_fn, 128, 3, 20, tokenizer.pad_id)
-              for r, g in zip(rows, rngs)]
-    order = [e for r in rows for e in _members(short, r)]
-    alone = [alone_fn(short[i], np.random.default_rng(s)) for i, s in zip(order, range(9))]
+    alone_fn, packed_fn = single.transform(phase, True), packed_objective.transform(phase, True)
+    packed = [packed_fn(r, np.random.default_rng(i)) for i, r in enumerate(rows)]
+    alone = []
+    for i, r in enumerate(rows):  # the same generators the packed transform drew
+        rngs = packed_pairs.row_rngs(np.random.default_rng(i), 3)
+        alone += [alone_fn(short[m], g) for m, g in zip(_members(short, r), rngs)]
     stack = lambda xs: {k: np.stack([x[k] for x in xs]) for k in xs[0]}  # noqa: E731
     packed_batch, alone_batch = stack(packed), stack(alone)
     model = packed_objective.model
@@ -69,13 +109,29 @@ def test_packed_examples_get_the_losses_they_get_alone():
             theirs = a_mlm[3 * r + e][alone_batch["masked_lm_weights"][3 * r + e] > 0]
             assert mine.size == theirs.size > 0
             np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-5)
-    p_nsp = optax.softmax_cross_entropy_with_integer_labels(
-        p_out["nsp_logits"], packed_batch["next_sentence_label"]).reshape(9)
-    a_nsp = optax.softmax_cross_entropy_with_integer_labels(
-        a_out["nsp_logits"], alone_batch["next_sentence_label"])
-    np.testing.assert_allclose(np.asarray(p_nsp), np.asarray(a_nsp), rtol=0, atol=1e-5)
+    if label is not None:
+        p_pair = optax.softmax_cross_entropy_with_integer_labels(
+            p_out["nsp_logits"], packed_batch[label]).reshape(9)
+        a_pair = optax.softmax_cross_entropy_with_integer_labels(
+            a_out["nsp_logits"], alone_batch[label])
+        np.testing.assert_allclose(np.asarray(p_pair), np.asarray(a_pair), rtol=0, atol=1e-5)
+        np.testing.assert_array_equal(packed_batch[label].reshape(9), alone_batch[label])
     assert (packed_batch["attention_mask"].max(axis=1) == 3).all()
     assert packed_batch["masked_lm_positions"].shape[1] == 20 + 3  # the row's budget + 1 each
+    if name == "albert":  # n-gram starts moved with their example, lengths kept
+        for key in ("ngram_start", "ngram_words"):
+            assert sorted(packed_batch[key][packed_batch["masked_lm_weights"] > 0]) == sorted(
+                np.concatenate([_offset(alone_batch, key, i, short, rows) for i in range(9)]))
+
+
+def _offset(batch, key, i, short, rows):
+    """Example i's per-prediction `key`, moved by its offset in its packed row when the
+    key is a position."""
+    values = batch[key][i][batch["masked_lm_weights"][i] > 0]
+    if key != "ngram_start":
+        return values
+    row, e = divmod(i, 3)
+    return values + int(rows[row]["lengths"][:e].sum())
 
 
 def _members(pairs, row):

@@ -41,11 +41,13 @@ from pretrainx import objectives
 from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.models import albert, bert
-from pretrainx.objectives import encoder, mlm, nsp
+from pretrainx.objectives import encoder, mlm, nsp, packed_pairs
 
 IN_ORDER = 0
 SWAPPED = 1
-_PAIR_KEYS = ("input_ids", "token_type_ids", "sentence_order_label")
+_LABEL = "sentence_order_label"
+_PAIR_KEYS = ("input_ids", "token_type_ids", _LABEL)
+_NGRAM_KEYS = ("ngram_start", "ngram_words")
 
 
 def ngram_probs(max_ngram: int) -> np.ndarray:
@@ -200,7 +202,15 @@ class AlbertMlmSop:
             encoder.require_mask(tokenizer)
 
     def describe(self, phase) -> dict:
-        return {"max_predictions_per_seq": phase.max_predictions}
+        out = {"max_predictions_per_seq": phase.max_predictions}
+        if self.packed:
+            out["max_examples_per_row"] = self.cfg.data.max_examples_per_row
+        return out
+
+    @property
+    def packed(self) -> bool:
+        """Several pairs a row (Krell et al. 2021; objectives/packed_pairs.py)."""
+        return bool(self.cfg.data.get("pack_examples", False))
 
     # ---- data -------------------------------------------------------------
     def examples(self, files, phase, train: bool) -> list:
@@ -209,10 +219,14 @@ class AlbertMlmSop:
     def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
         """SOP pairs for `phase.seq_len`; `dupe_factor` independent pairings for training."""
         tok = self.tokenizer
-        return mlm.pairings(
+        pairs = mlm.pairings(
             self.cfg, phase, train, group,
             lambda rng: create_sop_examples(docs, phase.seq_len, self.cfg.data.short_seq_prob,
                                             rng, tok.cls_id, tok.sep_id), _PAIR_KEYS)
+        if self.packed:
+            return packed_pairs.pack_pairs(pairs, phase.seq_len,
+                                           self.cfg.data.max_examples_per_row, _LABEL)
+        return pairs
 
     def transform(self, phase, train: bool):
         """(pair, rng) -> padded, n-gram-masked example of length phase.seq_len."""
@@ -227,29 +241,43 @@ class AlbertMlmSop:
                                  max_predictions=max_pred, mask_prob=data.mask_prob,
                                  max_ngram=data.max_ngram)
             return dict(masked, token_type_ids=types, attention_mask=attention,
-                        sentence_order_label=np.int32(example["sentence_order_label"]))
+                        sentence_order_label=np.int32(example[_LABEL]))
 
-        return fn
+        if not self.packed:
+            return fn
+        return packed_pairs.packed_transform(
+            fn, seq_len, data.max_examples_per_row, max_pred, tok.pad_id, label_key=_LABEL,
+            offset_keys=("ngram_start",), copy_keys=("ngram_words",))
 
     def example_batch(self, batch_size: int, phase) -> dict:
         out = encoder.example_batch(batch_size, phase)
-        out["sentence_order_label"] = np.zeros((batch_size,), np.int32)
-        for key in ("ngram_start", "ngram_words"):
+        out[_LABEL] = np.zeros((batch_size,), np.int32)
+        for key in _NGRAM_KEYS:
             out[key] = np.zeros((batch_size, phase.max_predictions), np.int32)
+        if self.packed:
+            out.update(packed_pairs.example_batch_extras(
+                batch_size, phase.seq_len, self.cfg.data.max_examples_per_row,
+                phase.max_predictions, _LABEL, _NGRAM_KEYS))
         return out
 
     # ---- loss -------------------------------------------------------------
     def loss_sums(self, outputs, batch) -> dict:
         sums = mlm.mlm_loss_and_metrics(outputs["mlm_logits"], batch["masked_lm_ids"],
                                         batch["masked_lm_weights"])
-        sop = nsp.nsp_loss_and_metrics(outputs["nsp_logits"], batch["sentence_order_label"])
+        sop = nsp.nsp_loss_and_metrics(outputs["nsp_logits"], batch[_LABEL],
+                                       batch.get(packed_pairs.weights_key(_LABEL)))
         sums.update(sop_loss_sum=sop["nsp_loss_sum"], sop_correct_sum=sop["nsp_correct_sum"],
                     sop_count=sop["nsp_count"])
         return sums
 
     def normalizers(self, batch) -> dict:
-        return {"mlm": encoder.mlm_normalizer(batch),
-                "sop": jnp.asarray(batch["sentence_order_label"].shape[0], jnp.float32)}
+        """Global-batch denominators: real masked positions and examples."""
+        weights = batch.get(packed_pairs.weights_key(_LABEL))
+        if weights is not None:  # packed: the examples the rows hold
+            examples = jnp.maximum(jnp.sum(weights), 1.0)
+        else:
+            examples = jnp.asarray(batch[_LABEL].shape[0], jnp.float32)
+        return {"mlm": encoder.mlm_normalizer(batch), "sop": examples}
 
     def loss(self, sums, norms):
         """Mean MLM cross-entropy over real masked positions + mean SOP cross-entropy."""
@@ -273,8 +301,10 @@ class AlbertMlmSop:
         chosen = batch["masked_lm_weights"] > 0
         counts = mlm.masking_counts(batch, self.tokenizer.mask_id,
                                     encoder.unmasked_specials(self.tokenizer))
-        out = {**counts, "examples": counts["rows"],
-               "swapped": int((batch["sentence_order_label"] == SWAPPED).sum())}
+        labels = batch[_LABEL]
+        weights = batch.get(packed_pairs.weights_key(_LABEL), np.ones(labels.shape)) > 0
+        out = {**counts, "examples": int(weights.sum()),
+               "swapped": int(((labels == SWAPPED) & weights).sum())}
         # One n-gram per distinct start in a row.
         rows = np.broadcast_to(np.arange(chosen.shape[0])[:, None], chosen.shape)
         unit = np.unique(np.stack([rows[chosen], batch["ngram_start"][chosen],
@@ -293,12 +323,18 @@ class AlbertMlmSop:
                 **{f"ngram_{n}_fraction": totals[f"ngrams_{n}"] / units for n in (1, 2, 3)},
                 "mean_ngram_words": totals["ngram_words"] / units,
                 "mean_ngram_tokens": totals["masked"] / units,
-                "sop_swapped_fraction": totals["swapped"] / max(totals["examples"], 1)}
+                "sop_swapped_fraction": totals["swapped"] / max(totals["examples"], 1),
+                "padding_fraction": 1 - totals["real_tokens"] / max(totals["all_tokens"], 1),
+                "examples_per_row": totals["examples"] / max(totals["rows"], 1)}
 
     def show(self, batch, count: int) -> list:
-        labels = batch["sentence_order_label"]
-        return encoder.show_rows(self.tokenizer, batch, count,
-                                 lambda row: "Swapped" if labels[row] == SWAPPED else "InOrder")
+        labels = batch[_LABEL]
+        name = lambda label: "Swapped" if label == SWAPPED else "InOrder"  # noqa: E731
+        if labels.ndim == 2:  # packed: each example's label
+            weights = batch[packed_pairs.weights_key(_LABEL)] > 0
+            return encoder.show_rows(self.tokenizer, batch, count, lambda row: " ".join(
+                name(label) for label in labels[row][weights[row]]))
+        return encoder.show_rows(self.tokenizer, batch, count, lambda row: name(labels[row]))
 
 
 def defaults():
@@ -321,12 +357,13 @@ def defaults():
     # would cap the rate at 4% of a 512-token row.
     c.data.max_predictions_per_seq = 80
     c.data.max_ngram = 3
-    return c
+    return encoder.packing_defaults(c)
 
 
 def validate(cfg) -> None:
     encoder.validate(cfg)
     config_lib.check_positive(cfg, "data.dupe_factor", "data.max_ngram")
+    encoder.validate_packing(cfg)
 
 
 objectives.register(objectives.Entry(name="albert", build=AlbertMlmSop, defaults=defaults,

@@ -33,6 +33,29 @@ def pairing_defaults(c, dupe_factor: int = 10):
     return c
 
 
+def packing_defaults(c, max_examples: int = 3):
+    """Krell et al. 2021: several examples a row, each isolated (objectives/packed_pairs.py);
+    off: the paper's one example a row, padded. max_examples_per_row: at most this many
+    (3, as Krell et al. find enough for BERT's pairs)."""
+    c.data.pack_examples = False
+    c.data.max_examples_per_row = max_examples
+    return c
+
+
+def validate_packing(cfg) -> None:
+    """A packed row must hold its examples' 15% each: max_predictions_per_seq covers a
+    full row's share (and each example's rounding has a slot of its own)."""
+    config_lib.check_positive(cfg, "data.max_examples_per_row")
+    if not cfg.data.get("pack_examples", False):
+        return
+    for phase in config_lib.phases(cfg):
+        if phase.max_predictions < cfg.data.mask_prob * phase.seq_len:
+            raise UserError(
+                f"data.pack_examples=True needs {phase.prefix or 'data.'}"
+                f"max_predictions_per_seq >= mask_prob x seq_len (a full row's share), "
+                f"{phase.max_predictions} < {cfg.data.mask_prob * phase.seq_len:g}")
+
+
 def validate(cfg) -> None:
     """The encoder's keys, masking, and each phase's length and batch."""
     config_lib.check_positive(cfg, "model.hidden_size", "model.num_heads", "model.mlp_dim",
@@ -183,7 +206,7 @@ def show_rows(tokenizer, batch, count: int, label=None) -> list:
     """Rows as pieces with what was masked; `label(row)` adds a tag to the header."""
     texts = []
     for row in range(min(count, batch["input_ids"].shape[0])):
-        n = int(batch["attention_mask"][row].sum())
+        n = int((batch["attention_mask"][row] > 0).sum())  # packed rows: segment ids
         ids = batch["input_ids"][row][:n]
         chosen = batch["masked_lm_weights"][row] > 0
         originals = [tokenizer.id_to_piece(int(i)) for i in batch["masked_lm_ids"][row][chosen]]

@@ -13,7 +13,6 @@ import numpy as np
 from pretrainx import config as config_lib
 from pretrainx import objectives
 from pretrainx.data import corpus
-from pretrainx.errors import UserError
 from pretrainx.models import bert
 from pretrainx.objectives import encoder, mlm, nsp, packed_pairs
 
@@ -76,10 +75,8 @@ class MlmNsp:
 
         if not self.packed:
             return fn
-        k = data.max_examples_per_row
-        return lambda row, rng: packed_pairs.masked_row(
-            row, packed_pairs.row_rngs(rng, len(row["lengths"])), fn, seq_len, k, max_pred,
-            tok.pad_id)
+        return packed_pairs.packed_transform(fn, seq_len, data.max_examples_per_row, max_pred,
+                                             tok.pad_id)
 
     def example_batch(self, batch_size: int, phase) -> dict:
         """Zeros of the batch's shapes and dtypes (for init and compilation)."""
@@ -160,23 +157,13 @@ def defaults():
     c.phase2.seq_len = 512
     c.phase2.global_batch_size = 256
     c.phase2.max_predictions_per_seq = 80
-    # Krell et al. 2021: several pairs a row, each isolated (objectives/packed_pairs.py);
-    # off: the paper's one pair a row, padded. max_examples_per_row: at most this many.
-    c.data.pack_examples = False
-    c.data.max_examples_per_row = 3
-    return c
+    return encoder.packing_defaults(c)
 
 
 def validate(cfg) -> None:
     encoder.validate(cfg)
-    config_lib.check_positive(cfg, "data.dupe_factor", "data.max_examples_per_row")
-    if cfg.data.get("pack_examples", False):
-        for phase in config_lib.phases(cfg):
-            if phase.max_predictions < cfg.data.mask_prob * phase.seq_len:
-                raise UserError(
-                    f"data.pack_examples=True needs {phase.prefix or 'data.'}"
-                    f"max_predictions_per_seq >= mask_prob x seq_len (a full row's share), "
-                    f"{phase.max_predictions} < {cfg.data.mask_prob * phase.seq_len:g}")
+    config_lib.check_positive(cfg, "data.dupe_factor")
+    encoder.validate_packing(cfg)
 
 
 objectives.register(objectives.Entry(name="bert", build=MlmNsp, defaults=defaults,

@@ -1,10 +1,11 @@
-"""Packed sentence-pair rows (Krell et al. 2021, "Efficient sequence packing without
-cross-contamination"): several [CLS] A [SEP] B [SEP] examples share a row instead of
-each padding one of its own.
+"""Packed examples (Krell et al. 2021, "Efficient sequence packing without
+cross-contamination"): several examples share a row instead of each padding one of its
+own. An example is a sentence pair ([CLS] A [SEP] B [SEP], with its NSP or SOP label) or
+a single segment (<s> sentences </s> of one document, RoBERTa's rows kept apart).
 
 Each example keeps its own segment id (attention stays inside it), its own positions
 (restarting at 0) and token types, its own masks (drawn exactly as the example would
-be masked alone: 15% of its own tokens) and its own next-sentence label, read at its
+be masked alone: 15% of its own tokens) and, for a pair, its own label, read at its
 own [CLS]. A row's predictions are its examples' end to end: about 15% of the row's
 real tokens, so the row keeps max_predictions_per_seq slots plus one per example for
 the rounding (Krell et al. likewise size the budget by the pack, not by the example),
@@ -19,26 +20,41 @@ import numpy as np
 from pretrainx.data import packing
 
 LOOKBACK = 64  # open rows first-fit searches (data/packing.py)
+TOKEN_KEYS = ("input_ids", "token_type_ids")  # per-token arrays an example may carry
 
 
-def pack_pairs(pairs: list, seq_len: int, max_examples: int) -> list:
-    """Rows of at most `max_examples` pair examples and seq_len tokens, as flat arrays
-    (so prepared storage holds them as any example): input_ids and token_type_ids
-    end to end, each example's length and next_sentence_label."""
-    plan = packing.plan_rows([[p["input_ids"].size, 1] for p in pairs], [seq_len, max_examples],
-                             lookback=LOOKBACK)
-    return [{"input_ids": np.concatenate([pairs[i]["input_ids"] for i in members]),
-             "token_type_ids": np.concatenate([pairs[i]["token_type_ids"] for i in members]),
-             "lengths": np.asarray([pairs[i]["input_ids"].size for i in members], np.int32),
-             "next_sentence_label": np.asarray([pairs[i]["next_sentence_label"]
-                                                for i in members], np.int32)}
-            for members in plan]
+def weights_key(label_key: str) -> str:
+    """The key of a packed row's per-example label weights (1: a real example)."""
+    return label_key.replace("_label", "_weights")
+
+
+def pack_pairs(examples: list, seq_len: int, max_examples: int,
+               label_key: str | None = "next_sentence_label") -> list:
+    """Rows of at most `max_examples` examples and seq_len tokens, as flat arrays (so
+    prepared storage holds them as any example): the examples' token arrays end to end,
+    each example's length and (label_key: None for single segments) its label."""
+    plan = packing.plan_rows([[e["input_ids"].size, 1] for e in examples],
+                             [seq_len, max_examples], lookback=LOOKBACK)
+    keys = [k for k in TOKEN_KEYS if k in examples[0]] if examples else []
+    rows = []
+    for members in plan:
+        row = {k: np.concatenate([examples[i][k] for i in members]) for k in keys}
+        row["lengths"] = np.asarray([examples[i]["input_ids"].size for i in members], np.int32)
+        if label_key is not None:
+            row[label_key] = np.asarray([examples[i][label_key] for i in members], np.int32)
+        rows.append(row)
+    return rows
 
 
 def masked_row(row: dict, rngs, mask_one, seq_len: int, max_examples: int,
-               max_predictions: int, pad_id: int) -> dict:
+               max_predictions: int, pad_id: int, label_key: str | None = "next_sentence_label",
+               offset_keys: tuple = (), copy_keys: tuple = ()) -> dict:
     """One packed row, padded, from `mask_one(example, rng)` (the unpacked transform:
-    a padded, masked example) applied to each of its examples with its own rng."""
+    a padded, masked example) applied to each of its examples with its own rng.
+
+    Per prediction, `offset_keys` are positions in the example (moved by its offset in
+    the row) and `copy_keys` values kept as they are (ALBERT's n-gram starts and
+    lengths, for --stats)."""
     k = len(row["lengths"])
     ids = np.full(seq_len, pad_id, np.int32)
     types, segments, positions = (np.zeros(seq_len, np.int32) for _ in range(3))
@@ -46,15 +62,16 @@ def masked_row(row: dict, rngs, mask_one, seq_len: int, max_examples: int,
     out = {name: np.zeros(slots, dtype) for name, dtype in (
         ("masked_lm_positions", np.int32), ("masked_lm_ids", np.int32),
         ("masked_lm_weights", np.float32))}
+    out.update({name: np.zeros(slots, np.int32) for name in offset_keys + copy_keys})
     cls_positions = np.zeros(max_examples, np.int32)
     labels = np.zeros(max_examples, np.int32)
     label_weights = np.zeros(max_examples, np.float32)
     offset = filled = 0
     for e in range(k):
         n = int(row["lengths"][e])
-        example = {"input_ids": row["input_ids"][offset:offset + n],
-                   "token_type_ids": row["token_type_ids"][offset:offset + n],
-                   "next_sentence_label": row["next_sentence_label"][e]}
+        example = {key: row[key][offset:offset + n] for key in TOKEN_KEYS if key in row}
+        if label_key is not None:
+            example[label_key] = row[label_key][e]
         alone = mask_one(example, rngs[e])
         ids[offset:offset + n] = alone["input_ids"][:n]
         types[offset:offset + n] = alone["token_type_ids"][:n]
@@ -70,12 +87,19 @@ def masked_row(row: dict, rngs, mask_one, seq_len: int, max_examples: int,
         out["masked_lm_positions"][used] = alone["masked_lm_positions"][real] + offset
         out["masked_lm_ids"][used] = alone["masked_lm_ids"][real]
         out["masked_lm_weights"][used] = 1.0
+        for name in offset_keys:
+            out[name][used] = alone[name][real] + offset
+        for name in copy_keys:
+            out[name][used] = alone[name][real]
         filled += count
-        cls_positions[e], labels[e], label_weights[e] = offset, example["next_sentence_label"], 1
+        if label_key is not None:
+            cls_positions[e], labels[e], label_weights[e] = offset, example[label_key], 1
         offset += n
-    return dict(out, input_ids=ids, token_type_ids=types, attention_mask=segments,
-                positions=positions, next_sentence_positions=cls_positions,
-                next_sentence_label=labels, next_sentence_weights=label_weights)
+    out.update(input_ids=ids, token_type_ids=types, attention_mask=segments, positions=positions)
+    if label_key is not None:
+        out.update({"next_sentence_positions": cls_positions, label_key: labels,
+                    weights_key(label_key): label_weights})
+    return out
 
 
 def row_slots(max_examples: int, max_predictions: int) -> int:
@@ -90,13 +114,27 @@ def row_rngs(rng, count: int) -> list:
 
 
 def example_batch_extras(batch_size: int, seq_len: int, max_examples: int,
-                         max_predictions: int) -> dict:
-    """The packed batch's keys beyond an unpacked one's (zeros, for init/compile)."""
+                         max_predictions: int, label_key: str | None = "next_sentence_label",
+                         prediction_keys: tuple = ()) -> dict:
+    """The packed batch's keys beyond an unpacked one's (zeros, for init/compile);
+    `prediction_keys`: further int32 arrays of one value per prediction slot."""
     b, slots = batch_size, row_slots(max_examples, max_predictions)
-    return {"positions": np.zeros((b, seq_len), np.int32),
-            "next_sentence_positions": np.zeros((b, max_examples), np.int32),
-            "next_sentence_label": np.zeros((b, max_examples), np.int32),
-            "next_sentence_weights": np.zeros((b, max_examples), np.float32),
-            "masked_lm_positions": np.zeros((b, slots), np.int32),
-            "masked_lm_ids": np.zeros((b, slots), np.int32),
-            "masked_lm_weights": np.zeros((b, slots), np.float32)}
+    out = {"positions": np.zeros((b, seq_len), np.int32),
+           "masked_lm_positions": np.zeros((b, slots), np.int32),
+           "masked_lm_ids": np.zeros((b, slots), np.int32),
+           "masked_lm_weights": np.zeros((b, slots), np.float32)}
+    out.update({name: np.zeros((b, slots), np.int32) for name in prediction_keys})
+    if label_key is not None:
+        out.update({"next_sentence_positions": np.zeros((b, max_examples), np.int32),
+                    label_key: np.zeros((b, max_examples), np.int32),
+                    weights_key(label_key): np.zeros((b, max_examples), np.float32)})
+    return out
+
+
+def packed_transform(mask_one, seq_len: int, max_examples: int, max_predictions: int,
+                     pad_id: int, **keys):
+    """The packed form of an unpacked transform: (row, rng) -> masked_row, each example
+    with an rng of its own drawn from the row's (`keys`: masked_row's label and
+    prediction keys)."""
+    return lambda row, rng: masked_row(row, row_rngs(rng, len(row["lengths"])), mask_one,
+                                       seq_len, max_examples, max_predictions, pad_id, **keys)

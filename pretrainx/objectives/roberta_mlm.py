@@ -34,7 +34,10 @@ class RobertaMlm(rows.FullSentencesRows, encoder.MlmLoss):
         self.corpus = corpus.Corpus(cfg, tokenizer)
 
     def describe(self, phase) -> dict:
-        return {"max_predictions_per_seq": phase.max_predictions}
+        out = {"max_predictions_per_seq": phase.max_predictions}
+        if self.packed:
+            out["max_examples_per_row"] = self.cfg.data.max_examples_per_row
+        return out
 
     def flops_per_token(self, phase) -> float:
         m = self.cfg.model
@@ -60,9 +63,16 @@ def defaults():
     c.data.lower_case = False
     c.data.max_predictions_per_seq = 80  # 15% of 510 rounds to at most 77: never binds
     del c.data["whole_word_masking"]
-    return c
+    # pack_examples: rows end with their document (DOC-SENTENCES' rows) and are packed
+    # several a row, each isolated; off: the paper's FULL-SENTENCES rows
+    return encoder.packing_defaults(c)
+
+
+def validate(cfg) -> None:
+    encoder.validate(cfg)
+    encoder.validate_packing(cfg)
 
 
 objectives.register(objectives.Entry(name="roberta", build=RobertaMlm, defaults=defaults,
-                                     validate=encoder.validate,
+                                     validate=validate,
                                      as_pretrained=encoder.pretrained_mlm))

@@ -1,9 +1,10 @@
-"""Rows of whole sentences: RoBERTa's FULL-SENTENCES and SpanBERT's single segments."""
+"""Rows of whole sentences: RoBERTa's FULL-SENTENCES and SpanBERT's single segments, and
+RoBERTa's rows kept inside their documents and packed several to a row (Krell et al.)."""
 
 import numpy as np
 
 from pretrainx.data import packing
-from pretrainx.objectives import encoder, mlm
+from pretrainx.objectives import encoder, mlm, packed_pairs
 
 
 def pack_sentences(docs, capacity: int, separator: int | None):
@@ -89,16 +90,16 @@ def pack_examples(examples, seq_len: int) -> list:
 
 
 def full_sentences_stats(batch, tokenizer) -> dict:
-    """--stats counts of FULL-SENTENCES MLM rows (RoBERTa's, DistilBERT's): masking, and
-    documents per row (a </s> inside a row, not its last real token, is a boundary)."""
-    ids = batch["input_ids"]
-    real = batch["attention_mask"] > 0
+    """--stats counts of FULL-SENTENCES MLM rows (RoBERTa's, DistilBERT's): masking,
+    examples (segments) a row, and documents: a </s> followed by a token of its own
+    segment is a boundary between documents inside one example."""
+    segments = batch["attention_mask"]
     counts = mlm.masking_counts(batch, tokenizer.mask_id, tokenizer.special_ids())
-    last = real.sum(axis=1) - 1
-    inner = (mlm.unmasked_ids(batch) == tokenizer.sep_id) & real
-    inner[np.arange(ids.shape[0]), last] = False
+    inner = (mlm.unmasked_ids(batch) == tokenizer.sep_id) & (segments > 0)
+    inner[:, :-1] &= segments[:, 1:] == segments[:, :-1]
+    inner[:, -1] = False
     boundaries = inner.sum(axis=1)
-    return {**counts, "examples": int(ids.shape[0] + boundaries.sum()),
+    return {**counts, "examples": int(segments.max(axis=1).sum()),
             "rows_crossing_documents": int((boundaries > 0).sum()),
             "full_rows": encoder.full_rows(batch)}
 
@@ -108,6 +109,8 @@ def full_sentences_summary(totals, phase) -> dict:
     return {**encoder.masking_summary(totals),
             "rows_crossing_documents_fraction": totals["rows_crossing_documents"] / rows_seen,
             "rows_at_least_95pct_full_fraction": totals["full_rows"] / rows_seen,
+            "padding_fraction": 1 - totals["real_tokens"] / max(totals["all_tokens"], 1),
+            "examples_per_row": totals["examples"] / rows_seen,
             "max_predictions_per_seq": phase.max_predictions}
 
 
@@ -130,24 +133,45 @@ def full_sentences_transform(tokenizer, data_cfg, phase):
 class FullSentencesRows:
     """The data half of an objective on FULL-SENTENCES rows with dynamic masking
     (RoBERTa, DistilBERT, DeBERTa): examples, the batch transform, --stats and --show.
-    The objective sets self.cfg, self.tokenizer and self.corpus."""
+    The objective sets self.cfg, self.tokenizer and self.corpus. With
+    data.pack_examples (an objective that declares it: RoBERTa), rows stay inside their
+    documents and are packed several to a row, each isolated (packed_pairs.py)."""
 
     token_features = ("input_ids",)
+
+    @property
+    def packed(self) -> bool:
+        return bool(self.cfg.data.get("pack_examples", False))
 
     def examples(self, files, phase, train: bool) -> list:
         return self.corpus.examples(self, files, phase, train)
 
     def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
-        """Rows that run on across documents, a </s> (or [SEP]) between two."""
-        return sentence_rows(docs, self.cfg, phase, train, group, self.tokenizer,
-                             cross_documents=True)
+        """Rows that run on across documents, a </s> (or [SEP]) between two; packed:
+        rows that end with their document, several a row."""
+        rows = sentence_rows(docs, self.cfg, phase, train, group, self.tokenizer,
+                             cross_documents=not self.packed)
+        if self.packed:
+            return packed_pairs.pack_pairs(rows, phase.seq_len,
+                                           self.cfg.data.max_examples_per_row, label_key=None)
+        return rows
 
     def transform(self, phase, train: bool):
         """(row, rng) -> padded row with a fresh mask (dynamic masking)."""
-        return full_sentences_transform(self.tokenizer, self.cfg.data, phase)
+        fn = full_sentences_transform(self.tokenizer, self.cfg.data, phase)
+        if not self.packed:
+            return fn
+        return packed_pairs.packed_transform(fn, phase.seq_len, self.cfg.data.max_examples_per_row,
+                                             phase.max_predictions, self.tokenizer.pad_id,
+                                             label_key=None)
 
     def example_batch(self, batch_size: int, phase) -> dict:
-        return encoder.example_batch(batch_size, phase)
+        batch = encoder.example_batch(batch_size, phase)
+        if self.packed:
+            batch.update(packed_pairs.example_batch_extras(
+                batch_size, phase.seq_len, self.cfg.data.max_examples_per_row,
+                phase.max_predictions, label_key=None))
+        return batch
 
     def batch_stats(self, batch) -> dict:
         return full_sentences_stats(batch, self.tokenizer)
