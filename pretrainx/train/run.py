@@ -12,7 +12,7 @@ from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.train import checkpoint as checkpoint_lib
 from pretrainx.train import metrics as metrics_lib
-from pretrainx.train import optim, state as state_lib
+from pretrainx.train import optim, ramp, state as state_lib
 from pretrainx.train.phases import Phases
 from pretrainx.train.workdir_lock import WorkdirLock
 
@@ -159,6 +159,13 @@ class Run:
                             f"({p.global_batch_size // jax.device_count()} per device)"
                             + "".join(f"; {k} {v}"
                                       for k, v in self.objective.describe(p).items()))
+        o = cfg.optimizer
+        if ramp.accumulating(o):
+            clock = "budget's time" if o.get("budget_hours", 0.0) else "steps"
+            metrics_lib.log("  updates: a step is a micro-batch; an update averages "
+                            + (f"1 -> {o.accumulate_to} of them ({o.batch_ramp_shape}) over the "
+                               f"first {o.batch_ramp:.1%} of the {clock}" if o.batch_ramp
+                               else f"{o.accumulate_to} of them"))
 
     def _check_saved(self, saved_cfg):
         differ = _model_fields_differ(saved_cfg, self.cfg)
