@@ -9,7 +9,12 @@ The compiler's cost analysis calls its total "bytes accessed". The count here is
 independent, from the text: where the program has no loops it comes within a few
 percent of that figure (the cost model looks inside fusions to see how much of an
 operand is read); where it has loops, this count runs each body once per iteration,
-which the cost analysis does not."""
+which the cost analysis does not.
+
+A TPU compile also writes its own per-instruction estimate into each fusion's backend
+config (`estimated_cycles`); their sum over the step, loops counted per iteration, at
+the chip's clock is the compiler's sequential per-op model of the step
+(`compiler_cycles_seconds`), a second estimate beside the roofline."""
 
 import collections
 import math
@@ -125,8 +130,10 @@ def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
                     operands = [[(written[0][0], operands[0][0][1])]] if written else []
             read = [a for op in operands for a in op]
             source = re.search(r'op_name="([^"]*)"', rest)
+            cycles = re.search(r'"estimated_cycles":"(\d+)"', rest)
             rows.append({"name": m.group(1), "opcode": opcode, "times": times,
                          "source": source.group(1) if source else "",
+                         "cycles": times * int(cycles.group(1)) if cycles else 0,
                          "bytes": times * sum(b for b, _ in read + written),
                          "hbm_bytes": times * sum(b for b, chip in read + written if not chip)})
     return rows
@@ -157,7 +164,8 @@ def by_part(rows, top: int = 12, key: str = "hbm_bytes") -> list:
 
 
 def traffic(hlo_text: str, cost_bytes: float, flops: float, model_flops: float,
-            peak: float, bandwidth: float, extra_hbm: float = 0.0) -> dict:
+            peak: float, bandwidth: float, extra_hbm: float = 0.0,
+            clock_hz: float | None = None) -> dict:
     """A device's bytes per step two ways, and what bounds the step at the roofline.
 
     The cost analysis' "bytes accessed" counts every operand and result, wherever the
@@ -170,18 +178,24 @@ def traffic(hlo_text: str, cost_bytes: float, flops: float, model_flops: float,
     terms = {"flops": max(flops, model_flops) / peak, "hbm_bytes": hbm / bandwidth}
     bound = max(terms, key=terms.get)
     seconds = terms[bound]
+    cycles = sum(r["cycles"] for r in rows)
+    per_op = cycles / clock_hz if cycles and clock_hz else None
     return {"cost_model_bytes": cost_bytes, "hbm_bytes": hbm,
+            "compiler_cycles": cycles, "compiler_cycles_seconds": per_op,
+            "compiler_cycles_mfu": model_flops / peak / per_op if per_op else None,
             "on_chip_bytes": sum(r["bytes"] - r["hbm_bytes"] for r in rows),
             "roofline_seconds_hbm_only": seconds, "bound_hbm_only": bound,
             "mfu_bound_hbm_only": model_flops / peak / seconds if seconds else None,
             "top_hbm_parts": [{**p, "bytes": int(p["bytes"])} for p in by_part(rows, 6)],
             "note": "per device and step; hbm_bytes counts the arrays the compiled program "
                     "keeps in HBM (on-chip S(1) arrays left out), cost_model_bytes all of "
-                    "them; the roofline from hbm_bytes is a bound, not an estimate"}
+                    "them; the roofline from hbm_bytes is a bound, not an estimate; "
+                    "compiler_cycles sums the compiler's per-instruction estimates (attention "
+                    "kernels and collectives carry none), at the chip's clock"}
 
 
 def of_compiled(compiled, cost_bytes, flops, model_flops, peak, bandwidth,
-                extra_hbm=None) -> dict:
+                extra_hbm=None, clock_hz=None) -> dict:
     """`traffic` of a jax Compiled; a note where it cannot be printed (jax 0.10.2 with
     this libtpu fails on some v6e and v5p programs: a RET_CHECK on an async-update
     instruction's operand count)."""
@@ -189,4 +203,5 @@ def of_compiled(compiled, cost_bytes, flops, model_flops, peak, bandwidth,
         text = compiled.as_text()
     except Exception:  # JaxRuntimeError: INTERNAL: RET_CHECK failure
         return {"note": "this libtpu cannot print the compiled program"}
-    return traffic(text, cost_bytes, flops, model_flops, peak, bandwidth, extra_hbm or 0.0)
+    return traffic(text, cost_bytes, flops, model_flops, peak, bandwidth, extra_hbm or 0.0,
+                   clock_hz)

@@ -228,7 +228,8 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
         out["memory_traffic"] = hlo_bytes.of_compiled(
             compiled, float(cost.get("bytes accessed", 0.0)), float(cost.get("flops", 0.0)),
             model_flops / n, chip.peak_flops / devices_per_chip,
-            chip.hbm_bandwidth / devices_per_chip, kernels and kernels["bytes_per_device"])
+            chip.hbm_bandwidth / devices_per_chip, kernels and kernels["bytes_per_device"],
+            chip.clock_hz)
     if kernels and seconds and source.startswith("cost_model"):
         seconds += kernels["est_seconds"]
         source += " + attention kernels at the chip's roofline"

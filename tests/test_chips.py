@@ -32,3 +32,13 @@ def test_devices_per_chip_agree_with_libtpu(topology):
     from pretrainx import plan
     devices, generation, per_chip = plan.topology_devices(topology)
     assert per_chip == chips.CHIPS[generation].devices_per_chip
+
+
+def test_tpu_clocks_match_their_mxus():
+    """A TPU core's peak over its clock is a whole number of 128 x 128 MXUs' multiply-adds
+    (v3 2, v4 and v5e 4, v5p 8, v6e 16: four of 256 x 256)."""
+    mxus = {"v2": 1, "v3": 2, "v4": 4, "v5e": 4, "v5p": 8, "v6e": 16}
+    for name, count in mxus.items():
+        chip = chips.CHIPS[name]
+        per_cycle = chip.peak_flops_per_device / chip.clock_hz
+        assert abs(per_cycle / (count * 128 * 128 * 2) - 1) < 0.02, name  # v2: 45 is 45.9

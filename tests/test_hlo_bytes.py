@@ -13,7 +13,7 @@ HLO = """HloModule jit_step
 
 %body (w: bf16[3,100]) -> bf16[3,100] {
   %w = bf16[3,100]{1,0:T(8,128)(2,1)} parameter(0)
-  ROOT %h = bf16[3,100]{1,0:T(8,128)(2,1)} fusion(%w), kind=kLoop, calls=%fused_computation, metadata={op_name="jit(step)/while/body/neg"}
+  ROOT %h = bf16[3,100]{1,0:T(8,128)(2,1)} fusion(%w), kind=kLoop, calls=%fused_computation, metadata={op_name="jit(step)/while/body/neg"}, backend_config={"flag_configs":[],"estimated_cycles":"100"}
 }
 
 %cond (c: (s32[], bf16[3,100])) -> pred[] {
@@ -26,7 +26,7 @@ HLO = """HloModule jit_step
 ENTRY %main.9_spmd (a: bf16[3,100], b: f32[256,128]) -> (bf16[3,100], f32[256,128]) {
   %a = bf16[3,100]{1,0:T(8,128)(2,1)} parameter(0)
   %b = f32[256,128]{1,0:T(8,128)} parameter(1)
-  %f = bf16[3,100]{1,0:T(8,128)(2,1)} fusion(%a), kind=kLoop, calls=%fused_computation, metadata={op_name="jit(step)/jvp(Model)/layer_3/mlp/neg"}
+  %f = bf16[3,100]{1,0:T(8,128)(2,1)} fusion(%a), kind=kLoop, calls=%fused_computation, metadata={op_name="jit(step)/jvp(Model)/layer_3/mlp/neg"}, backend_config={"estimated_cycles":"50","used_scoped_memory_configs":[]}
   %cs = (f32[256,128]{1,0:T(8,128)}, f32[256,128]{1,0:T(8,128)S(1)}, u32[]{:S(2)}) copy-start(%b)
   %cd = f32[256,128]{1,0:T(8,128)S(1)} copy-done(%cs)
   %g = f32[256,128]{1,0:T(8,128)} fusion(%cd), kind=kLoop, calls=%fused_computation, metadata={op_name="jit(step)/transpose(jvp(Model))/layer_11/mlp/neg"}
@@ -74,3 +74,15 @@ def test_the_roofline_says_what_bounds_the_step():
     assert by_bytes["on_chip_bytes"] == 2 * F32
     by_flops = hlo_bytes.traffic(model_flops=1e10, **common)
     assert by_flops["bound_hbm_only"] == "flops" and by_flops["mfu_bound_hbm_only"] == 1.0
+
+
+def test_the_compilers_cycles_are_summed_per_iteration():
+    """Each fusion's estimated_cycles (the TPU compiler's own per-op model), a loop body's
+    once per iteration, turned into seconds at the chip's clock; none without a clock."""
+    rows = {r["name"]: r for r in hlo_bytes.instruction_bytes(HLO)}
+    assert (rows["f"]["cycles"], rows["h"]["cycles"], rows["g"]["cycles"]) == (50, 400, 0)
+    out = hlo_bytes.traffic(HLO, cost_bytes=1e9, flops=1e6, model_flops=1e6, peak=1e12,
+                            bandwidth=1e9, clock_hz=1e3)
+    assert out["compiler_cycles"] == 450 and out["compiler_cycles_seconds"] == 0.45
+    assert abs(out["compiler_cycles_mfu"] - 1e6 / 1e12 / 0.45) < 1e-15
+    assert hlo_bytes.traffic(HLO, 1e9, 1e6, 1e6, 1e12, 1e9)["compiler_cycles_seconds"] is None

@@ -19,6 +19,10 @@ def test_plans_a_tiny_bert_on_small_slices(topology, devices, chips):
     assert result["est_step_seconds"] > 0 and 0 < result["est_mfu"] < 1
     assert result["est_days"] > 0
     traffic = result["phases"][0]["memory_traffic"]
+    # the compiler's own per-op cycles, at the chip's clock: a second estimate, of the
+    # same order as the first (a whole-step roofline; on v3 the cost model's lower bound)
+    assert traffic["compiler_cycles"] > 0
+    assert 0.3 < traffic["compiler_cycles_seconds"] / result["est_step_seconds"] < 5
     if topology.startswith("v5e"):  # this libtpu's v5e cost model answers < 0
         assert result["estimate"].startswith("roofline")
         # v5e's compiler keeps most of a small step in on-chip memory (measured 7.3 MB
