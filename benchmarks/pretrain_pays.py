@@ -70,19 +70,23 @@ def english_sources() -> list:
 
 def write_corpus(folder: pathlib.Path, sources) -> tuple:
     """Each source as pretrainx reads it, one sentence a line, a blank line between
-    documents (data.format=sentences reads it back unchanged). Returns (files, words)."""
+    documents (data.format=sentences reads it back unchanged), and its word count
+    beside it (NAME.words), so that a rerun on the same folder reads neither again.
+    Returns (files, words)."""
     from pretrainx.data import sources as reader
     folder.mkdir(parents=True, exist_ok=True)
     files, words = [], {}
     for name, path, fmt, field in sources:
-        out = folder / f"{name}.txt"
-        documents, _ = reader.read_documents(str(path), fmt, text_field=field)
-        if not out.exists():
-            tmp = out.with_suffix(".tmp")
-            tmp.write_text("\n\n".join("\n".join(d) for d in documents) + "\n",
-                           encoding="utf-8")
-            tmp.rename(out)
-        words[name] = sum(len(s.split()) for d in documents for s in d)
+        out, count = folder / f"{name}.txt", folder / f"{name}.words"
+        if not (out.exists() and count.exists()):
+            documents, _ = reader.read_documents(str(path), fmt, text_field=field)
+            for target, text in ((out, "\n\n".join("\n".join(d) for d in documents) + "\n"),
+                                 (count, str(sum(len(s.split()) for d in documents
+                                                 for s in d)))):
+                tmp = target.with_name(target.name + ".tmp")
+                tmp.write_text(text, encoding="utf-8")
+                tmp.rename(target)
+        words[name] = int(count.read_text(encoding="utf-8"))
         files.append(str(out))
     return files, words
 
