@@ -186,7 +186,7 @@ def mask_ngrams(input_ids, rng, *, vocab_size, mask_id, special_ids, word_starts
     return dict(out, input_ids=masked, masked_lm_weights=weights)
 
 
-class AlbertMlmSop:
+class AlbertMlmSop(packed_pairs.Packing):
     """BERT's model and pipeline with ALBERT's pairs, masks and SOP loss. The model is
     models/bert.py with model.embedding_size and model.share_layers; its 2-way head on
     the pooled [CLS] (named `nsp`, as BERT's) classifies sentence order."""
@@ -200,17 +200,6 @@ class AlbertMlmSop:
         self.corpus = corpus.Corpus(cfg, tokenizer)
         if tokenizer is not None:
             encoder.require_mask(tokenizer)
-
-    def describe(self, phase) -> dict:
-        out = {"max_predictions_per_seq": phase.max_predictions}
-        if self.packed:
-            out["max_examples_per_row"] = self.cfg.data.max_examples_per_row
-        return out
-
-    @property
-    def packed(self) -> bool:
-        """Several pairs a row (Krell et al. 2021; objectives/packed_pairs.py)."""
-        return bool(self.cfg.data.get("pack_examples", False))
 
     # ---- data -------------------------------------------------------------
     def examples(self, files, phase, train: bool) -> list:

@@ -19,7 +19,7 @@ from pretrainx.objectives import encoder, mlm, nsp, packed_pairs
 _PAIR_KEYS = ("input_ids", "token_type_ids", "next_sentence_label")
 
 
-class MlmNsp:
+class MlmNsp(packed_pairs.Packing):
     flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) "
                      "+ (P*2*(h^2 + h*V) + 2*(h^2 + 2*h)) / seq), P = max_predictions_per_seq")
 
@@ -30,17 +30,6 @@ class MlmNsp:
         self.corpus = corpus.Corpus(cfg, tokenizer)
         if tokenizer is not None:
             encoder.require_mask(tokenizer)
-
-    def describe(self, phase) -> dict:
-        out = {"max_predictions_per_seq": phase.max_predictions}
-        if self.packed:
-            out["max_examples_per_row"] = self.cfg.data.max_examples_per_row
-        return out
-
-    @property
-    def packed(self) -> bool:
-        """Several pairs a row (Krell et al. 2021; objectives/packed_pairs.py)."""
-        return bool(self.cfg.data.get("pack_examples", False))
 
     # ---- data -------------------------------------------------------------
     def examples(self, files, phase, train: bool) -> list:

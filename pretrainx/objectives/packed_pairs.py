@@ -23,6 +23,21 @@ LOOKBACK = 64  # open rows first-fit searches (data/packing.py)
 TOKEN_KEYS = ("input_ids", "token_type_ids")  # per-token arrays an example may carry
 
 
+class Packing:
+    """What an objective that may pack its examples (data.pack_examples) says of itself;
+    the objective sets self.cfg."""
+
+    @property
+    def packed(self) -> bool:
+        return bool(self.cfg.data.get("pack_examples", False))
+
+    def describe(self, phase) -> dict:
+        out = {"max_predictions_per_seq": phase.max_predictions}
+        if self.packed:
+            out["max_examples_per_row"] = self.cfg.data.max_examples_per_row
+        return out
+
+
 def weights_key(label_key: str) -> str:
     """The key of a packed row's per-example label weights (1: a real example)."""
     return label_key.replace("_label", "_weights")

@@ -33,12 +33,6 @@ class RobertaMlm(rows.FullSentencesRows, encoder.MlmLoss):
         self.tokenizer = tokenizer
         self.corpus = corpus.Corpus(cfg, tokenizer)
 
-    def describe(self, phase) -> dict:
-        out = {"max_predictions_per_seq": phase.max_predictions}
-        if self.packed:
-            out["max_examples_per_row"] = self.cfg.data.max_examples_per_row
-        return out
-
     def flops_per_token(self, phase) -> float:
         m = self.cfg.model
         h, n = m.hidden_size, m.num_layers

@@ -130,7 +130,7 @@ def full_sentences_transform(tokenizer, data_cfg, phase):
     return fn
 
 
-class FullSentencesRows:
+class FullSentencesRows(packed_pairs.Packing):
     """The data half of an objective on FULL-SENTENCES rows with dynamic masking
     (RoBERTa, DistilBERT, DeBERTa): examples, the batch transform, --stats and --show.
     The objective sets self.cfg, self.tokenizer and self.corpus. With
@@ -138,10 +138,6 @@ class FullSentencesRows:
     documents and are packed several to a row, each isolated (packed_pairs.py)."""
 
     token_features = ("input_ids",)
-
-    @property
-    def packed(self) -> bool:
-        return bool(self.cfg.data.get("pack_examples", False))
 
     def examples(self, files, phase, train: bool) -> list:
         return self.corpus.examples(self, files, phase, train)
