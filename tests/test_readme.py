@@ -242,7 +242,14 @@ def _ci_runs(words):
 
 
 def _needs(words):
+    """Skip a command whose recipe, overrides or words read ../shared/data where that is
+    absent (a checkout outside the workspace), or the planner without libtpu."""
     text = " ".join(words)
+    recipe = REPO / (_flag(words, "config") or "").split(":")[0]
+    if recipe.is_file():
+        family = next((k for k in TINY if recipe.stem.startswith(k)), None)
+        text += " ".join(str(v) for v in TINY.get(family, {}).values())
+        text += str(SHARED_DATA) if '"shared"' in recipe.read_text(encoding="utf-8") else ""
     if str(SHARED_DATA) in text and not SHARED_DATA.is_dir():
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     if words[:3] == ["python", "-m", "pretrainx.plan"]:
