@@ -33,7 +33,6 @@ Every prediction also carries its unit's first position (`ngram_start`) and its
 length in words (`ngram_words`), for `--stats`; the model does not read them.
 """
 
-import jax.numpy as jnp
 import numpy as np
 
 from pretrainx import config as config_lib
@@ -261,12 +260,8 @@ class AlbertMlmSop(packed_pairs.Packing):
 
     def normalizers(self, batch) -> dict:
         """Global-batch denominators: real masked positions and examples."""
-        weights = batch.get(packed_pairs.weights_key(_LABEL))
-        if weights is not None:  # packed: the examples the rows hold
-            examples = jnp.maximum(jnp.sum(weights), 1.0)
-        else:
-            examples = jnp.asarray(batch[_LABEL].shape[0], jnp.float32)
-        return {"mlm": encoder.mlm_normalizer(batch), "sop": examples}
+        return {"mlm": encoder.mlm_normalizer(batch),
+                "sop": packed_pairs.example_count(batch, _LABEL)}
 
     def loss(self, sums, norms):
         """Mean MLM cross-entropy over real masked positions + mean SOP cross-entropy."""
@@ -291,7 +286,7 @@ class AlbertMlmSop(packed_pairs.Packing):
         counts = mlm.masking_counts(batch, self.tokenizer.mask_id,
                                     encoder.unmasked_specials(self.tokenizer))
         labels = batch[_LABEL]
-        weights = batch.get(packed_pairs.weights_key(_LABEL), np.ones(labels.shape)) > 0
+        weights = packed_pairs.real_examples(batch, _LABEL)
         out = {**counts, "examples": int(weights.sum()),
                "swapped": int(((labels == SWAPPED) & weights).sum())}
         # One n-gram per distinct start in a row.
@@ -317,13 +312,8 @@ class AlbertMlmSop(packed_pairs.Packing):
                 "examples_per_row": totals["examples"] / max(totals["rows"], 1)}
 
     def show(self, batch, count: int) -> list:
-        labels = batch[_LABEL]
-        name = lambda label: "Swapped" if label == SWAPPED else "InOrder"  # noqa: E731
-        if labels.ndim == 2:  # packed: each example's label
-            weights = batch[packed_pairs.weights_key(_LABEL)] > 0
-            return encoder.show_rows(self.tokenizer, batch, count, lambda row: " ".join(
-                name(label) for label in labels[row][weights[row]]))
-        return encoder.show_rows(self.tokenizer, batch, count, lambda row: name(labels[row]))
+        return encoder.show_rows(self.tokenizer, batch, count, packed_pairs.label_text(
+            batch, _LABEL, lambda label: "Swapped" if label == SWAPPED else "InOrder"))
 
 
 def defaults():

@@ -6,7 +6,6 @@ by the example's global position, so every epoch sees fresh masks and a resumed
 run sees the same ones.
 """
 
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
@@ -87,11 +86,8 @@ class MlmNsp(packed_pairs.Packing):
 
     def normalizers(self, batch) -> dict:
         """Global-batch denominators: real masked positions and examples."""
-        if "next_sentence_weights" in batch:  # packed: the examples the rows hold
-            examples = jnp.maximum(jnp.sum(batch["next_sentence_weights"]), 1.0)
-        else:
-            examples = jnp.asarray(batch["next_sentence_label"].shape[0], jnp.float32)
-        return {"mlm": encoder.mlm_normalizer(batch), "nsp": examples}
+        return {"mlm": encoder.mlm_normalizer(batch),
+                "nsp": packed_pairs.example_count(batch, "next_sentence_label")}
 
     def loss(self, sums, norms):
         """Mean MLM cross-entropy over real masked positions + mean NSP cross-entropy."""
@@ -112,7 +108,7 @@ class MlmNsp(packed_pairs.Packing):
         counts = mlm.masking_counts(batch, self.tokenizer.mask_id,
                                     encoder.unmasked_specials(self.tokenizer))
         labels = batch["next_sentence_label"]
-        weights = batch.get("next_sentence_weights", np.ones(labels.shape, np.float32)) > 0
+        weights = packed_pairs.real_examples(batch, "next_sentence_label")
         return {**counts, "examples": int(weights.sum()),
                 "is_next": int(((labels == 0) & weights).sum())}
 
@@ -124,13 +120,8 @@ class MlmNsp(packed_pairs.Packing):
                 "max_predictions_per_seq": phase.max_predictions}
 
     def show(self, batch, count: int) -> list:
-        labels = batch["next_sentence_label"]
-        if labels.ndim == 2:  # packed: each example's label
-            weights = batch["next_sentence_weights"] > 0
-            return encoder.show_rows(self.tokenizer, batch, count, lambda row: " ".join(
-                "IsNext" if label == 0 else "NotNext" for label in labels[row][weights[row]]))
-        return encoder.show_rows(self.tokenizer, batch, count,
-                                 lambda row: "IsNext" if labels[row] == 0 else "NotNext")
+        return encoder.show_rows(self.tokenizer, batch, count, packed_pairs.label_text(
+            batch, "next_sentence_label", lambda label: "IsNext" if label == 0 else "NotNext"))
 
     def flops_per_token(self, phase) -> float:
         return bert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)

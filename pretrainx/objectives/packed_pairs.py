@@ -15,6 +15,7 @@ Rows are planned first-fit from lengths alone (data/packing.py), so the packed
 dataset stays random-access and resumable.
 """
 
+import jax.numpy as jnp
 import numpy as np
 
 from pretrainx.data import packing
@@ -41,6 +42,29 @@ class Packing:
 def weights_key(label_key: str) -> str:
     """The key of a packed row's per-example label weights (1: a real example)."""
     return label_key.replace("_label", "_weights")
+
+
+def example_count(batch, label_key: str):
+    """A pair objective's denominator over a global batch: the examples its rows hold
+    (packed: the label weights' sum), or its rows (one example each)."""
+    weights = batch.get(weights_key(label_key))
+    if weights is None:
+        return jnp.asarray(batch[label_key].shape[0], jnp.float32)
+    return jnp.maximum(jnp.sum(weights), 1.0)
+
+
+def real_examples(batch, label_key: str) -> np.ndarray:
+    """For --stats: which label entries are real examples (all of them unpacked)."""
+    labels = batch[label_key]
+    return batch.get(weights_key(label_key), np.ones(labels.shape, np.float32)) > 0
+
+
+def label_text(batch, label_key: str, name):
+    """row -> the names of its examples' labels (`name(label)`), for --show."""
+    labels, real = batch[label_key], real_examples(batch, label_key)
+    if labels.ndim == 1:
+        return lambda row: name(labels[row])
+    return lambda row: " ".join(name(label) for label in labels[row][real[row]])
 
 
 def pack_pairs(examples: list, seq_len: int, max_examples: int,
