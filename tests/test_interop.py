@@ -362,3 +362,48 @@ def test_export_writes_what_an_adapter_returns_whatever_its_memory_order(
     written = load_file(str(tmp_path / "out" / "model.safetensors"))["w"]
     assert not kernel.T.flags.c_contiguous
     assert np.array_equal(written, kernel.T)
+
+
+def _tiny_hf(family: str, tie: bool):
+    """A tiny transformers model of `family` with its output layer tied or not, and the
+    tokenizer files its import reads."""
+    bert_like = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
+                     num_attention_heads=2, intermediate_size=64, tie_word_embeddings=tie)
+    byte_level = dict(bert_like, vocab_size=50265)
+    made = {
+        "bert": lambda: transformers.BertForMaskedLM(transformers.BertConfig(**bert_like)),
+        "roberta": lambda: transformers.RobertaForMaskedLM(transformers.RobertaConfig(
+            **byte_level, max_position_embeddings=130, pad_token_id=1)),
+        "distilbert": lambda: transformers.DistilBertForMaskedLM(transformers.DistilBertConfig(
+            vocab_size=30522, dim=32, n_layers=1, n_heads=2, hidden_dim=64,
+            tie_word_embeddings=tie)),
+        "modernbert": lambda: transformers.ModernBertForMaskedLM(transformers.ModernBertConfig(
+            **byte_level, pad_token_id=1, global_attn_every_n_layers=1)),
+        "gpt2": lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            vocab_size=50257, n_embd=32, n_layer=1, n_head=2, n_positions=64,
+            tie_word_embeddings=tie)),
+    }
+    return made[family]().eval(), ("vocab.txt",) if family in ("bert", "distilbert") else (
+        "vocab.json", "merges.txt")
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert", "modernbert", "gpt2"])
+def test_untied_output_layers_are_refused_not_dropped(shared_data, tmp_path, family):
+    """An HF model whose output layer is not its word table (tie_word_embeddings=False)
+    would import with the head silently replaced by the table: refused in one line that
+    names the tensor; the same model tied imports."""
+    for tie in (True, False):
+        torch.manual_seed(0)
+        model, vocab_files = _tiny_hf(family, tie)
+        folder = tmp_path / f"tied_{tie}"
+        model.save_pretrained(folder)
+        source = shared_data / "tokenizers" / ("bert-base-uncased" if vocab_files[0] ==
+                                               "vocab.txt" else "gpt2")
+        for name in vocab_files:
+            (folder / name).write_bytes((source / name).read_bytes())
+        if tie:
+            assert interop.load(str(folder)).params
+        else:
+            with pytest.raises(UserError, match=r"output layer \S+ is not tied to \S+ "
+                                                r"\(max \|diff\| [0-9.e-]+\)"):
+                interop.load(str(folder))

@@ -42,6 +42,9 @@ class Adapter:
     # (Pretrained) -> "" or a sentence on what the HF class leaves out or computes
     # otherwise (SpanBERT's SBO head); the export command prints it
     caveat: Callable = lambda pretrained: ""
+    # (output layer, word table) pairs, as HF's classes name them, that our model ties:
+    # a file whose output layer differs from its table is refused on import
+    tied: tuple = ()
 
 
 def _adapter_of_model_type(model_type):
@@ -114,11 +117,28 @@ def load(path: str) -> Pretrained:
         raise UserError(f"{config_file}: unsupported architecture {arch} (model_type "
                         f"{model_type!r}); expected one of: {', '.join(supported)}")
     state = read_weights(path)
+    _refuse_untied(adapter, state, path)
     try:  # a reshape that fails: tensor shapes that do not fit config.json
         fields = adapter.read(hf, state, path)
     except ValueError as e:
         raise UserError(f"{path}: weights do not fit its config.json ({e})") from None
     return Pretrained(source=path, **fields)
+
+
+def _refuse_untied(adapter, state: dict, path: str) -> None:
+    """Our families tie the output layer to the word table; importing an untied one
+    would drop it and compute other logits, so it is refused, never dropped."""
+    for output, table in adapter.tied:
+        if output not in state or table not in state:
+            continue  # absent: tied (HF stores a tied tensor once) or no such head
+        a, b = np.asarray(state[output], np.float32), np.asarray(state[table], np.float32)
+        if a.shape == b.shape and np.array_equal(a, b):
+            continue
+        diff = (f"max |diff| {np.abs(a - b).max():.3g}" if a.shape == b.shape
+                else f"shapes {a.shape} and {b.shape}")
+        raise UserError(f"{path}: its output layer {output} is not tied to {table} "
+                        f"({diff}); pretrainx's {adapter.name} ties them, so importing it "
+                        "would compute other logits")
 
 
 def _merged_params(pretrained: Pretrained) -> dict:

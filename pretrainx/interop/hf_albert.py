@@ -95,5 +95,9 @@ def _write(pretrained, params, tokenizer):
     return state, config
 
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="albert", model_type="albert", read=_read,
+# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+TIED = (("predictions.decoder.weight",
+         "albert.embeddings.word_embeddings.weight"),)
+
+hf_lib.ADAPTERS.register(hf_lib.Adapter(name="albert", tied=TIED, model_type="albert", read=_read,
                                         write=_write, write_tokenizer=hf_bert.write_tokenizer))

@@ -153,5 +153,9 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
                                         pretrained.model.max_position_embeddings)
 
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="bart", model_type="bart", read=_read,
+# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+TIED = (("lm_head.weight",
+         "model.shared.weight"),)
+
+hf_lib.ADAPTERS.register(hf_lib.Adapter(name="bart", tied=TIED, model_type="bart", read=_read,
                                         write=_write, write_tokenizer=_write_tokenizer))

@@ -174,7 +174,11 @@ def write_tokenizer(pretrained, tokenizer, output, extra: dict | None = None) ->
     return [name] + hf_lib.write_tokenizer_config(output, config, hf_lib.special_tokens(tokenizer))
 
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="bert", model_type="bert", read=_read,
+# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+TIED = (("cls.predictions.decoder.weight",
+         "bert.embeddings.word_embeddings.weight"),)
+
+hf_lib.ADAPTERS.register(hf_lib.Adapter(name="bert", tied=TIED, model_type="bert", read=_read,
                                         write=_write, write_tokenizer=write_tokenizer,
                                         check=_check))
 # SpanBERT writes a BERT directory; reading one gives family bert (model_type is bert).

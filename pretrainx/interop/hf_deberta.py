@@ -133,6 +133,11 @@ def _caveat(pretrained) -> str:
     return ""
 
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="deberta", model_type="deberta-v2", read=_read,
-                                        write=_write, write_tokenizer=hf_bert.write_tokenizer,
-                                        companions=_companions, caveat=_caveat))
+# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+TIED = (("cls.predictions.decoder.weight",
+         "deberta.embeddings.word_embeddings.weight"),)
+
+hf_lib.ADAPTERS.register(hf_lib.Adapter(
+    name="deberta", tied=TIED, model_type="deberta-v2", read=_read,
+    write=_write, write_tokenizer=hf_bert.write_tokenizer,
+    companions=_companions, caveat=_caveat))

@@ -103,6 +103,11 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
                                    {"model_input_names": ["input_ids", "attention_mask"]})
 
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="distilbert", model_type="distilbert", read=_read,
-                                        write=_write, write_tokenizer=_write_tokenizer,
-                                        check=_check))
+# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+TIED = (("vocab_projector.weight",
+         "distilbert.embeddings.word_embeddings.weight"),)
+
+hf_lib.ADAPTERS.register(hf_lib.Adapter(
+    name="distilbert", tied=TIED, model_type="distilbert", read=_read,
+    write=_write, write_tokenizer=_write_tokenizer,
+    check=_check))

@@ -130,5 +130,9 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
     return ["vocab.json", "merges.txt"] + hf_lib.write_tokenizer_config(output, config, special)
 
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="gpt2", model_type="gpt2", read=_read,
+# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+TIED = (("lm_head.weight",
+         "transformer.wte.weight"),)
+
+hf_lib.ADAPTERS.register(hf_lib.Adapter(name="gpt2", tied=TIED, model_type="gpt2", read=_read,
                                         write=_write, write_tokenizer=_write_tokenizer))

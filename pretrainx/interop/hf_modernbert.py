@@ -180,5 +180,10 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
                                    {"model_input_names": ["input_ids", "attention_mask"]})
 
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="modernbert", model_type="modernbert", read=_read,
-                                        write=_write, write_tokenizer=_write_tokenizer))
+# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+TIED = (("decoder.weight",
+         "model.embeddings.tok_embeddings.weight"),)
+
+hf_lib.ADAPTERS.register(hf_lib.Adapter(
+    name="modernbert", tied=TIED, model_type="modernbert", read=_read,
+    write=_write, write_tokenizer=_write_tokenizer))

@@ -102,6 +102,10 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
     return write_fairseq_bpe(pretrained, tokenizer, output, "RobertaTokenizer", max_len)
 
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="roberta", model_type="roberta", read=_read,
+# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+TIED = (("lm_head.decoder.weight",
+         "roberta.embeddings.word_embeddings.weight"),)
+
+hf_lib.ADAPTERS.register(hf_lib.Adapter(name="roberta", tied=TIED, model_type="roberta", read=_read,
                                         write=_write, write_tokenizer=_write_tokenizer,
                                         check=_check))
