@@ -141,6 +141,47 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(tmp_path, ca
         loop.train(cfg, str(tmp_path / "run"), devices=one)
 
 
+
+class _Position:
+    def __init__(self, step):
+        self.step = step
+
+    def get_state(self):
+        return {"step": self.step}
+
+
+@pytest.mark.parametrize("cores", [2, 64])
+def test_cleanup_removes_a_linked_old_checkpoint_never_what_it_points_to(
+        tmp_path, monkeypatch, cores):
+    """An old step folder that is a symbolic link (an archived checkpoint moved to
+    another disk and linked back) loses the link when it falls out of keep_checkpoints;
+    the archive, a user's own file in it included, stays whole, on any core count
+    (Orbax's parallel deleter, used from 4 cores, emptied the target) and the run goes
+    on keeping exactly the newest steps."""
+    from pretrainx.train.checkpoint import Checkpointer
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    workdir, archive = tmp_path / "run", tmp_path / "other_disk"
+    state = {"w": np.arange(4, dtype=np.float32)}
+    checkpointer = Checkpointer(str(workdir), keep=2, save_every=1)
+    for step in (1, 2):
+        checkpointer.save(step, state, _Position(step), "{}")
+    checkpointer.close()
+    archive.mkdir()
+    (workdir / "checkpoints" / "1").rename(archive / "1")
+    (archive / "1" / "notes.txt").write_text("mine")
+    (workdir / "checkpoints" / "1").symlink_to(archive / "1")
+    before = sorted(str(p.relative_to(archive)) for p in archive.rglob("*"))
+    checkpointer = Checkpointer(str(workdir), keep=2, save_every=1)
+    assert checkpointer.latest_step() == 2
+    for step in (3, 4):
+        checkpointer.save(step, state, _Position(step), "{}")
+    checkpointer.close()
+    assert sorted(p.name for p in (workdir / "checkpoints").iterdir()) == ["3", "4"]
+    assert sorted(str(p.relative_to(archive)) for p in archive.rglob("*")) == before
+    assert (archive / "1" / "notes.txt").read_text() == "mine"
+    assert not list((workdir / "checkpoints").glob(".*"))  # nothing left half removed
+
+
 # ------------------------------------------------------------------ in a subprocess
 
 CLI = [sys.executable, "-m", "pretrainx.main", "--config=configs/quickstart.py", *TINY_CLI]

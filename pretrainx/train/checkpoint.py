@@ -13,6 +13,7 @@ import errno
 import json
 import logging
 import os
+import shutil
 import sys
 import traceback
 
@@ -45,14 +46,52 @@ class _QuietDiskFull(logging.Filter):
 _QUIET_DISK_FULL = _QuietDiskFull()
 
 
+# Old steps are moved here by Orbax (a rename, which moves a symbolic link and not what
+# it points to) and removed by the Checkpointer without following links.
+OLD_STEPS = ".old_steps"
+
+
+def remove_old_steps(directory: str) -> None:
+    """Empties `directory`/OLD_STEPS: a link is unlinked, never followed (an archived
+    checkpoint moved to another disk and linked back stays whole where it lives); a
+    failure is one warning line, never the end of the run."""
+    trash = os.path.join(directory, OLD_STEPS)
+    try:
+        entries = sorted(os.scandir(trash), key=lambda e: e.name)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        print(f"warning: cannot list {trash}: {e.strerror or e}", file=sys.stderr, flush=True)
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)  # does not follow links inside it either
+            else:
+                os.unlink(entry.path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            print(f"warning: cannot remove the old checkpoint {entry.path}: "
+                  f"{e.strerror or e}", file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError):  # left where a removal failed or a rename came in
+        os.rmdir(trash)
+
+
 class Checkpointer:
     def __init__(self, workdir: str, keep: int, save_every: int):
         for name in ("absl", "asyncio"):
             logging.getLogger(name).addFilter(_QUIET_DISK_FULL)  # once: filters are a set
-        root = workdir if "://" in workdir else os.path.abspath(workdir)
+        local = "://" not in workdir
+        root = os.path.abspath(workdir) if local else workdir
         self.directory = f"{root.rstrip('/')}/checkpoints"
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, save_interval_steps=1,
-                                               create=True, enable_async_checkpointing=True)
+        # Orbax's own deletion follows a step folder that is a link: its parallel
+        # deleter (hosts of 4+ cores) empties the target, its rmtree refuses the link.
+        # Locally, old steps are renamed into OLD_STEPS and removed here instead.
+        self._local = local
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep, save_interval_steps=1, create=True,
+            enable_async_checkpointing=True, todelete_subdir=OLD_STEPS if local else None)
         try:
             self.manager = ocp.CheckpointManager(
                 self.directory, options=options, item_names=("state", "data", "config"))
@@ -60,6 +99,11 @@ class Checkpointer:
             raise UserError(f"cannot create checkpoint directory {self.directory}: "
                             f"{e.strerror or e}") from None
         self.save_every = save_every
+        self._remove_old_steps()
+
+    def _remove_old_steps(self):
+        if self._local and jax.process_index() == 0:
+            remove_old_steps(self.directory)
 
     def latest_step(self):
         return self.manager.latest_step()
@@ -92,7 +136,9 @@ class Checkpointer:
             data=ocp.args.JsonSave(data),
             config=ocp.args.JsonSave(json.loads(config_json)))
         with self._disk_full_is_a_user_error():
-            return self.manager.save(step, args=args, force=force)
+            saved = self.manager.save(step, args=args, force=force)
+        self._remove_old_steps()  # the previous save's, committed before this one began
+        return saved
 
     def restore(self, abstract_state, shardings, data_iterator_for_step, check_config):
         """Newest checkpoint that restores; a broken one is reported and skipped.
@@ -145,8 +191,10 @@ class Checkpointer:
         """Until the saves under way are committed (a reader may then open them)."""
         with self._disk_full_is_a_user_error():
             self.manager.wait_until_finished()
+        self._remove_old_steps()
 
     def close(self):
         with self._disk_full_is_a_user_error():  # closing can finish a write too
             self.manager.wait_until_finished()
             self.manager.close()
+        self._remove_old_steps()
