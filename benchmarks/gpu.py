@@ -1,14 +1,16 @@
-"""BERT-Base and T5-Base train steps in bf16 on the visible NVIDIA GPU, ours against
-transformers' PyTorch models, in the same run.
+"""BERT-Base, GPT-2 small, T5-Base and ModernBERT-base train steps in bf16 on the
+visible NVIDIA GPU, ours against transformers' PyTorch models, in the same run.
 
-    python benchmarks/gpu.py [--sizes=bert_base,t5_base] [--windows=5] [--steps=10]
-                             [--attention_impl=xla|cudnn|auto]
+    python benchmarks/gpu.py [--sizes=bert_base,gpt2_small,t5_base,modernbert_base]
+                             [--windows=5] [--steps=10] [--attention_impl=xla|cudnn|auto]
+                             [--budget_s=S] [--json_out=FILE]
 
 Ours: the jitted train step of benchmarks/train_step.py (forward, loss, grads,
 clipping at 1.0, AdamW; dropout on) with model.dtype=bfloat16, parameters and
 optimizer state float32. HF: the same model (BertForPreTraining with its MLM head at
-the masked positions only, equal FLOPs; T5ForConditionalGeneration) under
-torch.autocast(bfloat16) with SDPA attention (transformers' default) and
+the masked positions only, equal FLOPs; GPT2LMHeadModel; T5ForConditionalGeneration;
+ModernBertForMaskedLM with sparse_prediction, its head at the masked positions only)
+under torch.autocast(bfloat16) with SDPA attention (transformers' default) and
 torch.optim.AdamW, parameters float32. Both on the same batch, timed over --windows
 windows of --steps steps after warm-up (median, min, max), with the ratio of medians
 and MFU against the GPU's dense bf16 peak from pretrainx/chips.py.
@@ -17,14 +19,17 @@ and MFU against the GPU's dense bf16 peak from pretrainx/chips.py.
 no attention dropout: ours then trains without it (HF keeps its 0.1), and the line says
 so. Goal on one H100: BERT-Base >= 1.3x HF's tokens/s and MFU >= 45%.
 
-Without a GPU it refuses, unless --allow_cpu (the tiny sizes, a smoke test of the
-script: no figures).
+--budget_s: a size is skipped (and said so) once the time spent leaves less than the
+slowest size so far took; --json_out: the results so far, rewritten after each size, so
+a run stopped part way keeps what it measured. Without a GPU it refuses, unless
+--allow_cpu (the tiny sizes, a smoke test of the script: no figures).
 """
 
 import argparse
 import json
 import os
 import sys
+import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cuda")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -38,20 +43,30 @@ from pretrainx.train import metrics as metrics_lib  # noqa: E402
 # family, shape, batch, sequence length: batches that fill an 80 GB GPU's step
 GPU_SIZES = {
     "bert_base": ("bert", {"layers": 12, "hidden": 768, "heads": 12, "mlp": 3072}, 128, 128),
+    "gpt2_small": ("gpt2", {"layers": 12, "hidden": 768, "heads": 12, "mlp": 3072}, 16, 1024),
     "t5_base": ("t5", {"layers": 12, "hidden": 768, "heads": 12, "head_dim": 64,
                        "mlp": 3072}, 32, 512),
+    # 22 layers x 768, GeGLU 2 x 1,152, the recipe's 1,024 tokens
+    "modernbert_base": ("modernbert", {"layers": 22, "hidden": 768, "heads": 12,
+                                       "mlp": 1152}, 32, 1024),
     "tiny": bench.SIZES["tiny"],
     "t5_tiny": bench.SIZES["t5_tiny"],
+    "gpt2_tiny": bench.SIZES["gpt2_tiny"],
+    "modernbert_tiny": ("modernbert", {"layers": 3, "hidden": 64, "heads": 2, "mlp": 96},
+                        2, 128),
 }
 GOALS = {"bert_base": {"ratio": 1.3, "mfu": 0.45}}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="bert_base,t5_base")
+    parser.add_argument("--sizes", default="bert_base,gpt2_small,t5_base,modernbert_base")
     parser.add_argument("--windows", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--attention_impl", default="xla", choices=("xla", "cudnn", "auto"))
+    parser.add_argument("--budget_s", type=float, default=0.0,
+                        help="skip the sizes that would not fit in this many seconds")
+    parser.add_argument("--json_out", default="", help="the results, rewritten after each size")
     parser.add_argument("--allow_cpu", action="store_true",
                         help="run on the CPU (tiny sizes: a smoke test, no figures)")
     args = parser.parse_args()
@@ -64,25 +79,53 @@ def main():
         raise SystemExit(f"error: no NVIDIA GPU visible to JAX (found {device.platform}); "
                          "pip install -e '.[cuda]', or --allow_cpu for a smoke test")
     on_gpu = device.platform == "gpu"
-    import torch
-    hf_steps.configure("cuda" if on_gpu else "cpu", torch.bfloat16)
-    if on_gpu:
-        torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        import torch
+        import transformers
+        hf_steps.configure("cuda" if on_gpu else "cpu", torch.bfloat16)
+        if on_gpu:
+            torch.backends.cuda.matmul.allow_tf32 = True
+        versions = f"torch {torch.__version__}, transformers {transformers.__version__}"
+    except ImportError as e:  # ours alone; each peer then says it is missing
+        versions = f"no reference ({e})"
     peak, source = metrics_lib.peak_flops_per_device()
     print(f"device: {device.device_kind}; bf16 peak {peak / 1e12:.0f} TFLOP/s ({source}); "
-          f"torch {torch.__version__}, jax {jax.__version__}")
+          f"{versions}, jax {jax.__version__}", flush=True)
     bench.SIZES.update(GPU_SIZES)
     results = {"device": device.device_kind, "peak_flops": peak,
-               "attention_impl": args.attention_impl}
+               "attention_impl": args.attention_impl, "versions": versions,
+               "jax": jax.__version__}
+    start, slowest = time.perf_counter(), 0.0
     for size in sizes:
+        spent = time.perf_counter() - start
+        if args.budget_s and spent + slowest > args.budget_s:
+            results[size] = {"skipped": f"time budget: {spent:.0f} s of {args.budget_s:.0f} "
+                                        f"spent, the slowest size took {slowest:.0f} s"}
+            print(f"{size}: skipped ({results[size]['skipped']})", flush=True)
+            continue
         kernel = args.attention_impl == "cudnn"
-        row = bench.measure(size, args.windows, args.steps, peak, flax=False,
-                            dtype="bfloat16", attention_impl=args.attention_impl)
+        began = time.perf_counter()
+        try:
+            row = bench.measure(size, args.windows, args.steps, peak, flax=False,
+                                dtype="bfloat16", attention_impl=args.attention_impl)
+        except Exception as e:  # one size failing leaves the others' figures
+            results[size] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+            print(f"{size}: failed ({results[size]['error']})", flush=True)
+            continue
+        finally:
+            slowest = max(slowest, time.perf_counter() - began)
         row["goals"] = GOALS.get(size)
+        row["seconds"] = time.perf_counter() - began
         if kernel:
             row["note"] = "ours without attention dropout (cuDNN applies none); HF with it"
         results[size] = row
         print(bench._line(size, row) + (f" [{row['note']}]" if kernel else ""), flush=True)
+        if args.json_out:
+            with open(args.json_out, "w", encoding="utf-8") as f:
+                json.dump(results, f, indent=1)
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
     print(json.dumps(results))
 
 

@@ -11,7 +11,7 @@ import contextlib
 
 import numpy as np
 
-VOCAB = {"bert": 30522, "t5": 32128, "gpt2": 50257}
+VOCAB = {"bert": 30522, "t5": 32128, "gpt2": 50257, "modernbert": 50368}
 _PLACE = {"device": "cpu", "autocast": None}
 
 
@@ -136,6 +136,31 @@ def gpt2_step(shape, batch):
     model = _placed(model)
     ids = _long(batch["inputs"])
     return _step(model, _adamw(model), lambda: model(input_ids=ids, labels=ids).loss), "same"
+
+
+def modernbert_step(shape, batch):
+    """ModernBertForMaskedLM with sparse_prediction (its head at the masked positions
+    only, as ours: equal work), SDPA attention (the local layers as a masked full
+    attention, as ours), one document a row."""
+    from transformers import ModernBertConfig, ModernBertForMaskedLM
+    torch = _torch()
+    torch.manual_seed(0)
+    ids = batch["input_ids"]
+    config = ModernBertConfig(
+        vocab_size=VOCAB["modernbert"], hidden_size=shape["hidden"],
+        intermediate_size=shape["mlp"], num_hidden_layers=shape["layers"],
+        num_attention_heads=shape["heads"], max_position_embeddings=max(8192, ids.shape[1]),
+        sparse_prediction=True, pad_token_id=0)
+    try:
+        model = ModernBertForMaskedLM._from_config(config, attn_implementation="sdpa")
+    except Exception:  # a version without SDPA (or _from_config) for it: its default
+        model = ModernBertForMaskedLM(config)
+    model = _placed(model.train())
+    labels = np.full_like(ids, -100)
+    np.put_along_axis(labels, batch["masked_lm_positions"], batch["masked_lm_ids"], axis=1)
+    inputs = {"input_ids": _long(ids), "attention_mask": _long(np.ones_like(ids)),
+              "labels": _long(labels)}
+    return _step(model, _adamw(model), lambda: model(**inputs).loss), "same"
 
 
 def bert_flax_step(shape, batch):

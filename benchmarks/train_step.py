@@ -57,9 +57,10 @@ SIZES = {
     "gpt2_tiny": ("gpt2", {"layers": 2, "hidden": 64, "heads": 2, "mlp": 256}, 2, 128),
     "gpt2_small": ("gpt2", {"layers": 12, "hidden": 768, "heads": 12, "mlp": 3072}, 4, 512),
 }
-OBJECTIVE = {"bert": "bert", "t5": "t5", "gpt2": "causal_lm"}
+OBJECTIVE = {"bert": "bert", "t5": "t5", "gpt2": "causal_lm", "modernbert": "modernbert"}
 MAX_PRED = 20
-SHARED = os.path.join(os.path.dirname(REPO), "shared", "data")
+SHARED = os.environ.get("PRETRAINX_SHARED_DATA",
+                        os.path.join(os.path.dirname(REPO), "shared", "data"))
 GOALS = {"base": {"mfu": 0.70}, "t5_small": {"ratio": 2.5, "mfu": 0.60},
          "gpt2_small": {"ratio": 2.5, "mfu": 0.60}}
 
@@ -107,9 +108,32 @@ def our_config(size: str, dtype: str = "float32", attention_impl: str = "xla"):
     if family == "bert":
         c.data.max_predictions_per_seq = MAX_PRED
         c.phase2.fraction = 0.0
+    if family == "modernbert":  # the recipe's 30% of a row, one document a row
+        c.data.max_predictions_per_seq = modernbert_predictions(seq)
     c.global_batch_size, c.seq_len, c.mesh.data = batch, seq, 1
     c.optimizer.name = "adamw"
     return c
+
+
+def modernbert_predictions(seq: int) -> int:
+    return int(0.3 * (seq - 2)) + 1
+
+
+def modernbert_batch(batch_size: int, seq: int, seed: int = 0) -> dict:
+    """One document per row (segment 1 everywhere, positions from 0), 30% of it
+    masked: ids drawn over the vocabulary."""
+    rng = np.random.default_rng(seed)
+    vocab, predictions = hf_steps.VOCAB["modernbert"], modernbert_predictions(seq)
+    ids = rng.integers(1000, vocab - 100, (batch_size, seq)).astype(np.int32)
+    positions = np.sort(np.stack([rng.choice(np.arange(1, seq - 1), predictions,
+                                             replace=False) for _ in range(batch_size)]),
+                        axis=1).astype(np.int32)
+    return {"input_ids": ids, "token_type_ids": np.zeros_like(ids),
+            "attention_mask": np.ones_like(ids),
+            "positions": np.broadcast_to(np.arange(seq, dtype=np.int32), ids.shape).copy(),
+            "masked_lm_positions": positions,
+            "masked_lm_ids": np.take_along_axis(ids, positions, axis=1),
+            "masked_lm_weights": np.ones(positions.shape, np.float32)}
 
 
 def our_step(size: str, dtype: str = "float32", attention_impl: str = "xla"):
@@ -125,6 +149,8 @@ def our_step(size: str, dtype: str = "float32", attention_impl: str = "xla"):
                                               objective.example_batch(1, phase), 0, mesh, rules)
     if family == "bert":
         batch = bert_batch(batch_size, seq)
+    elif family == "modernbert":
+        batch = modernbert_batch(batch_size, seq)
     else:  # the objective's own shapes, with ids drawn over the vocabulary
         rng = np.random.default_rng(0)
         batch = {k: np.asarray(v) for k, v in objective.example_batch(batch_size, phase).items()}
@@ -136,6 +162,11 @@ def our_step(size: str, dtype: str = "float32", attention_impl: str = "xla"):
             batch["decoder_input_tokens"] = np.concatenate(
                 [np.zeros_like(batch["decoder_target_tokens"][:, :1]),
                  batch["decoder_target_tokens"][:, :-1]], axis=1)
+        if "targets" in batch:  # GPT-2: the next token, as HF's labels=inputs shift them
+            batch["targets"] = np.roll(batch["inputs"], -1, axis=1)
+        for k in [k for k in batch if k.endswith("positions")]:  # one example a row
+            batch[k] = np.broadcast_to(np.arange(batch[k].shape[1], dtype=np.int32),
+                                       batch[k].shape).copy()
     ours = {k: v for k, v in batch.items() if not k.startswith("_")}
     batch_sharding = {k: sharding.batch_sharding(mesh, rules) for k in ours}
     schedule = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
@@ -183,6 +214,7 @@ def measure(size, windows, steps, peak, flax, dtype="float32", attention_impl="x
                       ("hf_pytorch_same_work", hf_steps.bert_same_work_step)]
              + ([("hf_flax_task", hf_steps.bert_flax_step)] if flax else []),
              "t5": [("hf_pytorch", hf_steps.t5_step)],
+             "modernbert": [("hf_pytorch", hf_steps.modernbert_step)],
              "gpt2": [("hf_pytorch", hf_steps.gpt2_step)]}[family]
     for name, make in peers:
         try:

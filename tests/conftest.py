@@ -26,7 +26,10 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE / "jax"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+# ../shared/data beside the checkout; PRETRAINX_SHARED_DATA where it does not travel (the
+# GPU kit carries the few files its checks read)
+SHARED_DATA = pathlib.Path(os.environ.get("PRETRAINX_SHARED_DATA",
+                                          REPO.parent / "shared" / "data"))
 
 
 @pytest.fixture(scope="session")

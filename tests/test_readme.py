@@ -269,6 +269,14 @@ def run_step(sandbox: Sandbox, words):
         out = sandbox.run(dry, cwd=REPO)
         assert out.startswith("#!/bin/bash") and "\nsrun " in out, out
         return "slurm"
+    if words[:3] == ["python3", "launch/gpu_kit.py", "run"]:
+        # there it needs a GPU: here its arguments parse and its files are written, on the
+        # CPU, with no part but the versions (tests/test_gpu_kit.py dry-runs the parts)
+        out_dir = sandbox.root / "kit_out"
+        sandbox.run(["python"] + words[1:] + ["--dry_run", "--parts=versions", "--out",
+                                              str(out_dir)], cwd=REPO)
+        assert (out_dir / "summary.md").is_file() and (out_dir / "results.json").is_file()
+        return "gpu_kit"
     if words[:2] == ["python", "launch/gke.py"]:
         # the manifest only, with the page's gs:// workdir: nothing reaches a cluster
         import yaml

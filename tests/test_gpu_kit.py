@@ -1,0 +1,85 @@
+"""launch/gpu_kit.py, proven here before a GPU is at hand: the wheels it carries (the
+project's needs less the GPU image's packages, computed without network) and its run
+step's whole path on the CPU (--dry_run), benchmarks/gpu.py's included."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+
+def _wheels():
+    spec = importlib.util.spec_from_file_location("gpu_wheels", REPO / "launch" / "gpu_wheels.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_closure_skips_what_the_image_has_and_requirements_that_do_not_apply():
+    kit = _wheels()
+    metadata = {
+        "grain": ["array-record", "cloudpickle", "dm-tree; python_version < '3.13'",
+                  "pytest; extra == 'testing'", "jax"],
+        "array-record": ["absl-py", "etils[epath]"],
+        "dm-tree": ["attrs>=18", "Wrapt"],
+        "tensorboardX": ["numpy", "protobuf>=3.20"],
+        "old-thing": ["future; python_version < '3'"],
+    }
+    image = {"cloudpickle", "jax", "absl-py", "etils", "attrs", "wrapt", "numpy", "protobuf"}
+    got = kit.missing(["grain", "tensorboardX", "Old_Thing", "jax"],
+                      lambda name: metadata.get(name, []), image)
+    assert got == ["array-record", "dm-tree", "grain", "old-thing", "tensorboardx"]
+
+
+def test_the_pinned_wheels_cover_the_project_and_nothing_the_image_has():
+    kit = _wheels()
+    pins = kit.read_lock()
+    needs = set(kit.project_requirements())
+    assert needs - kit.IMAGE <= set(pins), needs - kit.IMAGE - set(pins)
+    assert not set(pins) & kit.IMAGE, set(pins) & kit.IMAGE
+    assert all(version and version[0].isdigit() for version in pins.values()), pins
+    # what pretrainx imports at the top of its modules and the image lacks
+    assert {"grain", "ml-collections", "array-record", "tensorflow-datasets",
+            "tensorboardx"} <= set(pins)
+
+
+def test_the_gpu_benchmark_refuses_a_machine_without_a_gpu():
+    refused = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu.py"),
+                              "--sizes=tiny"], cwd=REPO, capture_output=True, text=True,
+                             env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=300)
+    assert refused.returncode == 1 and "no NVIDIA GPU visible" in refused.stderr
+
+
+@pytest.mark.slow
+def test_the_run_step_dry_runs_its_whole_path_on_the_cpu(tmp_path):
+    """Families, kernels and the timed quickstart through `pytest -m gpu` on the CPU
+    (cuDNN's comparisons skip), the benchmark at the tiny sizes (ours in bf16, HF under
+    autocast where torch is), and the four files a borrowed machine sends back."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    done = subprocess.run([sys.executable, "launch/gpu_kit.py", "run", "--dry_run",
+                           "--budget_s=400", "--out", str(tmp_path)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "kit.log", "parts.tar.gz", "results.json", "summary.md"]
+    results = json.loads((tmp_path / "results.json").read_text())
+    tests = results["tests"]
+    assert tests["test_every_family_trains_in_bf16_and_resumes[bert]"][0] == "passed"
+    assert tests["test_quickstart_at_gpu_size_for_a_minute"][0] == "passed"
+    assert all(v[0].startswith("skipped: cuDNN") for k, v in tests.items() if "cudnn" in k)
+    quickstart = next(r for r in results["reported"] if r["test"] == "quickstart_gpu_size")
+    assert quickstart["tokens_per_sec"] > 0 and quickstart["last_loss"] < quickstart["first_loss"]
+    bench = results["benchmarks"][0]
+    assert bench["tiny"]["ours"]["loss"] > 0 and bench["modernbert_tiny"]["ours"]["loss"] > 0
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+        assert bench["tiny"]["ratio"] > 0 and bench["modernbert_tiny"]["ratio"] > 0, bench
+    except ImportError:
+        pass
+    assert "pytest -m gpu" in (tmp_path / "summary.md").read_text()
