@@ -362,3 +362,39 @@ def test_a_refused_run_leaves_no_lock_file_behind(tmp_path):
     with pytest.raises(UserError):
         loop.train(tiny_bert_config(**{"data.eval_files": str(empty)}), str(workdir))
     assert not (workdir / ".lock").exists()
+
+
+def test_a_checkpoint_folder_that_cannot_be_written_is_refused_before_training(tmp_path):
+    """checkpoints/ as a file (or a link to one) is found at the start in one line, not
+    at the first save minutes (or hours) into the run."""
+    one = jax.devices()[:1]
+    cfg = tiny_bert_config(total_steps=2, checkpoint_every=2)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "checkpoints").write_text("not a folder")
+    with pytest.raises(UserError, match=r"checkpoints is a file, not a folder"):
+        loop.train(cfg, str(tmp_path / "a"), devices=one)
+    assert not (tmp_path / "a" / "metrics.jsonl").exists()  # refused before any step
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "checkpoints").symlink_to(tmp_path / "a" / "checkpoints")
+    with pytest.raises(UserError, match=r"is a file, not a folder"):
+        loop.train(cfg, str(tmp_path / "b"), devices=one)
+    assert (tmp_path / "a" / "checkpoints").read_text() == "not a folder"
+
+
+def test_a_torn_last_metrics_record_is_cut_back_and_the_run_goes_on(tmp_path, capsys):
+    """A run stopped while writing a record (a full disk, a kill) leaves half a line;
+    the next run cuts it back to the last whole record, says so, and appends whole
+    lines, so every reader parses the file."""
+    one = jax.devices()[:1]
+    loop.train(tiny_bert_config(total_steps=2, checkpoint_every=2), str(tmp_path),
+               devices=one)
+    path = tmp_path / "metrics.jsonl"
+    whole = path.read_text()
+    path.write_text(whole + '{"step": 3, "loss": 7.1')
+    capsys.readouterr()
+    loop.train(tiny_bert_config(total_steps=4, checkpoint_every=2), str(tmp_path),
+               devices=one)
+    assert "ended in a torn record" in capsys.readouterr().err
+    text = path.read_text()
+    assert text.startswith(whole) and text.endswith("\n")
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4]

@@ -78,6 +78,24 @@ def remove_old_steps(directory: str) -> None:
         os.rmdir(trash)
 
 
+def check_writable(directory: str) -> None:
+    """A checkpoint folder that is a file, or that cannot be written, refused at the
+    start in one line (Orbax finds out at the first save, minutes into an Orbax retry
+    loop, with all the training before it lost)."""
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise UserError(f"{directory} is a file, not a folder: checkpoints cannot be "
+                        "written there; move it away")
+    probe = os.path.join(directory, f".write_probe_{os.getpid()}")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with open(probe, "w", encoding="utf-8") as f:
+            f.write("ok")
+        os.remove(probe)
+    except OSError as e:
+        raise UserError(f"cannot write checkpoints in {directory}: "
+                        f"{e.strerror or e}") from None
+
+
 class Checkpointer:
     def __init__(self, workdir: str, keep: int, save_every: int):
         for name in ("absl", "asyncio"):
@@ -89,6 +107,8 @@ class Checkpointer:
         # deleter (hosts of 4+ cores) empties the target, its rmtree refuses the link.
         # Locally, old steps are renamed into OLD_STEPS and removed here instead.
         self._local = local
+        if local and jax.process_index() == 0:
+            check_writable(self.directory)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep, save_interval_steps=1, create=True,
             enable_async_checkpointing=True, todelete_subdir=OLD_STEPS if local else None)

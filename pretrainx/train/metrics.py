@@ -64,6 +64,35 @@ def _disk_full_is_one_line(file):
         raise DiskFullError(f"no space left on the device writing {file.name}") from None
 
 
+def repair_torn_line(path: str) -> None:
+    """A run killed by a full disk (or a kill) mid-record leaves a last line without its
+    newline; the next run would append to it and every reader would then fail. The torn
+    record (never whole) is cut off, and said so in one line."""
+    try:
+        with open(path, "rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            keep = size
+            while keep > 0:  # back to the end of the last whole line
+                step = min(65536, keep)
+                f.seek(keep - step)
+                chunk = f.read(step)
+                at = chunk.rfind(b"\n")
+                if at >= 0:
+                    keep = keep - step + at + 1
+                    break
+                keep -= step
+            f.truncate(keep)
+    except FileNotFoundError:
+        return
+    print(f"warning: {path} ended in a torn record ({size - keep} bytes, from a run stopped "
+          "while writing it); cut back to its last whole line", file=sys.stderr, flush=True)
+
+
 class MetricsWriter:
     """Writes on process 0 only; the others keep silent."""
 
@@ -77,6 +106,8 @@ class MetricsWriter:
         from etils import epath  # local paths and gs:// alike
         root = epath.Path(workdir)
         root.mkdir(parents=True, exist_ok=True)
+        if "://" not in workdir:
+            repair_torn_line(os.path.join(workdir, "metrics.jsonl"))
         self._file = (root / "metrics.jsonl").open("a")
         try:
             from tensorboardX import SummaryWriter
@@ -89,9 +120,17 @@ class MetricsWriter:
             return
         record = {k: (float(v) if isinstance(v, (np.floating, np.integer, jax.Array)) else v)
                   for k, v in record.items()}
+        line = json.dumps(record) + "\n"
         with _disk_full_is_one_line(self._file):
-            self._file.write(json.dumps(record) + "\n")
-            self._file.flush()
+            start = self._file.tell() if self._file.seekable() else None
+            try:
+                self._file.write(line)
+                self._file.flush()
+            except OSError:  # a line cut by a full disk: take it back (whole lines only)
+                if start is not None:
+                    with contextlib.suppress(OSError):
+                        os.truncate(self._file.name, start)
+                raise
         if self._tb is not None:
             prefix = record.get("split", "train")
             if "source" in record:
