@@ -407,3 +407,27 @@ def test_untied_output_layers_are_refused_not_dropped(shared_data, tmp_path, fam
             with pytest.raises(UserError, match=r"output layer \S+ is not tied to \S+ "
                                                 r"\(max \|diff\| [0-9.e-]+\)"):
                 interop.load(str(folder))
+
+
+def test_an_export_is_whole_or_absent_and_its_files_share_one_mode(pretrained_workdir,
+                                                                    tmp_path, monkeypatch):
+    """Killed half way (here: the tokenizer files fail after the weights were written),
+    an export leaves neither the output folder nor a staging folder; a whole one has
+    model.safetensors with the same mode as the other files (it was 0600 among 0644)."""
+    import dataclasses
+    from pretrainx.interop import hf
+    pretrained = interop.load(pretrained_workdir)
+    adapter = hf.ADAPTERS.find("bert")
+
+    def killed(*args):
+        raise KeyboardInterrupt
+    with monkeypatch.context() as patch:
+        patch.setattr(hf.ADAPTERS, "find", lambda name: dataclasses.replace(
+            adapter, write_tokenizer=killed))
+        with pytest.raises(KeyboardInterrupt):
+            hf.save(pretrained, str(tmp_path / "out"))
+    assert os.listdir(tmp_path) == []
+    written = hf.save(pretrained, str(tmp_path / "out"))
+    modes = {name: (tmp_path / "out" / name).stat().st_mode & 0o777 for name in written}
+    assert len(set(modes.values())) == 1, modes
+    assert sorted(os.listdir(tmp_path)) == ["out"]

@@ -9,6 +9,8 @@ the files and picks the adapter by config.json's `model_type` or by our family.
 import dataclasses
 import json
 import os
+import shutil
+import tempfile
 from typing import Callable
 
 import numpy as np
@@ -169,6 +171,8 @@ def save(pretrained: Pretrained, output: str) -> list:
     adapter.check(pretrained)
     if os.path.isdir(output) and os.listdir(output):
         raise UserError(f"output directory {output} is not empty")
+    if os.path.lexists(output) and not os.path.isdir(output):
+        raise UserError(f"output {output} is a file, not a directory")
     family = models.FAMILIES.find(pretrained.family)
     tokenizer = load_tokenizer(pretrained.tokenizer, lower_case=pretrained.lower_case,
                                layout=family.tokenizer_layout if family else "")
@@ -177,14 +181,41 @@ def save(pretrained: Pretrained, output: str) -> list:
     # is written: a refused export leaves no directory behind.
     models_to_write = {"": adapter.write(pretrained, params, tokenizer)}
     models_to_write.update(adapter.companions(pretrained, params, tokenizer))
-    written = []
-    for name, (state, config) in models_to_write.items():
-        where = os.path.join(output, name) if name else output
-        os.makedirs(where, exist_ok=True)
-        files = (_write_model(where, state, config)
-                 + adapter.write_tokenizer(pretrained, tokenizer, where))
-        written += [f"{name}/{f}" if name else f for f in files]
+    # Written into a staging folder beside `output` and renamed onto it at the end, so
+    # an export is whole or absent (a kill half way leaves no half folder to refuse).
+    parent = os.path.dirname(os.path.abspath(output))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(output))}.partial-",
+                               dir=parent)
+    try:
+        written = []
+        for name, (state, config) in models_to_write.items():
+            where = os.path.join(staging, name) if name else staging
+            os.makedirs(where, exist_ok=True)
+            files = (_write_model(where, state, config)
+                     + adapter.write_tokenizer(pretrained, tokenizer, where))
+            written += [f"{name}/{f}" if name else f for f in files]
+        _usual_modes(staging)
+        if os.path.isdir(output):
+            os.rmdir(output)  # empty, checked above
+        os.rename(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return written
+
+
+def _usual_modes(root: str) -> None:
+    """The modes a plain write gives under the user's umask, for every file and folder
+    (mkdtemp makes 0700 and safetensors writes 0600; the others were 0644)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(root, 0o777 & ~umask)
+    for folder, dirs, files in os.walk(root):
+        for d in dirs:
+            os.chmod(os.path.join(folder, d), 0o777 & ~umask)
+        for f in files:
+            os.chmod(os.path.join(folder, f), 0o666 & ~umask)
 
 
 def _write_model(output: str, state: dict, config: dict) -> list:
