@@ -431,3 +431,27 @@ def test_an_export_is_whole_or_absent_and_its_files_share_one_mode(pretrained_wo
     modes = {name: (tmp_path / "out" / name).stat().st_mode & 0o777 for name in written}
     assert len(set(modes.values())) == 1, modes
     assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_an_edited_config_json_does_not_change_what_a_workdir_exports(pretrained_workdir,
+                                                                       tmp_path, capsys):
+    """Export (and everything that reads a workdir as a model) builds it from the config
+    stored in the checkpoint; WORKDIR/config.json edited to another activation and depth
+    is named in a warning, not obeyed (it exported another model, or a KeyError)."""
+    import shutil
+    workdir = tmp_path / "w"
+    shutil.copytree(pretrained_workdir, workdir)
+    before = interop.load(str(workdir))
+    cfg = json.loads((workdir / "config.json").read_text())
+    cfg["model"]["hidden_act"] = "relu"
+    cfg["model"]["num_layers"] += 1
+    (workdir / "config.json").write_text(json.dumps(cfg))
+    capsys.readouterr()
+    after = interop.load(str(workdir))
+    err = capsys.readouterr().err
+    assert "disagrees with checkpoint" in err and "hidden_act" in err and "num_layers" in err
+    assert after.model.hidden_act == before.model.hidden_act != "relu"
+    assert after.model.num_layers == before.model.num_layers
+    for a, b in zip(jax.tree_util.tree_leaves(before.params),
+                    jax.tree_util.tree_leaves(after.params)):
+        np.testing.assert_array_equal(a, b)

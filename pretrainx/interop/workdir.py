@@ -4,6 +4,7 @@ checkpoint, read the way its objective says) or a fine-tuning run (its best epoc
 import json
 import os
 import shutil
+import sys
 
 import ml_collections
 import orbax.checkpoint as ocp
@@ -16,28 +17,31 @@ FINETUNE_FILE = "finetune.json"
 
 
 def load_pretraining(path: str, step: int | None = None) -> Pretrained:
-    """The model of a pretraining run at `step` (None: its latest checkpoint)."""
-    cfg = ml_collections.ConfigDict(read_json(os.path.join(path, "config.json")))
-    entry = objectives.OBJECTIVES.find(cfg.get("objective"))
-    if entry is None or entry.as_pretrained is None:
-        readable = [e.name for e in objectives.OBJECTIVES.entries() if e.as_pretrained]
-        raise UserError(f"{path}: a {cfg.get('objective')!r} pretraining run; its model is "
-                        f"read from runs of the objectives {', '.join(readable)}")
+    """The model of a pretraining run at `step` (None: its latest checkpoint), built from
+    the config stored in that checkpoint: WORKDIR/config.json is only the latest run's
+    copy, and an edited one (another activation, another depth) would build another
+    model around the weights. A config.json whose model disagrees is named in a warning."""
     manager = ocp.CheckpointManager(os.path.abspath(os.path.join(path, "checkpoints")),
                                     item_names=("state", "data", "config"))
-    if step is None:
-        step = manager.latest_step()
-    held = sorted(manager.all_steps())
-    if step is None or step not in held:
-        manager.close()
-        raise UserError(f"{path}/checkpoints holds no checkpoint" + (
-            f" at step {step} (it holds {held})" if step is not None else ""))
     try:
-        state = manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore()))["state"]
-    except Exception as e:  # a damaged checkpoint: say which
-        raise UserError(f"checkpoint {path}/checkpoints/{step} does not restore: "
-                        f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+        if step is None:
+            step = manager.latest_step()
+        held = sorted(manager.all_steps())
+        if step is None or step not in held:
+            raise UserError(f"{path}/checkpoints holds no checkpoint" + (
+                f" at step {step} (it holds {held})" if step is not None else ""))
+        cfg = ml_collections.ConfigDict(_stored_config(manager, step, path))
+        entry = objectives.OBJECTIVES.find(cfg.get("objective"))
+        if entry is None or entry.as_pretrained is None:
+            readable = [e.name for e in objectives.OBJECTIVES.entries() if e.as_pretrained]
+            raise UserError(f"{path}: a {cfg.get('objective')!r} pretraining run; its model "
+                            f"is read from runs of the objectives {', '.join(readable)}")
+        try:
+            state = manager.restore(step, args=ocp.args.Composite(
+                state=ocp.args.StandardRestore()))["state"]
+        except Exception as e:  # a damaged checkpoint: say which
+            raise UserError(f"checkpoint {path}/checkpoints/{step} does not restore: "
+                            f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
     finally:
         manager.close()
     model = entry.defaults().model
@@ -47,6 +51,31 @@ def load_pretraining(path: str, step: int | None = None) -> Pretrained:
                       tokenizer=cfg.data.tokenizer, lower_case=cfg.data.lower_case, head=head,
                       source=f"{path}/checkpoints/{step}",
                       num_sentinels=cfg.data.get("num_sentinels", 0))
+
+
+def _stored_config(manager, step: int, path: str) -> dict:
+    """The checkpoint's own config; WORKDIR/config.json where a checkpoint has none.
+    Model keys where the two disagree are named on stderr."""
+    on_disk_file = os.path.join(path, "config.json")
+    on_disk = read_json(on_disk_file) if os.path.isfile(on_disk_file) else None
+    try:
+        stored = manager.restore(step, args=ocp.args.Composite(
+            config=ocp.args.JsonRestore()))["config"]
+    except Exception:
+        if on_disk is None:
+            raise UserError(f"{path}/checkpoints/{step} holds no config and there is no "
+                            f"{on_disk_file}") from None
+        return on_disk
+    if on_disk is not None:
+        differ = sorted(k for k in set(stored.get("model", {})) | set(on_disk.get("model", {}))
+                        if stored.get("model", {}).get(k) != on_disk.get("model", {}).get(k))
+        if on_disk.get("objective") != stored.get("objective"):
+            differ.insert(0, "objective")
+        if differ:
+            print(f"warning: {on_disk_file} disagrees with checkpoint {step} on "
+                  f"{', '.join(differ[:8])}; the checkpoint's config is used",
+                  file=sys.stderr, flush=True)
+    return stored
 
 
 def save_finetuned(workdir: str, params, info: dict) -> None:
