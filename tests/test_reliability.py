@@ -15,7 +15,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from conftest import REPO, TINY_CLI, read_metrics, tiny_bert_config
+from conftest import ALICE as ALICE_TEXT, REPO, TINY_CLI, override, read_metrics, tiny_bert_config
 from pretrainx.errors import UserError
 from pretrainx.train import loop
 from pretrainx.train import phases as phases_lib
@@ -398,3 +398,34 @@ def test_a_torn_last_metrics_record_is_cut_back_and_the_run_goes_on(tmp_path, ca
     text = path.read_text()
     assert text.startswith(whole) and text.endswith("\n")
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_asked_during_evaluation_ends_it_and_saves_the_step(tmp_path, monkeypatch,
+                                                                     signum):
+    """SIGTERM (a preemption notice) or SIGHUP arriving during a long evaluation stops
+    it between batches and saves the step, instead of waiting for the evaluation to end
+    while the hard kill approaches; the run then resumes as usual."""
+    from pretrainx.train import phases as phases_mod
+    batches = {"n": 0}
+    original = phases_mod.Phases.eval_step
+
+    def counting_eval_step(self, phase):
+        step = original(self, phase)
+
+        def one(params, batch):
+            batches["n"] += 1
+            if batches["n"] == 3:
+                os.kill(os.getpid(), signum)
+            return step(params, batch)
+        return one
+    monkeypatch.setattr(phases_mod.Phases, "eval_step", counting_eval_step)
+    cfg = tiny_bert_config(total_steps=6, eval_every=2, eval_steps=1000, checkpoint_every=6,
+                           **{"mesh.data": 1, "data.eval_files": ALICE_TEXT})
+    loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
+    assert batches["n"] == 3  # the evaluation of 1,000 batches stopped at the signal
+    assert sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir()) == [2]
+    assert read_metrics(tmp_path, "eval") == []  # no record from a cut evaluation
+    monkeypatch.undo()
+    loop.train(override(cfg, {"eval_steps": 2}), str(tmp_path), devices=jax.devices()[:1])
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4, 5, 6]

@@ -124,15 +124,19 @@ class Evaluate(Hook):
     """Every `eval_every` steps and at the last: eval metrics on the eval data, and with
     several eval sources one more record for each, carrying its `source` name."""
 
-    def __init__(self, metrics: Metrics):
-        self.metrics, self.last = metrics, None
+    def __init__(self, metrics: Metrics, stop=lambda: False):
+        self.metrics, self.last, self.stop = metrics, None, stop
 
     def after_step(self, run, step_metrics):
         cfg = run.cfg
         last = run.step == cfg.total_steps or getattr(run, "budget_spent", False)
-        if run.step % cfg.eval_every and not last:
-            return []
-        result, by_source = run.phases.evaluate(run.phase, run.state.params, cfg.eval_steps)
+        if run.step % cfg.eval_every and not last or self.stop():
+            return []  # asked to stop: the checkpoint first, not an evaluation
+        result, by_source = run.phases.evaluate(run.phase, run.state.params, cfg.eval_steps,
+                                                stop=self.stop)
+        if self.stop():
+            metrics_lib.log(f"evaluation at step {run.step} left unfinished: the run is "
+                            "asked to stop")
         logged = []
         if result is not None:
             self.last = dict(result, step=run.step, split="eval")
@@ -177,6 +181,10 @@ class Checkpoint(Hook):
 
     def close(self):
         self.stop.uninstall()
+
+    def stop_requested(self) -> bool:
+        """A signal asked the run to stop (what a long evaluation checks between batches)."""
+        return bool(self.stop)
 
     @property
     def signal_name(self):

@@ -54,7 +54,8 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
     """
     run = Run(cfg, workdir, devices, stop_at, init, imported)
     metrics = hooks_lib.Metrics(run)
-    evaluate, checkpoint = hooks_lib.Evaluate(metrics), hooks_lib.Checkpoint()
+    checkpoint = hooks_lib.Checkpoint()
+    evaluate = hooks_lib.Evaluate(metrics, stop=checkpoint.stop_requested)
     profile = hooks_lib.Profile(run)
     probe = downstream.Probe(run, metrics) if downstream.enabled(cfg) else hooks_lib.Hook()
     hooks = [profile, metrics, evaluate, hooks_lib.PhaseSwitch(metrics),

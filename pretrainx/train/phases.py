@@ -123,9 +123,11 @@ class Phases:
         return {k: jax.make_array_from_process_local_data(self.batch_sharding, np.asarray(v))
                 for k, v in local_batch.items()}
 
-    def evaluate(self, phase, params, eval_steps: int):
+    def evaluate(self, phase, params, eval_steps: int, stop=lambda: False):
         """(metrics, {source: metrics}) over `eval_steps` batches of each eval source (the
-        first over all of them; the second empty with one source), or (None, {})."""
+        first over all of them; the second empty with one source), or (None, {}): also
+        when `stop()` turns true between batches (a preemption notice must not wait for
+        a long evaluation)."""
         datasets = self.eval_datasets(phase)
         if not datasets:
             return None, {}
@@ -134,6 +136,9 @@ class Phases:
         for name, dataset in datasets.items():
             iterator = pipeline.make_iterator(dataset)
             for _ in range(eval_steps):
+                if stop():
+                    del iterator
+                    return None, {}
                 got = jax.device_get(eval_step(params, self.to_global(next(iterator))))
                 sums[name] = got if name not in sums else {
                     k: sums[name][k] + got[k] for k in got}

@@ -1,4 +1,4 @@
-"""Stopping cleanly when asked: SIGTERM (a TPU VM's preemption notice) or SIGINT.
+"""Stopping cleanly when asked: SIGTERM (a TPU VM's preemption notice), SIGHUP or SIGINT.
 
 The first signal lets the loop finish its step, save a checkpoint and exit 0; a
 second ends the process at once. On a multi-process job every host must save the
@@ -24,8 +24,8 @@ class StopRequest:
         if threading.current_thread() is not threading.main_thread():
             return self  # signal handlers belong to the main thread
         signums = [signal.SIGINT]
-        if jax.process_count() == 1:
-            signums.append(signal.SIGTERM)
+        if jax.process_count() == 1:  # a closed terminal (SIGHUP) stops it as SIGTERM does
+            signums += [signal.SIGTERM, signal.SIGHUP]
         for signum in signums:
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
