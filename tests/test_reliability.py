@@ -429,3 +429,45 @@ def test_a_stop_asked_during_evaluation_ends_it_and_saves_the_step(tmp_path, mon
     monkeypatch.undo()
     loop.train(override(cfg, {"eval_steps": 2}), str(tmp_path), devices=jax.devices()[:1])
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4, 5, 6]
+
+
+def _descendants(pid: int) -> set:
+    """Every living process below `pid` (read from /proc)."""
+    children = {}
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), set()).add(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+def test_data_workers_die_with_a_killed_run(tmp_path):
+    """SIGKILL reaches no handler: the grain worker processes (data.worker_processes)
+    of a killed run end by themselves within seconds instead of living on as orphans."""
+    proc = _start(tmp_path, "--config.total_steps=100000", "--config.data.worker_processes=2")
+    _wait_for(lambda: _steps_logged(tmp_path) >= 2, proc)
+    workers = _descendants(proc.pid)
+    assert workers, "no worker processes found"
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 20
+    while time.time() < deadline and any(_alive(p) for p in workers):
+        time.sleep(0.2)
+    assert not [p for p in workers if _alive(p)]
