@@ -471,3 +471,31 @@ def test_data_workers_die_with_a_killed_run(tmp_path):
     while time.time() < deadline and any(_alive(p) for p in workers):
         time.sleep(0.2)
     assert not [p for p in workers if _alive(p)]
+
+
+def test_an_eval_steps_beyond_the_eval_set_stops_at_its_end(tmp_path, monkeypatch):
+    """eval_steps larger than the eval set evaluates each example once (it cycled the
+    set, counting examples again, for as long as eval_steps said)."""
+    from pretrainx import config as config_lib, objectives
+    from pretrainx.data.tokenizers import load_tokenizer
+    from pretrainx.train import phases as phases_mod
+    batches = {"n": 0}
+    original = phases_mod.Phases.eval_step
+
+    def counting_eval_step(self, phase):
+        step = original(self, phase)
+
+        def one(params, batch):
+            batches["n"] += 1
+            return step(params, batch)
+        return one
+    monkeypatch.setattr(phases_mod.Phases, "eval_step", counting_eval_step)
+    cfg = tiny_bert_config(total_steps=1, eval_every=1, eval_steps=100000,
+                           **{"mesh.data": 1, "data.eval_files": ALICE_TEXT})
+    loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
+    phase = config_lib.phases(cfg)[0]
+    objective = objectives.build(cfg, load_tokenizer(cfg.data.tokenizer, lower_case=True))
+    (_, spec), = phases_mod.eval_sources(cfg)
+    one_pass = len(objective.examples(spec, phase, train=False)) // cfg.global_batch_size
+    assert 0 < batches["n"] == one_pass < 100000
+    assert len(read_metrics(tmp_path, "eval")) == 1

@@ -75,6 +75,7 @@ class Phases:
         self.cfg, self.objective, self.mesh, self.rules = cfg, objective, mesh, rules
         self.batch_sharding = sharding.batch_sharding(mesh, rules)
         self._train_ds, self._eval_ds, self._steps, self._evals = {}, {}, {}, {}
+        self._eval_batches = {}  # (phase index, source): whole batches in one pass
         schedule = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
         self._train_fn = step_lib.make_train_step(model, tx, objective, schedule, cfg.micro_batches)
         self._eval_fn = step_lib.make_eval_step(model, objective)
@@ -99,6 +100,8 @@ class Phases:
             for name, spec in eval_sources(self.cfg):
                 examples = self.objective.examples(spec, phase, train=False)
                 check_enough(examples, phase, spec)
+                self._eval_batches[phase.index, name] = max(
+                    1, len(examples) // phase.global_batch_size)
                 datasets[name] = pipeline.make_dataset(
                     examples, self.objective.transform(phase, train=False),
                     phase.global_batch_size, seed=12345 + phase.index, shuffle=False)
@@ -124,7 +127,8 @@ class Phases:
                 for k, v in local_batch.items()}
 
     def evaluate(self, phase, params, eval_steps: int, stop=lambda: False):
-        """(metrics, {source: metrics}) over `eval_steps` batches of each eval source (the
+        """(metrics, {source: metrics}) over `eval_steps` batches of each eval source, or
+        all of its whole batches where it has fewer (the
         first over all of them; the second empty with one source), or (None, {}): also
         when `stop()` turns true between batches (a preemption notice must not wait for
         a long evaluation)."""
@@ -135,7 +139,8 @@ class Phases:
         sums = {}
         for name, dataset in datasets.items():
             iterator = pipeline.make_iterator(dataset)
-            for _ in range(eval_steps):
+            # one pass at most: more would count examples twice (it cycled for ever)
+            for _ in range(min(eval_steps, self._eval_batches[phase.index, name])):
                 if stop():
                     del iterator
                     return None, {}
