@@ -196,7 +196,7 @@ def run(args) -> int:
     if args.dry_run:  # the CPU, the tiny sizes
         log("dry run: JAX on the CPU, tiny sizes, no figures")
         env.update(JAX_PLATFORMS="cpu", PRETRAINX_GPU_TESTS_ON_CPU="1",
-                   PRETRAINX_GPU_SECONDS="12")
+                   PRETRAINX_GPU_SECONDS="8")
     else:
         env.update(JAX_PLATFORMS="cuda", XLA_PYTHON_CLIENT_PREALLOCATE="false")
     wanted = args.parts.split(",")
@@ -230,7 +230,7 @@ def run(args) -> int:
         result = work / f"{name}.json"
         argv = [sys.executable, "benchmarks/gpu.py", "--json_out", str(result), *extra]
         if args.dry_run:
-            argv = argv[:4] + ["--allow_cpu", "--sizes=tiny,modernbert_tiny", "--windows=1",
+            argv = argv[:4] + ["--allow_cpu", f"--sizes={args.sizes}", "--windows=1",
                                "--steps=1"]
         argv += ["--budget_s", str(max(0, int(left() - reserve - 60)))]
         parts[name] = _run_part(log, name, argv, env, work, left() - reserve)
@@ -268,8 +268,10 @@ def main(argv=None) -> int:
                    help="the share of what is left that pytest -m gpu may take")
     r.add_argument("--parts", default=",".join(PARTS),
                    help=f"which of {', '.join(PARTS)} to run (versions always)")
-    r.add_argument("--sizes", default="bert_base,gpt2_small,t5_base,modernbert_base",
-                   help="benchmarks/gpu.py's sizes, in the order they are measured")
+    r.add_argument("--sizes", default="",
+                   help="benchmarks/gpu.py's sizes, in the order they are measured (default: "
+                        "bert_base,gpt2_small,t5_base,modernbert_base; with --dry_run "
+                        "tiny,modernbert_tiny)")
     r.add_argument("--out", default="", help="where results go (default $OUT)")
     r.add_argument("--dry_run", action="store_true",
                    help="here, on the CPU, at the tiny sizes: the whole path, no figures")
@@ -277,6 +279,9 @@ def main(argv=None) -> int:
                    help="with --dry_run: install the carried wheels as there (an "
                         "environment like the GPU image's proves they are enough)")
     args = parser.parse_args(argv)
+    if args.verb == "run" and not args.sizes:
+        args.sizes = ("tiny,modernbert_tiny" if args.dry_run
+                      else "bert_base,gpt2_small,t5_base,modernbert_base")
     if args.verb == "prepare":
         prepare(args)
         return 0

@@ -3,6 +3,7 @@ nothing in an existing workdir (checkpoint, metrics, config) changed or lost."""
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import sys
 import pytest
 
 from conftest import REPO
+from pretrainx.errors import UserError
 
 TINY = ["--config.total_steps=1", "--config.model.num_layers=1", "--config.model.hidden_size=32",
         "--config.model.num_heads=2", "--config.model.mlp_dim=64", "--config.global_batch_size=4",
@@ -279,3 +281,18 @@ def test_cli_bad_distillation_input(name, trained, tmp_path):
     result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert_one_line_error(result, *[c.format(empty_run=empty_run) for c in culprits])
     assert _snapshot(workdir) == before
+
+
+@pytest.mark.parametrize("lines,culprit", [
+    (["[PAD]", "[UNK]", "[CLS]", "", "[SEP]", "[MASK]", "the"], "line 4 is empty"),
+    (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "[MASK]", "the"],
+     "line 7 repeats 'the' of line 5"),
+], ids=["empty_line", "repeated_piece"])
+def test_a_wordpiece_vocab_whose_ids_would_shift_is_refused(tmp_path, lines, culprit):
+    """A vocab.txt line's number is its id: an empty or repeated line (a bad merge, an
+    editor) shifted every later id, [MASK] included, without a word."""
+    from pretrainx.data.tokenizers import load_tokenizer
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(UserError, match=re.escape(f"vocab {path} {culprit}")):
+        load_tokenizer(str(path))

@@ -210,7 +210,7 @@ def test_quickstart_at_gpu_size_for_a_minute(tmp_path):
                           "model.mlp_dim": 3072, "model.attention_dropout_rate": 0.0,
                           "model.attention_impl": "cudnn", "optimizer.learning_rate": 1e-4})
     else:
-        overrides.update({"log_every": 5})
+        overrides.update({"log_every": 2})
     cfg = override(cfg, overrides)
     pretrain.train(cfg, str(tmp_path))
     records = read_metrics(tmp_path)

@@ -62,7 +62,8 @@ def test_the_run_step_dry_runs_its_whole_path_on_the_cpu(tmp_path):
     autocast where torch is), and the four files a borrowed machine sends back."""
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
     done = subprocess.run([sys.executable, "launch/gpu_kit.py", "run", "--dry_run",
-                           "--budget_s=400", "--out", str(tmp_path)], cwd=REPO, env=env,
+                           "--budget_s=400", "--sizes=tiny", "--out", str(tmp_path)],
+                          cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -75,11 +76,11 @@ def test_the_run_step_dry_runs_its_whole_path_on_the_cpu(tmp_path):
     quickstart = next(r for r in results["reported"] if r["test"] == "quickstart_gpu_size")
     assert quickstart["tokens_per_sec"] > 0 and quickstart["last_loss"] < quickstart["first_loss"]
     bench = results["benchmarks"][0]
-    assert bench["tiny"]["ours"]["loss"] > 0 and bench["modernbert_tiny"]["ours"]["loss"] > 0
+    assert bench["tiny"]["ours"]["loss"] > 0
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
-        assert bench["tiny"]["ratio"] > 0 and bench["modernbert_tiny"]["ratio"] > 0, bench
+        assert bench["tiny"]["ratio"] > 0, bench
     except ImportError:
         pass
     assert "pytest -m gpu" in (tmp_path / "summary.md").read_text()

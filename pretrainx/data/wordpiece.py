@@ -112,7 +112,6 @@ class WordPieceTokenizer(Tokenizer):
         self.path = path
         self.lower_case = lower_case
         self._pieces = _read_vocab(path)
-        # Later duplicates win, as in BERT's load_vocab.
         self._vocab = {p: i for i, p in enumerate(self._pieces)}
         self.vocab_size = len(self._pieces)
         missing = [p for p in SPECIAL_PIECES if p not in self._vocab]
@@ -176,6 +175,17 @@ def _read_vocab(path: str) -> list[str]:
         pieces.pop()  # trailing blank lines are not tokens
     if not pieces:
         raise UserError(f"vocab {path} is empty")
+    # A line's number is its id: an empty or repeated line shifts every later id ([MASK]
+    # included) or leaves an id no text maps to, so the file is refused, not guessed at.
+    first = {}
+    for number, piece in enumerate(pieces, 1):
+        if not piece.strip():
+            raise UserError(f"vocab {path} line {number} is empty: every id after it would "
+                            "shift; remove the line (or restore the piece it held)")
+        if piece in first:
+            raise UserError(f"vocab {path} line {number} repeats {piece!r} of line "
+                            f"{first[piece]}: ids would shift; remove the repeat")
+        first[piece] = number
     return pieces
 
 
