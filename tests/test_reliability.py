@@ -500,3 +500,22 @@ def test_an_eval_steps_beyond_the_eval_set_stops_at_its_end(tmp_path, monkeypatc
     one_pass = len(objective.examples(spec, phase, train=False)) // cfg.global_batch_size
     assert 0 < batches["n"] == one_pass < 100000
     assert len(read_metrics(tmp_path, "eval")) == 1
+
+
+def test_total_steps_changed_on_resume_is_said_and_a_lower_one_changes_nothing(tmp_path,
+                                                                               capsys):
+    """Raised on resume, total_steps stretches the schedule: logged. Lowered below the
+    newest checkpoint, there is nothing to train: said in one line, config.json and the
+    checkpoints left as they were (it printed `done: 4/2 steps` and rewrote config.json)."""
+    one = jax.devices()[:1]
+    loop.train(tiny_bert_config(total_steps=4, checkpoint_every=2), str(tmp_path), devices=one)
+    config_before = (tmp_path / "config.json").read_bytes()
+    capsys.readouterr()
+    loop.train(tiny_bert_config(total_steps=2, checkpoint_every=2), str(tmp_path), devices=one)
+    out = capsys.readouterr().out
+    assert "past total_steps=2: nothing to train" in out and "done:" not in out
+    assert (tmp_path / "config.json").read_bytes() == config_before
+    loop.train(tiny_bert_config(total_steps=6, checkpoint_every=2), str(tmp_path), devices=one)
+    out = capsys.readouterr().out
+    assert "total_steps 4 -> 6" in out and "schedule now runs to the new total_steps" in out
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4, 5, 6]

@@ -82,7 +82,10 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
         probe.close()  # waits for the probes started (stops them if the run stopped early)
         metrics.close()
         run.lock.release()
-    if run.step < run.end:
+    if run.start > cfg.total_steps:
+        metrics_lib.log(f"nothing to do: the newest checkpoint ({run.start}) is past "
+                        f"total_steps={cfg.total_steps}; checkpoints in {run.ckpt.directory}")
+    elif run.step < run.end:
         metrics_lib.log(f"stopped by {checkpoint.signal_name or 'a preemption notice'} at step "
                         f"{run.step}/{cfg.total_steps}; checkpoint {run.step} saved in "
                         f"{run.ckpt.directory}; run the same command to resume")

@@ -20,8 +20,8 @@ from pretrainx.train.workdir_lock import WorkdirLock
 _RUNTIME_MODEL_KEYS = ("dtype", "remat", "dropout_rate", "attention_dropout_rate",
                        "float32_attention_logits", "initializer_range")
 # Keys a resumed run may change; it says so.
-_RESUMABLE_CHANGES = ("global_batch_size", "micro_batches", "mesh.data", "mesh.fsdp",
-                      "mesh.tensor", "mesh.dcn_data", "mesh.dcn_fsdp")
+_RESUMABLE_CHANGES = ("total_steps", "global_batch_size", "micro_batches", "mesh.data",
+                      "mesh.fsdp", "mesh.tensor", "mesh.dcn_data", "mesh.dcn_fsdp")
 
 
 def _check_batches(cfg, mesh, rules):
@@ -140,9 +140,11 @@ class Run:
             self.iterator = self.phases.train_iterator(config_lib.phase_at(cfg, 0))
         self.phase = config_lib.phase_at(cfg, self.step)
         self.phases.eval_datasets(self.phase)  # a bad eval corpus fails now
-        # Written only once the run is sure to start: a refused run changes nothing.
-        _writable(workdir, lambda: (epath.Path(workdir) / "config.json").write_text(
-            cfg.to_json(sort_keys=True)))
+        # Written only once the run is sure to start: a refused run changes nothing, nor
+        # does one whose checkpoint is already past total_steps (nothing to train).
+        if self.step <= cfg.total_steps:
+            _writable(workdir, lambda: (epath.Path(workdir) / "config.json").write_text(
+                cfg.to_json(sort_keys=True)))
         self.start = self.step
         self.end = cfg.total_steps if stop_at is None else min(stop_at, cfg.total_steps)
         self.key = jax.random.key(cfg.seed + 1)
@@ -177,6 +179,12 @@ class Run:
         metrics_lib.log(f"resumed from {self.ckpt.directory}/{self.step}")
         changes = _resumable_changes(saved_cfg, self.cfg) + _layout_changes(saved_layout,
                                                                             self.layout)
+        if self.step > self.cfg.total_steps:
+            metrics_lib.log(f"  the checkpoint is at step {self.step}, past total_steps="
+                            f"{self.cfg.total_steps}: nothing to train (config.json left as "
+                            "it was); raise total_steps to continue")
+        elif any(c.startswith("total_steps") for c in changes):
+            changes.append("the learning-rate schedule now runs to the new total_steps")
         if changes:
             batch_changed = any(c.startswith("global_batch_size") for c in changes)
             metrics_lib.log("  changed since the checkpoint: " + "; ".join(changes) + (
