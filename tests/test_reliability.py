@@ -400,27 +400,31 @@ def test_a_torn_last_metrics_record_is_cut_back_and_the_run_goes_on(tmp_path, ca
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4]
 
 
-@pytest.mark.slow
-def test_a_stop_asked_during_evaluation_ends_it_and_saves_the_step(tmp_path, monkeypatch):
-    """A stop (SIGHUP here, a closed terminal, handled as SIGTERM's preemption notice is)
-    arriving during a long evaluation ends it between batches and saves the step,
-    instead of waiting for the evaluation to end while the hard kill approaches; the run
-    then resumes as usual."""
-    signum = signal.SIGHUP
+def _count_eval_batches(monkeypatch, on_batch=lambda n: None) -> dict:
+    """{"n": evaluation batches run so far}; `on_batch(n)` runs before the n-th."""
     from pretrainx.train import phases as phases_mod
-    batches = {"n": 0}
-    original = phases_mod.Phases.eval_step
+    batches, original = {"n": 0}, phases_mod.Phases.eval_step
 
     def counting_eval_step(self, phase):
         step = original(self, phase)
 
         def one(params, batch):
             batches["n"] += 1
-            if batches["n"] == 3:
-                os.kill(os.getpid(), signum)
+            on_batch(batches["n"])
             return step(params, batch)
         return one
     monkeypatch.setattr(phases_mod.Phases, "eval_step", counting_eval_step)
+    return batches
+
+
+@pytest.mark.slow
+def test_a_stop_asked_during_evaluation_ends_it_and_saves_the_step(tmp_path, monkeypatch):
+    """A stop (SIGHUP here, a closed terminal, handled as SIGTERM's preemption notice is)
+    arriving during a long evaluation ends it between batches and saves the step,
+    instead of waiting for the evaluation to end while the hard kill approaches; the run
+    then resumes as usual."""
+    batches = _count_eval_batches(
+        monkeypatch, lambda n: os.kill(os.getpid(), signal.SIGHUP) if n == 3 else None)
     cfg = tiny_bert_config(total_steps=6, eval_every=2, eval_steps=1000, checkpoint_every=6,
                            **{"mesh.data": 1, "data.eval_files": ALICE_TEXT})
     loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
@@ -480,17 +484,7 @@ def test_an_eval_steps_beyond_the_eval_set_stops_at_its_end(tmp_path, monkeypatc
     from pretrainx import config as config_lib, objectives
     from pretrainx.data.tokenizers import load_tokenizer
     from pretrainx.train import phases as phases_mod
-    batches = {"n": 0}
-    original = phases_mod.Phases.eval_step
-
-    def counting_eval_step(self, phase):
-        step = original(self, phase)
-
-        def one(params, batch):
-            batches["n"] += 1
-            return step(params, batch)
-        return one
-    monkeypatch.setattr(phases_mod.Phases, "eval_step", counting_eval_step)
+    batches = _count_eval_batches(monkeypatch)
     cfg = tiny_bert_config(total_steps=1, eval_every=1, eval_steps=100000,
                            **{"mesh.data": 1, "data.eval_files": ALICE_TEXT})
     loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
