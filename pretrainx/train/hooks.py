@@ -130,7 +130,7 @@ class Evaluate(Hook):
     def after_step(self, run, step_metrics):
         cfg = run.cfg
         last = run.step == cfg.total_steps or getattr(run, "budget_spent", False)
-        if run.step % cfg.eval_every and not last or self.stop():
+        if (run.step % cfg.eval_every and not last) or self.stop():
             return []  # asked to stop: the checkpoint first, not an evaluation
         result, by_source = run.phases.evaluate(run.phase, run.state.params, cfg.eval_steps,
                                                 stop=self.stop)
@@ -183,8 +183,10 @@ class Checkpoint(Hook):
         self.stop.uninstall()
 
     def stop_requested(self) -> bool:
-        """A signal asked the run to stop (what a long evaluation checks between batches)."""
-        return bool(self.stop)
+        """A signal asked the run to stop (what a long evaluation checks between batches).
+        One process only: the hosts of a multi-host job must run the same evaluation
+        batches (their collectives), and a signal reaches them one by one."""
+        return bool(self.stop) and jax.process_count() == 1
 
     @property
     def signal_name(self):
