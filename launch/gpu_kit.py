@@ -224,7 +224,8 @@ def run(args) -> int:
     reserve = 30
     benchmarks = []
     for name, extra in (("benchmark", ["--sizes", args.sizes]),
-                        ("benchmark_cudnn", ["--sizes=bert_base", "--attention_impl=cudnn"])):
+                        ("benchmark_cudnn", ["--sizes=bert_base,bert_base_b512",
+                                             "--attention_impl=cudnn"])):
         if name not in wanted or (args.dry_run and name == "benchmark_cudnn"):
             continue
         result = work / f"{name}.json"
@@ -270,8 +271,8 @@ def main(argv=None) -> int:
                    help=f"which of {', '.join(PARTS)} to run (versions always)")
     r.add_argument("--sizes", default="",
                    help="benchmarks/gpu.py's sizes, in the order they are measured (default: "
-                        "bert_base,gpt2_small,t5_base,modernbert_base; with --dry_run "
-                        "tiny,modernbert_tiny)")
+                        "bert_base,bert_base_b512,gpt2_small,t5_base,modernbert_base; "
+                        "with --dry_run tiny,modernbert_tiny)")
     r.add_argument("--out", default="", help="where results go (default $OUT)")
     r.add_argument("--dry_run", action="store_true",
                    help="here, on the CPU, at the tiny sizes: the whole path, no figures")
@@ -281,7 +282,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.verb == "run" and not args.sizes:
         args.sizes = ("tiny,modernbert_tiny" if args.dry_run
-                      else "bert_base,gpt2_small,t5_base,modernbert_base")
+                      else "bert_base,bert_base_b512,gpt2_small,t5_base,modernbert_base")
     if args.verb == "prepare":
         prepare(args)
         return 0
