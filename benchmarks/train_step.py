@@ -186,7 +186,7 @@ def our_step(size: str, dtype: str = "float32", attention_impl: str = "xla"):
 
 def bert_all_positions_flops(cfg) -> float:
     """FLOPs per step with the MLM head at every position (HF's BertForPreTraining)."""
-    from pretrainx.models import bert
+    from pretrainx.families.bert import model as bert
     return bert.flops_per_token(cfg.model, cfg.seq_len, cfg.seq_len) * (
         cfg.seq_len * cfg.global_batch_size)
 

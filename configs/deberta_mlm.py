@@ -1,5 +1,5 @@
 """DeBERTa-base with the masked-LM objective and the enhanced mask decoder (He et al.
-2021; v2's 128K SentencePiece vocabulary): objectives/deberta_mlm.py has the recipe.
+2021; v2's 128K SentencePiece vocabulary): families/deberta/deberta_mlm.py has the recipe.
 
     python -m pretrainx.main --config=configs/deberta_mlm.py --workdir=gs://BUCKET/deberta_mlm \
         --config.data.train_files='/data/corpus/*.txt' --config.data.tokenizer=/data/deberta/spm.model

@@ -1,5 +1,5 @@
 """DeBERTa-v3 (He et al. 2023): replaced token detection with gradient-disentangled
-embedding sharing on DeBERTa's encoder; objectives/deberta_rtd.py has the recipe.
+embedding sharing on DeBERTa's encoder; families/deberta/deberta_rtd.py has the recipe.
 
     python -m pretrainx.main --config=configs/deberta_v3.py:base --workdir=gs://BUCKET/deberta_v3 \
         --config.data.train_files='/data/corpus/*.txt' --config.data.tokenizer=/data/deberta/spm.model

@@ -12,7 +12,7 @@ Sizes (parameters without the softmax, as AllenNLP publishes them):
     128, 256 filters, 1 highway layer, the 8,192 most frequent words in the softmax.
 
 The recipe (optimizer, rows of 20 words, dropout) is `default_config("elmo")`; see
-pretrainx/objectives/bilm.py. The paper-size configs need `data.train_files` and a `.words`
+pretrainx/families/elmo/bilm.py. The paper-size configs need `data.train_files` and a `.words`
 vocabulary of the corpus:
     python -m pretrainx.tokenizer train --model_type=words --input=... --output=DIR
 """

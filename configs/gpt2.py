@@ -6,7 +6,7 @@
 
 Sizes: small (124M: 12 layers, d 768), medium (355M: 24, 1024), large (774M: 36,
 1280), xl (1.5B: 48, 1600); 50,257 byte-level BPE tokens, context 1024, batch 512.
-The recipe is `default_config("causal_lm")` (see pretrainx/objectives/causal_lm.py): Adam at
+The recipe is `default_config("causal_lm")` (see pretrainx/families/gpt2/causal_lm.py): Adam at
 2.5e-4 with 2,000 warmup steps and cosine decay, weight decay 0.01, dropout 0.1.
 """
 

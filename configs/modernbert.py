@@ -3,10 +3,10 @@
     python -m pretrainx.main --config=configs/modernbert.py:base --workdir=gs://BUCKET/mbert \
         --config.data.train_files='/data/text/*.jsonl' --config.data.tokenizer=/data/spm.model
 
-The model as released (models/modernbert.py): pre-LN without biases, GeGLU, RoPE
+The model as released (families/modernbert/model.py): pre-LN without biases, GeGLU, RoPE
 (base 160,000 in the global layers, 10,000 in the local ones), a global layer every
 third layer and a 128-token sliding window in the others, packed rows whose documents
-never see each other, vocabulary 50,368. The objective (objectives/modernbert_mlm.py):
+never see each other, vocabulary 50,368. The objective (families/modernbert/modernbert_mlm.py):
 30% masking, no NSP, the MLM head only at masked positions. The optimiser: StableAdamW,
 b2 0.98, eps 1e-6, decoupled weight decay 1e-5, the trapezoidal warmup-stable-decay
 schedule with a 1 - sqrt decay; rows of 1,024 tokens for 1.7T tokens.
@@ -21,7 +21,7 @@ and large's restart at 5e-5.
 """
 
 from pretrainx.objectives import default_config
-from pretrainx.objectives.modernbert_mlm import token_schedule
+from pretrainx.families.modernbert.modernbert_mlm import token_schedule
 
 SIZES = {  # layers, hidden, heads, GeGLU half width, peak lr, warmup tokens,
     #        first batch (the micro-batch), final batch, batch warmup tokens

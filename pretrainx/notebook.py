@@ -27,7 +27,9 @@ from pretrainx import config as config_lib
 from pretrainx import interop, models, objectives, pretrain
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
-from pretrainx.models import bert, decoding, t5
+from pretrainx.models import decoding
+from pretrainx.families.bert import model as bert
+from pretrainx.families.t5 import model as t5
 
 MASK = "[MASK]"
 _SENTINEL = re.compile(r"<extra_id_(\d+)>")

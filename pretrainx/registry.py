@@ -1,9 +1,9 @@
 """A table of named entries filled by the modules that define them.
 
-Each package that holds plug-ins (model families, objectives, HuggingFace adapters)
-keeps one `Registry`; its modules call `register` at import, and the first lookup
-imports every module of the package, so a new family or objective is found without
-an edit anywhere else. Generic code asks an entry for a trait; it never compares a
+Each kind of plug-in (model families, objectives, HuggingFace adapters) has one
+`Registry`; the modules of `pretrainx/families/<name>/` call `register` at import, and
+the first lookup imports every module of every family, so a new family or objective is
+found without an edit anywhere else. Generic code asks an entry for a trait; it never compares a
 name.
 """
 
@@ -13,8 +13,11 @@ import pkgutil
 from pretrainx.errors import UserError
 
 
+PLUGINS = "pretrainx.families"  # where every registered entry is defined
+
+
 class Registry:
-    def __init__(self, package: str, what: str):
+    def __init__(self, what: str, package: str = PLUGINS):
         self.package, self.what = package, what
         self._entries, self._found = {}, False
 
@@ -29,8 +32,8 @@ class Registry:
         if not self._found:
             self._found = True
             package = importlib.import_module(self.package)
-            for info in pkgutil.iter_modules(package.__path__):
-                importlib.import_module(f"{self.package}.{info.name}")
+            for info in pkgutil.walk_packages(package.__path__, f"{self.package}."):
+                importlib.import_module(info.name)
 
     def find(self, name):
         """The entry called `name`, or None."""

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pretrainx.models import gpt2
+from pretrainx.families.gpt2 import model as gpt2
 from pretrainx.models.decoding import filter_logits
 
 

@@ -12,7 +12,7 @@ from pretrainx import objectives
 from pretrainx.data import pipeline
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
-from pretrainx.objectives.albert_mlm_sop import (IN_ORDER, SWAPPED, create_sop_examples,
+from pretrainx.families.albert.albert_mlm_sop import (IN_ORDER, SWAPPED, create_sop_examples,
                                                  mask_ngrams, ngram_probs)
 from pretrainx.train import loop
 
@@ -175,7 +175,7 @@ def test_factorised_embeddings_and_shared_layers():
 
 
 def test_scanned_shared_layers_compute_the_unrolled_ones():
-    from pretrainx.models import bert
+    from pretrainx.families.bert import model as bert
     cfg = tiny_albert_config()
     objective = objectives.build(cfg, tokenizer=None)
     batch = objective.example_batch(2, config_lib.phases(cfg)[0])

@@ -95,7 +95,7 @@ def test_splash_gives_xlas_outputs_and_gradients(name):
 def test_what_a_kernel_cannot_do_is_refused_in_one_line():
     """Splash with T5's bias; another backend's kernel; attention dropout, which no
     kernel applies; a head size cuDNN lacks; an unknown name."""
-    from pretrainx.models import bert
+    from pretrainx.families.bert import model as bert
     q, k, v, mask = _case("bias")
     with pytest.raises(ValueError, match="no additive bias"):
         attention.attend("splash", q, k, v, mask)
@@ -114,7 +114,7 @@ def test_what_a_kernel_cannot_do_is_refused_in_one_line():
     refused("cudnn", "gpu", "multiple of 8 .* this model's is 10", attention_dropout_rate=0.0,
             hidden_size=40, num_heads=4)
     refused("fused", "tpu", "'model.attention_impl' is 'fused'; expected one of")
-    from pretrainx.models import t5  # one dropout rate, attention included
+    from pretrainx.families.t5 import model as t5  # one dropout rate, attention included
     t5_cfg = t5.default_config()
     t5_cfg.update(attention_impl="flash", dropout_rate=0.1)
     with attention.targeting("tpu"), pytest.raises(UserError, match="model.dropout_rate=0"):
@@ -159,7 +159,9 @@ def test_a_family_through_the_kernel_gives_its_xla_logits(family):
     gives the logits of attention_impl=xla on every real token, and the same gradients:
     the families reach the kernel through MultiHeadAttention's one dispatch."""
     from flax import linen as nn
-    from pretrainx.models import bert, gpt2, t5
+    from pretrainx.families.bert import model as bert
+    from pretrainx.families.gpt2 import model as gpt2
+    from pretrainx.families.t5 import model as t5
     seg = _segments(2, 128, (50, 80), (120, 128))
     tokens = jnp.asarray(np.random.default_rng(3).integers(5, 500, (2, 128)), jnp.int32)
     if family == "bert":

@@ -11,8 +11,9 @@ from flax import linen as nn
 
 from pretrainx import interop
 from pretrainx.errors import UserError
-from pretrainx.interop import hf as hf_lib, hf_bart
-from pretrainx.models import bart
+from pretrainx.interop import hf as hf_lib
+from pretrainx.families.bart import hf as hf_bart
+from pretrainx.families.bart import model as bart
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -145,7 +146,7 @@ def test_a_variant_bart_cannot_hold_is_named():
 def test_infilling_masks_30_percent_in_separate_spans_of_one_mask_each():
     """Each span, zero-length ones included, is one <mask>; spans never touch; exactly
     round(0.3 n) tokens are taken; lengths average 3 over many draws."""
-    from pretrainx.objectives.bart_denoising import infill
+    from pretrainx.families.bart.bart_denoising import infill
     rng = np.random.default_rng(0)
     tokens = np.arange(100, 600, dtype=np.int32)  # 500 distinct tokens
     lengths = []

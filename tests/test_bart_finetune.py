@@ -12,8 +12,8 @@ import pytest
 
 from pretrainx import interop
 from pretrainx.errors import UserError
-from pretrainx.interop import hf_bart
-from pretrainx.models import bart
+from pretrainx.families.bart import hf as hf_bart
+from pretrainx.families.bart import model as bart
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

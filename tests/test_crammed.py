@@ -13,7 +13,7 @@ import pytest
 from conftest import ALICE, load_config, override, read_metrics
 from pretrainx import objectives
 from pretrainx.errors import UserError
-from pretrainx.models import crammed
+from pretrainx.families.crammed import model as crammed
 from pretrainx.train import loop, optim, ramp
 
 

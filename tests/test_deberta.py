@@ -11,7 +11,7 @@ from flax import linen as nn
 from conftest import ALICE, REPO
 from pretrainx import interop
 from pretrainx.data.tokenizers import load_tokenizer
-from pretrainx.models import deberta
+from pretrainx.families.deberta import model as deberta
 
 SPM = str(REPO / "pretrainx" / "assets" / "spm_4k.model")
 
@@ -201,7 +201,7 @@ def test_gradient_disentangled_embedding_sharing():
     """GDES: the discriminator's word table is sg(E_G) + E_delta with E_delta = 0 at the
     start; the RTD loss moves E_delta and nothing of the generator, the MLM loss moves
     the generator (E_G included) and nothing of the discriminator."""
-    from pretrainx.models import deberta_rtd
+    from pretrainx.families.deberta import rtd_model as deberta_rtd
     from pretrainx.objectives import rtd
     cfg = _cfg(generator_layers=0.5)
     batch = _batch()
@@ -243,7 +243,7 @@ def test_v3_rtd_learns_sharded_equals_unsharded_and_exports(shared_data, tmp_pat
     transformers = pytest.importorskip("transformers")
     from conftest import read_metrics, shrink_recipe
     from pretrainx.interop import hf
-    from pretrainx.models import deberta_rtd
+    from pretrainx.families.deberta import rtd_model as deberta_rtd
     from pretrainx.train import loop
     quiet = {"model.dropout_rate": 0.0, "model.attention_dropout_rate": 0.0,
              "data.tokenizer": SPM, "data.lower_case": True}

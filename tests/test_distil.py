@@ -235,7 +235,8 @@ def test_distilbert_matches_hf_and_round_trips(tmp_path):
     from flax import linen as nn
     from pretrainx.data.tokenizers import load_tokenizer
     from pretrainx.interop import hf
-    from pretrainx.models import bert, distilbert
+    from pretrainx.families.bert import model as bert
+    from pretrainx.families.distilbert import model as distilbert
     cfg = distilbert.default_config()
     cfg.update(num_layers=2, hidden_size=64, num_heads=4, mlp_dim=128, vocab_size=4096,
                dropout_rate=0.0, attention_dropout_rate=0.0)

@@ -253,7 +253,7 @@ def test_loss_falls_sharded_equals_unsharded_and_finetuning_takes_the_discrimina
     # Fine-tuning's graft: the discriminator (and the shared embeddings) as a BERT encoder.
     from pretrainx import interop
     from pretrainx.finetune import loop as finetune_loop
-    from pretrainx.models import bert
+    from pretrainx.families.bert import model as bert
     pretrained = interop.load(one)
     assert (pretrained.family, pretrained.head) == ("electra", "pretrain")
     assert pretrained.model.embedding_size == 32 and pretrained.model.hidden_size == 64

@@ -11,7 +11,7 @@ from pretrainx import config as config_lib, objectives
 from pretrainx import charset
 from pretrainx.data import words
 from pretrainx.data.tokenizers import load_tokenizer
-from pretrainx.models import elmo
+from pretrainx.families.elmo import model as elmo
 from pretrainx.train import loop
 
 TEXT = REPO / "pretrainx" / "assets" / "text"

@@ -174,7 +174,8 @@ def _lookup(tree, names):
 def _initial_params(model_cfg, cfg):
     """The fine-tuning model's parameters as the run initialised them (same seed)."""
     from flax import linen as nn
-    from pretrainx.models import bert, peft as peft_lib
+    from pretrainx.models import peft as peft_lib
+    from pretrainx.families.bert import model as bert
     model = bert.BertForFineTuning(model_cfg, "classify", 2, peft_lib.from_config(cfg.peft))
     batch = {k: np.zeros((1, cfg.seq_len), np.int32)
              for k in ("input_ids", "token_type_ids", "attention_mask")}
@@ -316,7 +317,7 @@ def test_t5_finetunes_text_to_text(shared_data, pretrained_t5_workdir, tmp_path)
     from pretrainx.finetune import text_to_text as t2t
     from pretrainx.data.tokenizers import load_tokenizer
     from pretrainx.models import decoding
-    from pretrainx.models import t5
+    from pretrainx.families.t5 import model as t5
     tuned = interop.load(str(tmp_path))
     assert tuned.family == "t5" and tuned.head == "seq2seq"
     tokenizer = load_tokenizer(tuned.tokenizer)

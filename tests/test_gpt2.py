@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO, load_config, override, read_metrics
 from pretrainx import config as config_lib
 from pretrainx.data.tokenizers import load_tokenizer
-from pretrainx.models import gpt2
+from pretrainx.families.gpt2 import model as gpt2
 from pretrainx.train import loop
 
 

@@ -16,7 +16,8 @@ from pretrainx import interop, objectives
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.interop import hf
-from pretrainx.models import bert, electra
+from pretrainx.families.bert import model as bert
+from pretrainx.families.electra import model as electra
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -17,7 +17,7 @@ from conftest import REPO
 from pretrainx import interop
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
-from pretrainx.models import bert
+from pretrainx.families.bert import model as bert
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -163,7 +163,7 @@ def test_unsupported_or_broken_hf_directories_are_named(tmp_path):
 
 
 def test_t5_export_matches_transformers_and_round_trips(pretrained_t5_workdir, tmp_path):
-    from pretrainx.models import t5
+    from pretrainx.families.t5 import model as t5
     out = tmp_path / "hf"
     _export(pretrained_t5_workdir, out)
     ours = interop.load(pretrained_t5_workdir)
@@ -295,7 +295,7 @@ def _no_tensorflow(real_import):
 
 @pytest.mark.slow
 def test_gpt2_export_matches_transformers_and_round_trips(shared_data, tmp_path):
-    from pretrainx.models import gpt2
+    from pretrainx.families.gpt2 import model as gpt2
     from pretrainx.train import loop
     from test_gpt2 import tiny_gpt2_config
     vocab = str(shared_data / "tokenizers" / "gpt2")

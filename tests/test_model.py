@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import load_config
-from pretrainx.models.bert import default_config
-from pretrainx.models.bert import BertForPreTraining
+from pretrainx.families.bert.model import default_config
+from pretrainx.families.bert.model import BertForPreTraining
 from pretrainx.models.layers import Dropout
 from pretrainx.train import loop
 

@@ -20,7 +20,7 @@ from pretrainx import interop, objectives
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.interop import hf
 from pretrainx.errors import UserError
-from pretrainx.models import modernbert
+from pretrainx.families.modernbert import model as modernbert
 from pretrainx.objectives import rows
 from pretrainx.train import loop, optim
 

@@ -120,7 +120,7 @@ def test_t5_sample_reads_sentinels_and_decodes_greedily(pretrained_t5_workdir):
     import jax.numpy as jnp
     from pretrainx import interop, notebook
     from pretrainx.models import decoding
-    from pretrainx.models import t5
+    from pretrainx.families.t5 import model as t5
     texts = ["Alice opened the door and found that it led into a small <extra_id_0>.",
              "The Hatter <extra_id_0> the first to <extra_id_1> the silence. </s>"]
     out = notebook.t5_sample(pretrained_t5_workdir, texts, max_new_tokens=6)

@@ -13,7 +13,7 @@ from conftest import REPO, load_config, read_metrics, shrink_recipe
 from pretrainx import config as config_lib
 from pretrainx import objectives
 from pretrainx.data.tokenizers import load_tokenizer
-from pretrainx.objectives.span_mlm import mask_spans, span_length_probs
+from pretrainx.families.spanbert.span_mlm import mask_spans, span_length_probs
 from pretrainx.train import loop
 
 ASSETS = REPO / "pretrainx" / "assets"

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, load_config, read_metrics, tiny_t5_config
 from pretrainx.data import packing, sources
 from pretrainx.data.tokenizers import load_tokenizer
-from pretrainx.models import t5
+from pretrainx.families.t5 import model as t5
 from pretrainx.objectives import spans
 from pretrainx.train import loop
 
@@ -300,7 +300,7 @@ def test_adafactor_with_t5_schedule_trains(tmp_path):
 
 
 def test_z_loss_is_added_per_target_token():
-    from pretrainx.objectives.span_corruption import cross_entropy_sums
+    from pretrainx.families.t5.span_corruption import cross_entropy_sums
     logits = jnp.array([[[2.0, 0.0, -1.0], [0.5, 0.5, 3.0]]])
     targets = jnp.array([[0, 2]])
     weights = jnp.array([[1.0, 1.0]])

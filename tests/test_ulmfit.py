@@ -15,7 +15,7 @@ from pretrainx.errors import UserError
 from pretrainx.finetune import layerwise
 from pretrainx.finetune import loop as finetune_loop
 from pretrainx.finetune.config import finetune_config
-from pretrainx.models import bert
+from pretrainx.models import heads
 from pretrainx.train import optim
 
 
@@ -51,7 +51,7 @@ def test_depths_follow_the_stack(pretrained_workdir):
     """Embeddings 0, layer i at i + 1, pooler and head at the top (2 layers: 3)."""
     params = interop.load(pretrained_workdir).params
     params = {"bert": params["bert"], "classifier": {"kernel": np.zeros((2, 2))}}
-    depth, top = layerwise.depths(params, bert.BertForFineTuning.head_modules)
+    depth, top = layerwise.depths(params, heads.HEAD_MODULES)
     assert top == 3
     assert _depth_of(["bert", "token_embed", "embedding"], depth) == 0
     assert _depth_of(["bert", "embed_norm", "scale"], depth) == 0

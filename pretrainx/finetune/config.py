@@ -12,7 +12,8 @@ import ml_collections
 from pretrainx import config as config_lib, models
 from pretrainx.errors import UserError
 from pretrainx.finetune import task_data
-from pretrainx.models import bert, peft as peft_lib
+from pretrainx.models import peft as peft_lib
+from pretrainx.families.bert import model as bert
 
 
 def finetune_config() -> ml_collections.ConfigDict:

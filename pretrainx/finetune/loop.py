@@ -21,7 +21,7 @@ from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.finetune import config as ft_config
 from pretrainx.finetune import layerwise, task_data
-from pretrainx.models import bert, peft as peft_lib
+from pretrainx.models import heads, peft as peft_lib
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, state as state_lib, step as step_lib
 
@@ -81,10 +81,9 @@ def graft(fresh: dict, pretrained, take_head: bool) -> tuple:
     """Pretrained arrays in the fine-tuning model's fresh tree: the task head only from
     a fine-tuned model of the same labels, a peft method's parameters always fresh, a
     missing pooler (BertForMaskedLM-style checkpoints) fresh, as in transformers."""
-    heads = bert.BertForFineTuning.head_modules
     return interop.graft(
         fresh, pretrained,
-        keep_fresh=lambda path: ((path[0] in heads and not take_head)
+        keep_fresh=lambda path: ((path[0] in heads.HEAD_MODULES and not take_head)
                                  or peft_lib.added_by_a_method(path)),
         may_be_missing=lambda path: path[0] == "pooler")
 
@@ -156,13 +155,12 @@ def _optimizer(cfg, total_steps, peft, shapes, steps_per_epoch):
     opt = ml_collections.ConfigDict(opt)
     tx = optim.make_optimizer(opt, total_steps)
     schedule = optim.learning_rate_schedule(opt, total_steps)
-    heads = bert.BertForFineTuning.head_modules
     if peft.method != "none":
         tx = optax.multi_transform(
             {"train": tx, "freeze": optax.set_to_zero()},
-            lambda params: peft_lib.trainable_labels(params, peft, heads))
+            lambda params: peft_lib.trainable_labels(params, peft, heads.HEAD_MODULES))
     if opt.layer_lr_decay < 1 or opt.gradual_unfreezing:
-        depth, top = layerwise.depths(shapes, heads)
+        depth, top = layerwise.depths(shapes, heads.HEAD_MODULES)
         tx = optim.layerwise(
             tx, layerwise.learning_rate_scales(depth, top, opt.layer_lr_decay),
             layerwise.unfreeze_steps(depth, top, steps_per_epoch, opt.gradual_unfreezing))
@@ -208,7 +206,7 @@ def train(cfg, workdir: str, devices=None) -> dict:
     if setup.pretrained is not None:
         params, taken, new = graft(fresh, setup.pretrained, setup.takes_head(data))
         state = state.replace(params=jax.device_put(params, shardings.params))
-    labels = peft_lib.trainable_labels(fresh, setup.peft, bert.BertForFineTuning.head_modules)
+    labels = peft_lib.trainable_labels(fresh, setup.peft, heads.HEAD_MODULES)
     n_params, n_trainable = peft_lib.count(fresh), peft_lib.count(fresh, labels)
     opt_size = _state_size(state.opt_state)
     log = metrics_lib.log
@@ -345,7 +343,7 @@ def describe(cfg) -> dict:
     model = setup.model(data.head, data.num_labels)
     batch = _rows(data.train, np.zeros(1, np.int64))
     params = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.key(0), batch))["params"])
-    labels = peft_lib.trainable_labels(params, setup.peft, bert.BertForFineTuning.head_modules)
+    labels = peft_lib.trainable_labels(params, setup.peft, heads.HEAD_MODULES)
     n_train = len(data.train["weight"])
     return {"task": cfg.task, "head": data.head, "init_from": cfg.init_from or None,
             "params": peft_lib.count(params), "trainable_params": peft_lib.count(params, labels),

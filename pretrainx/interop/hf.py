@@ -23,7 +23,7 @@ from pretrainx import models
 from pretrainx.models import layers, peft as peft_lib
 from pretrainx.registry import Registry
 
-ADAPTERS = Registry("pretrainx.interop", "HF adapter")
+ADAPTERS = Registry("HF adapter")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,10 +12,10 @@ import json
 import os
 import re
 
-import pretrainx.interop.hf_bert as hf_bert
+import pretrainx.families.bert.hf as hf_bert
 from pretrainx.errors import UserError
 from pretrainx.interop.pretrained import Pretrained
-from pretrainx.models import bert
+from pretrainx.families.bert import model as bert
 
 CHECKPOINT = "bert_model.ckpt"
 _SKIP = re.compile(r"(adam_[mv]|global_step|bad_steps|loss_scale|good_steps)")

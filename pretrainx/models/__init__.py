@@ -1,4 +1,4 @@
-"""Model families by `model.family`, each registered by its own module.
+"""Model families by `model.family`, each registered by its folder in pretrainx/families.
 
 A family's entry says what generic code may ask of it: the model keys with its
 paper's values, and whether (and how) it fine-tunes and samples. Families that
@@ -12,7 +12,7 @@ from typing import Callable
 
 from pretrainx.registry import Registry
 
-FAMILIES = Registry("pretrainx.models", "model family")
+FAMILIES = Registry("model family")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""Objectives by config key `objective`, each registered by its own module.
+"""Objectives by config key `objective`, each registered by its family's folder.
 
-A module registers an `Entry` (contract.py) at import; the first lookup imports
-every module of this package, so adding an objective edits no table here.
+A family's objective module (pretrainx/families/<name>/) registers an `Entry`
+(contract.py) at import; the first lookup imports every family, so adding an
+objective edits no table here. This package holds what objectives share.
 """
 
 import ml_collections
@@ -13,7 +14,7 @@ from pretrainx.models import attention
 from pretrainx.objectives.contract import Entry  # noqa: F401  (what modules register)
 from pretrainx.registry import Registry
 
-OBJECTIVES = Registry("pretrainx.objectives", "objective")
+OBJECTIVES = Registry("objective")
 register = OBJECTIVES.register
 
 

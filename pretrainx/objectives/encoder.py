@@ -8,7 +8,7 @@ import numpy as np
 
 from pretrainx import config as config_lib
 from pretrainx.errors import UserError
-from pretrainx.models import bert
+from pretrainx.families.bert import model as bert
 from pretrainx.objectives import mlm
 
 # ---- config ---------------------------------------------------------------------

@@ -1,0 +1,25 @@
+"""ALBERT's model keys (Lan et al. 2020; google-research/albert's albert_base v2):
+BERT's modules with 128-wide factorised embeddings, one layer's parameters shared by
+all 12 (bert.py's embedding_size and share_layers), dropout 0 and 30,000 SentencePiece
+pieces. The pretraining model is bert.BertForPreTraining, its two-way head read as
+sentence-order prediction."""
+
+from pretrainx import models
+from pretrainx.families.bert import model as bert
+
+
+def default_config():
+    m = bert.default_config()
+    m.family = "albert"
+    m.vocab_size = 30000
+    m.embedding_size = 128
+    m.share_layers = True
+    m.dropout_rate = 0.0  # v2; v1 had 0.1
+    m.attention_dropout_rate = 0.0
+    m.hidden_act = "gelu_tanh"  # albert's modeling.py gelu (HF: gelu_new)
+    return m
+
+
+models.register(models.Family(
+    name="albert", default_config=default_config, finetune_model=bert.finetune_model,
+    peft=True, max_positions="max_position_embeddings", fill_mask=True))

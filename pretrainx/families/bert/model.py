@@ -1,0 +1,283 @@
+"""BERT as the paper and google-research/bert define it.
+
+Post-LN encoder, learned positions (512), token-type embeddings, tanh pooler on
+[CLS] feeding the next-sentence head, and an MLM head computed only at the
+`max_predictions_per_seq` gathered positions (as run_pretraining.py does): the
+vocabulary projection is most of a small model's cost, and 85% of it is wasted
+on positions with no label.
+
+ALBERT (Lan et al. 2020) is this model with two keys set:
+model.embedding_size = E (0 or hidden_size: no factorisation) makes the word,
+position and type embeddings and their LayerNorm E-wide, projects E -> hidden_size
+("embedding_projection") before the first layer, and makes the MLM head's
+transform hidden_size -> E so that it decodes through the tied E-wide table;
+model.share_layers = True applies one BertLayer's parameters num_layers times.
+"""
+
+import jax.numpy as jnp
+import ml_collections
+from flax import linen as nn
+
+from pretrainx import models
+from pretrainx.models import heads, layers
+from pretrainx.models import peft as peft_lib
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """BERT-Base's model keys (Devlin et al. 2019, google-research/bert)."""
+    m = ml_collections.ConfigDict()
+    m.family = "bert"
+    m.num_layers = 12
+    m.hidden_size = 768
+    m.num_heads = 12
+    m.mlp_dim = 3072
+    m.vocab_size = 30522
+    m.max_position_embeddings = 512
+    m.type_vocab_size = 2
+    m.dropout_rate = 0.1
+    m.attention_dropout_rate = 0.1
+    m.layer_norm_eps = 1e-12
+    m.initializer_range = 0.02
+    m.hidden_act = "gelu_tanh"  # google-research/bert's gelu is the tanh form
+    m.dtype = "float32"  # compute dtype; parameters stay float32
+    m.remat = "none"  # none | full | dots
+    m.scan_layers = False  # True: one nn.scan over layers (compile time flat in depth)
+    m.float32_attention_logits = False  # True: scores + softmax in float32
+    # models/attention.py: xla | flash | splash | cudnn | auto (kernels: no attention dropout)
+    m.attention_impl = "xla"
+    # ALBERT: embedding tables E wide, projected to hidden_size (0: E = hidden_size)
+    m.embedding_size = 0
+    m.share_layers = False  # ALBERT: one layer's parameters for every layer
+    return m
+
+
+def embedding_size(cfg) -> int:
+    """E: the width of the embedding tables (hidden_size unless factorised)."""
+    return cfg.get("embedding_size", 0) or cfg.hidden_size
+
+
+def factorised(cfg) -> bool:
+    return embedding_size(cfg) != cfg.hidden_size
+
+
+class BertLayer(nn.Module):
+    cfg: ml_collections.ConfigDict
+    dtype: jnp.dtype
+    scanned: bool = False  # under nn.scan: return (carry, None)
+    peft: peft_lib.Peft = peft_lib.Peft()
+
+    @nn.compact
+    def __call__(self, x, attn_bias, deterministic):
+        cfg, tuning = self.cfg, self.peft
+        init = layers.truncated_normal(cfg.initializer_range)
+        attn = layers.MultiHeadAttention(
+            num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
+            dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
+            float32_logits=cfg.float32_attention_logits, lora=tuning.lora,
+            lora_targets=tuning.lora_targets, prefix_length=tuning.prefix_length,
+            impl=cfg.get("attention_impl", "xla"), name="attention")(x, x, attn_bias,
+                                                                   deterministic)
+        if tuning.adapter_size:  # Houlsby: after each sub-layer's projection, before the residual
+            attn = peft_lib.Adapter(tuning.adapter_size, self.dtype, name="attention_adapter")(attn)
+        attn = layers.Dropout(cfg.dropout_rate)(attn, deterministic=deterministic)
+        x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="attention_norm")(x + attn)
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        h = layers.Mlp(cfg.mlp_dim, cfg.hidden_act, self.dtype, init, lora=tuning.lora,
+                       lora_targets=tuning.lora_targets, name="mlp")(x, deterministic)
+        if tuning.adapter_size:
+            h = peft_lib.Adapter(tuning.adapter_size, self.dtype, name="mlp_adapter")(h)
+        h = layers.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
+        x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="mlp_norm")(x + h)
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        self.sow("intermediates", "hidden", x)  # read by distillation; free otherwise
+        return (x, None) if self.scanned else x
+
+
+class BertEncoder(nn.Module):
+    """Embeddings + the layer stack; returns the sequence output [batch, length, embed]."""
+    cfg: ml_collections.ConfigDict
+    peft: peft_lib.Peft = peft_lib.Peft()
+
+    def setup(self):
+        cfg = self.cfg
+        self.dtype = jnp.dtype(cfg.dtype)
+        init = layers.truncated_normal(cfg.initializer_range)
+        width = embedding_size(cfg)
+        self.token_embed = layers.Embed(cfg.vocab_size, width, ("vocab", "embed"),
+                                        self.dtype, init)
+        self.position_embed = layers.Embed(cfg.max_position_embeddings, width,
+                                           ("position", "embed"), self.dtype, init)
+        if cfg.type_vocab_size:  # DistilBERT has none
+            self.type_embed = layers.Embed(cfg.type_vocab_size, width,
+                                           ("type_vocab", "embed"), self.dtype, init)
+        self.embed_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
+        self.embed_dropout = layers.Dropout(cfg.dropout_rate)
+        if factorised(cfg):  # ALBERT: E-wide embeddings, one E -> hidden projection
+            # The E side of the kernel stays whole (None): "embed" names its other side.
+            self.embedding_projection = layers.Dense(cfg.hidden_size, (None, "embed"),
+                                                     dtype=self.dtype, kernel_init=init)
+        self.layers = layers.layer_stack(BertLayer, cfg, self.dtype, cfg.num_layers, "layer",
+                                         static_argnums=(3,),
+                                         shared=cfg.get("share_layers", False), peft=self.peft)
+        if self.peft.prompt_length:
+            self.prompt = self.param("prompt", nn.with_logical_partitioning(
+                init, ("prefix", "embed")), (self.peft.prompt_length, width),
+                jnp.float32)
+
+    def __call__(self, input_ids, token_type_ids, attention_mask, deterministic,
+                 positions=None):
+        """positions (optional, [batch, length]): per token, restarting in each packed
+        example; by default 0, 1, ... along the row."""
+        x = self.token_embed(input_ids)
+        prompt = self.peft.prompt_length
+        if prompt:  # prompt-tuning (Lester et al. 2021): learned vectors before the text
+            batch = input_ids.shape[0]
+            x = jnp.concatenate([jnp.broadcast_to(self.prompt.astype(x.dtype)[None],
+                                                  (batch,) + self.prompt.shape), x], axis=1)
+            pad = lambda t, v: jnp.concatenate([jnp.full((batch, prompt), v, t.dtype), t], 1)
+            token_type_ids = pad(token_type_ids, 0)
+            attention_mask = pad(attention_mask, 1)
+        length = x.shape[1]
+        # RoBERTa (fairseq, HF) numbers positions from padding_idx + 1 = 2: rows 0 and 1
+        # of its 514-row table are never used by a real token.
+        offset = self.cfg.get("position_offset", 0)
+        if positions is None or prompt:
+            x = x + self.position_embed(jnp.arange(length) + offset)[None]
+        else:
+            x = x + self.position_embed(positions + offset)
+        # A one-row type table (RoBERTa) reads every segment as type 0, as HF's RoBERTa
+        # tokenizer writes them; a lookup past the table would be NaN, not an error.
+        if self.cfg.type_vocab_size:
+            x = x + self.type_embed(jnp.minimum(token_type_ids, self.cfg.type_vocab_size - 1))
+        x = self.embed_norm(x)
+        x = self.embed_dropout(x, deterministic=deterministic)
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        if factorised(self.cfg):
+            x = layers.constrain(self.embedding_projection(x), ("batch", "length", "embed"))
+        self.sow("intermediates", "embedded", x)  # read by distillation; free otherwise
+        # attention_mask doubles as segment ids (1 real, 0 pad); packed inputs pass
+        # true segment ids and get block-diagonal attention for free.
+        x = layers.apply_stack(self.layers, x, layers.Mask(attention_mask, attention_mask),
+                               deterministic)
+        return x[:, prompt:] if prompt else x
+
+
+class BertForMaskedLM(nn.Module):
+    """The encoder and the masked LM head, at the gathered positions (RoBERTa, SpanBERT)."""
+    cfg: ml_collections.ConfigDict
+
+    def setup(self):
+        cfg = self.cfg
+        self.dtype = jnp.dtype(cfg.dtype)
+        init = layers.truncated_normal(cfg.initializer_range)
+        self.bert = BertEncoder(cfg)
+        # hidden -> E: the tied decoder is E-wide when the embeddings are factorised
+        self.mlm_transform = layers.Dense(embedding_size(cfg), ("embed", "mlp"),
+                                          dtype=self.dtype, kernel_init=init)
+        self.mlm_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
+        self.mlm_bias = self.param("mlm_bias", nn.with_logical_partitioning(
+            nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
+
+    def encode(self, batch, deterministic):
+        return self.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                         deterministic, batch.get("positions"))
+
+    def decode(self, h):
+        """[batch, pred, embed] -> vocabulary logits through the tied embedding."""
+        logits = self.bert.token_embed.attend(h) + self.mlm_bias.astype(self.dtype)
+        return layers.constrain(logits, ("batch", "pred", "vocab")).astype(jnp.float32)
+
+    def mlm_logits(self, x, positions):
+        # Every head activation is constrained explicitly: left to propagation, XLA's
+        # partitioner computed wrong gradients for the tied projection on a
+        # (data, fsdp, tensor) = (2, 2, 2) CPU mesh (jax 0.10.2).
+        picked = jnp.take_along_axis(x, positions[..., None], axis=1)
+        picked = layers.constrain(picked, ("batch", "pred", "embed"))
+        h = layers.activation(self.cfg.hidden_act)(self.mlm_transform(picked))
+        h = layers.constrain(h, ("batch", "pred", "embed"))
+        h = layers.constrain(self.mlm_norm(h), ("batch", "pred", "embed"))
+        return self.decode(h)
+
+    def __call__(self, batch, deterministic: bool = True):
+        x = self.encode(batch, deterministic)
+        return {"mlm_logits": self.mlm_logits(x, batch["masked_lm_positions"])}
+
+
+class BertForPreTraining(BertForMaskedLM):
+    """Masked LM logits at the gathered positions and next-sentence logits."""
+
+    def setup(self):
+        super().setup()
+        cfg = self.cfg
+        init = layers.truncated_normal(cfg.initializer_range)
+        self.pooler = layers.Dense(cfg.hidden_size, ("embed", "mlp"), dtype=self.dtype,
+                                   kernel_init=init)
+        self.nsp = layers.Dense(2, ("mlp", "classes"), dtype=self.dtype, kernel_init=init)
+
+    def __call__(self, batch, deterministic: bool = True):
+        x = self.encode(batch, deterministic)
+        if "next_sentence_positions" in batch:  # packed pairs: each example's [CLS]
+            first = jnp.take_along_axis(x, batch["next_sentence_positions"][..., None], axis=1)
+            axes = ("batch", "pred", "embed")
+        else:
+            first, axes = x[:, 0], ("batch", "embed")
+        pooled = jnp.tanh(self.pooler(first))
+        pooled = layers.constrain(pooled, axes)
+        nsp_logits = self.nsp(pooled).astype(jnp.float32)
+        return {"mlm_logits": self.mlm_logits(x, batch["masked_lm_positions"]),
+                "nsp_logits": nsp_logits}
+
+
+class BertForFineTuning(nn.Module):
+    """The pretrained encoder (and pooler) under a task head, as run_classifier.py,
+    run_squad.py and HF's BertFor* heads put them:
+
+    classify: dropout(tanh pooler([CLS])) -> num_labels logits (1 for regression);
+    tokens: dropout(sequence) -> num_labels logits per token (NER);
+    span: sequence -> start and end logits per token (extractive QA).
+    """
+    cfg: ml_collections.ConfigDict
+    head: str
+    num_labels: int
+    peft: peft_lib.Peft = peft_lib.Peft()
+
+    @nn.compact
+    def __call__(self, batch, deterministic: bool = True):
+        cfg = self.cfg
+        x = BertEncoder(cfg, self.peft, name="bert")(
+            batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], deterministic)
+        # the pooler: tanh (BERT); DistilBERT's pre_classifier: relu
+        return heads.task_logits(
+            x, batch["attention_mask"], head=self.head, num_labels=self.num_labels,
+            deterministic=deterministic, dtype=jnp.dtype(cfg.dtype),
+            init=layers.truncated_normal(cfg.initializer_range), dropout_rate=cfg.dropout_rate,
+            pooler_width=cfg.hidden_size,
+            pooler_activation=cfg.get("pooler_activation", "tanh"))
+
+
+def flops_per_token(cfg: ml_collections.ConfigDict, seq_len: int, max_predictions: int) -> float:
+    """Training FLOPs per input token (forward x 3), the numerator of MFU.
+
+    Per layer and token: 4 projections of h x h and two of h x mlp (2 FLOPs a
+    multiply-add), plus scores and the weighted sum (2 x 2 x seq_len x h). The MLM
+    head runs on `max_predictions` rows per sequence (transform h x h + decoder
+    h x vocab); pooler and NSP head once per sequence. Embedding lookups are free.
+    Factorised (ALBERT): the E -> h projection per token, a transform h x E and an
+    E x vocab decoder. Shared layers cost what unshared ones do.
+    """
+    h, mlp, n, e = cfg.hidden_size, cfg.mlp_dim, cfg.num_layers, embedding_size(cfg)
+    per_layer = 2 * (4 * h * h + 2 * h * mlp) + 2 * 2 * seq_len * h
+    head_per_seq = max_predictions * 2 * (h * e + e * cfg.vocab_size) + 2 * (h * h + 2 * h)
+    projection = 2 * e * h if e != h else 0
+    forward = n * per_layer + projection + head_per_seq / seq_len
+    return 3.0 * forward
+
+
+def finetune_model(cfg, head: str, num_labels: int, peft) -> BertForFineTuning:
+    """What BERT-like families (RoBERTa, SpanBERT, ALBERT, ELECTRA) fine-tune."""
+    return BertForFineTuning(cfg, head, num_labels, peft)
+
+
+models.register(models.Family(
+    name="bert", default_config=default_config, finetune_model=finetune_model,
+    peft=True, max_positions="max_position_embeddings", fill_mask=True))

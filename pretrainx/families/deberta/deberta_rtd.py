@@ -1,0 +1,78 @@
+"""DeBERTa-v3's objective (He et al. 2023): replaced token detection with
+gradient-disentangled embedding sharing (families/deberta/rtd_model.py), on DeBERTa's encoder.
+
+Rows are FULL-SENTENCES with a fresh mask each time a row is seen (15%, 80/10/10);
+the generator (the discriminator's width, half its depth) fills the masked positions
+by sampling, the discriminator tells every token's replaced or original; loss =
+generator MLM + 50 x the discriminator's mean binary cross-entropy (ELECTRA's weight,
+which DeBERTa-v3 keeps; objectives/rtd.py). `--describe` prints the discriminator's
+parameters as HF's DebertaV2Model holds them: DeBERTa-v3-base 184M (86M backbone +
+98M embeddings).
+"""
+
+import jax
+
+from pretrainx import config as config_lib
+from pretrainx import objectives
+from pretrainx.data import corpus
+from pretrainx.errors import UserError
+from pretrainx.families.deberta import model as deberta
+from pretrainx.families.deberta import rtd_model as deberta_rtd
+from pretrainx.objectives import encoder, rows, rtd
+from pretrainx.families.deberta import deberta_mlm
+
+
+class DebertaRtd(rows.FullSentencesRows, rtd.RtdLoss):
+    flops_formula = ("3 * (generator + discriminator DeBERTa layers (BERT's terms + c2p/p2c "
+                     "over 2B relative rows) + P*2*(h^2 + h*V)/seq + 2*(h^2 + h))")
+
+    def __init__(self, cfg, tokenizer):
+        self.cfg = cfg
+        self.model = deberta_rtd.DebertaV3ForPreTraining(cfg.model)
+        if tokenizer is not None:
+            encoder.require_mask(tokenizer)
+            encoder.require_vocab_fits(tokenizer, cfg)
+        self.tokenizer = tokenizer
+        self.corpus = corpus.Corpus(cfg, tokenizer)
+
+    def describe(self, phase) -> dict:
+        shapes = jax.eval_shape(lambda: self.model.init(
+            jax.random.key(0), self.example_batch(1, phase), deterministic=True))
+        gen = deberta_rtd.generator_config(self.cfg.model)
+        return {"max_predictions_per_seq": phase.max_predictions,
+                "generator": f"L{gen.num_layers}/H{gen.hidden_size}/A{gen.num_heads}",
+                **deberta_rtd.split_counts(shapes["params"])}
+
+    def flops_per_token(self, phase) -> float:
+        m, s = self.cfg.model, phase.seq_len
+        h = m.hidden_size
+        layers_total = m.num_layers + deberta_rtd.generator_config(m).num_layers
+        head = phase.max_predictions * 2 * (h * h + h * m.vocab_size) / s
+        return 3.0 * (layers_total * deberta.flops_per_layer(m, s) + head + 2 * (h * h + h))
+
+
+def defaults():
+    """DeBERTa-v3-base: the v3 checkpoints' shape (12 x 768, 128,100 SentencePiece ids,
+    256 position buckets up to 512), a generator of half the depth, loss MLM + 50 x RTD,
+    trained, as the v3 paper says, with DeBERTa's settings: 1M steps of 2K rows of 512
+    tokens, Adam (eps 1e-6) at 2e-4 after 10K warmup steps, linear decay, weight decay
+    0.01, gradients clipped at 1; see configs/deberta_v3_base.py."""
+    c = deberta_mlm.paper_defaults("deberta_rtd")
+    c.model.generator_layers = 0.5  # of num_layers; the generator keeps the width
+    c.gen_weight = 1.0
+    c.disc_weight = 50.0
+    return c
+
+
+def validate(cfg) -> None:
+    deberta_mlm.validate(cfg)
+    config_lib.check_fraction(cfg, "model.generator_layers", 0.0, 1.0, closed_high=True)
+    for name in ("gen_weight", "disc_weight"):
+        if cfg[name] < 0:
+            raise UserError(f"{name}={cfg[name]} must be >= 0")
+
+
+objectives.register(objectives.Entry(
+    name="deberta_rtd", build=DebertaRtd, defaults=defaults, validate=validate,
+    as_pretrained=lambda model_cfg, params: (*deberta_rtd.as_pretrained(model_cfg, params),
+                                             "pretrain")))

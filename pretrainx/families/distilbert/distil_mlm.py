@@ -1,0 +1,327 @@
+"""DistilBERT's objective (Sanh et al. 2019), with TinyBERT's layer distillation
+(Jiao et al. 2020) as an option.
+
+A frozen teacher (`distill.teacher`: a BERT or RoBERTa workdir or HF directory with
+its MLM head) and the student read the same rows: RoBERTa's FULL-SENTENCES rows with
+a fresh mask each time a row is seen (objectives/rows.py, mlm.py). The loss is
+
+  alpha_ce  x T^2 KL(softmax(teacher / T) || softmax(student / T))   (T = 2)
++ alpha_mlm x the student's MLM cross-entropy
++ alpha_cos x (1 - cos(student, teacher last hidden states))
++ alpha_att x sum over mapped layers of the attention probabilities' squared
+              error (summed over keys, averaged over heads and real queries)
++ alpha_hidden x sum over mapped layers of the hidden states' mean squared error
+              (the student's through TinyBERT's learned W_e / W_h when the widths
+              differ)
+
+with the paper's 5.0 / 2.0 / 1.0 and TinyBERT's terms off (0). The soft-target term
+is taken at the masked positions by default: over every position it needs the
+teacher's and the student's [rows, length, vocab] float32 logits, 2 x 512 x 30,522 x 4
+bytes = 125 MB a row (32 GB for 256 rows), which HF's distillation script pays;
+`distill.soft_targets = "all"` does the same. The student starts from the teacher:
+its embeddings, every other layer (0, 2, 4, ...) and its MLM head (DistilBERT's
+initialisation; `distill.init_from_teacher`), its position table frozen.
+"""
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from pretrainx import config as config_lib
+from pretrainx import models, objectives
+from pretrainx.data import bpe, corpus
+from pretrainx.errors import UserError
+from pretrainx.families.bert import model as bert
+from pretrainx.families.distilbert import model as distilbert
+from pretrainx.objectives import encoder, mlm, rows
+
+TEACHER = "distill.teacher"  # the config key, and the teacher's name among the imports
+
+
+def parse_layer_map(text: str) -> list:
+    """"1:2,2:4" -> [(1, 2), (2, 4)]: student layer <- teacher layer (0: embeddings)."""
+    pairs = []
+    for item in filter(None, (s.strip() for s in str(text).split(","))):
+        try:
+            student, teacher = (int(x) for x in item.split(":"))
+        except ValueError:
+            raise UserError(f"distill.layer_map item {item!r} is not STUDENT:TEACHER "
+                            "(layer numbers, 0 for the embeddings)") from None
+        pairs.append((student, teacher))
+    return pairs
+
+
+def check_teacher(cfg, teacher) -> None:
+    """The teacher fits the student: same vocabulary and positions, an MLM head,
+    layers the map names, widths that match or a projection."""
+    m, t, where = cfg.model, teacher.model, teacher.source
+    if teacher.head not in ("pretrain", "mlm") or "mlm_bias" not in teacher.params:
+        raise UserError(f"distill.teacher {where} has no masked-LM head ({teacher.head}); "
+                        "distillation needs the teacher's MLM predictions")
+    for key in ("vocab_size", "max_position_embeddings", "position_offset"):
+        if m.get(key, 0) != t.get(key, 0):
+            raise UserError(f"distill.teacher {where} has model.{key}={t.get(key, 0)}, the "
+                            f"student {m.get(key, 0)}: teacher and student vocabularies and "
+                            "positions must be the same")
+    if t.get("share_layers") or m.get("share_layers") or bert.factorised(t) or bert.factorised(m):
+        raise UserError(f"distill.teacher {where}: distillation reads each layer of a BERT "
+                        "or RoBERTa; shared layers or factorised embeddings (ALBERT) are not "
+                        "supported")
+    d = cfg.distill
+    for student, teacher_layer in parse_layer_map(d.layer_map):
+        if not 0 <= student <= m.num_layers or not 0 <= teacher_layer <= t.num_layers:
+            raise UserError(f"distill.layer_map {student}:{teacher_layer} names a layer that "
+                            f"does not exist (student layers 0..{m.num_layers}, teacher "
+                            f"0..{t.num_layers}; 0 is the embeddings)")
+        if (student == 0) != (teacher_layer == 0):
+            raise UserError(f"distill.layer_map {student}:{teacher_layer} maps embeddings to "
+                            "a layer")
+    if m.hidden_size != t.hidden_size and not d.project_hidden and (
+            d.alpha_cos or (d.alpha_hidden and d.layer_map)):
+        raise UserError(f"distill.teacher {where} is {t.hidden_size} wide, the student "
+                        f"{m.hidden_size}: set distill.project_hidden=True (TinyBERT's learned "
+                        "W_h) or alpha_cos=0 and alpha_hidden=0")
+    if d.alpha_att and d.layer_map and m.num_heads != t.num_heads:
+        raise UserError(f"distill.alpha_att compares attention heads one to one: the teacher "
+                        f"has {t.num_heads}, the student {m.num_heads}")
+    if d.init_from_teacher and (m.hidden_size, m.num_heads, m.mlp_dim) != (
+            t.hidden_size, t.num_heads, t.mlp_dim):
+        raise UserError("distill.init_from_teacher copies the teacher's layers: the student's "
+                        "hidden_size, num_heads and mlp_dim must be the teacher's")
+    if d.init_from_teacher and m.hidden_act != t.hidden_act:
+        raise UserError(f"distill.init_from_teacher copies the teacher's layers: set "
+                        f"model.hidden_act={t.hidden_act!r} (the teacher's), not "
+                        f"{m.hidden_act!r}")
+    if d.init_from_teacher and 2 * (m.num_layers - 1) >= t.num_layers:
+        raise UserError(f"distill.init_from_teacher takes one teacher layer in two: "
+                        f"{m.num_layers} student layers need at least {2 * m.num_layers - 1}")
+
+
+class DistilMlm(rows.FullSentencesRows):
+    flops_formula = ("3 * student(L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) + P*2*(h^2 + h*V)/seq)"
+                     " + teacher(same terms, forward only)")
+
+    def __init__(self, cfg, tokenizer, imported=None):
+        self.cfg = cfg
+        self.teacher = (imported or {}).get(TEACHER)
+        self.layer_map = parse_layer_map(cfg.distill.layer_map)
+        self.all_positions = cfg.distill.soft_targets == "all"
+        if self.teacher is None:  # --describe, --stats, the planner: the student alone
+            self.model = bert.BertForMaskedLM(cfg.model)
+        else:
+            check_teacher(cfg, self.teacher)
+            project = cfg.model.hidden_size != self.teacher.model.hidden_size
+            self.model = distilbert.Distillation(cfg.model, self.teacher.model, project,
+                                                 self.all_positions,
+                                                 read_probs=cfg.distill.alpha_att > 0)
+        # In the parameters, never in the optimizer: the teacher, and the student's
+        # position table where DistilBERT freezes it.
+        self.frozen = (("teacher",),) + ((("student", "bert", "position_embed"),)
+                                         if cfg.distill.freeze_positions else ())
+        if tokenizer is not None:
+            layout = models.family(cfg.model.family).tokenizer_layout
+            tokenizer = bpe.LAYOUTS[layout](tokenizer) if layout else tokenizer
+            encoder.require_mask(tokenizer, "mask")
+            encoder.require_vocab_fits(tokenizer, cfg)
+        self.tokenizer = tokenizer
+        self.corpus = corpus.Corpus(cfg, tokenizer)
+
+    def adopt(self, params: dict, imported: dict) -> dict:
+        """A fresh run's parameters: the teacher's in "teacher", and the student from
+        one teacher layer in two when distill.init_from_teacher."""
+        teacher = imported[TEACHER]
+        out = dict(params)
+        out["teacher"] = _fit(params["teacher"], teacher.params, teacher.source)
+        if self.cfg.distill.init_from_teacher:
+            start = distilbert.student_from_teacher(teacher.params, self.cfg.model.num_layers)
+            out["student"] = _fit(params["student"], start, teacher.source)
+        return out
+
+    def describe(self, phase) -> dict:
+        shapes = jax.eval_shape(lambda: bert.BertForMaskedLM(self.cfg.model).init(
+            jax.random.key(0), self.example_batch(1, phase)))["params"]
+        size = lambda tree: int(sum(x.size for x in jax.tree_util.tree_leaves(tree)))
+        out = {"max_predictions_per_seq": phase.max_predictions,
+               "student_params": size(shapes), "student_encoder_params": size(shapes["bert"])}
+        if self.teacher is not None:
+            out["teacher"] = self.teacher.source
+        return out
+
+    # ---- loss -------------------------------------------------------------
+    def loss_sums(self, outputs, batch) -> dict:
+        if "student_logits" not in outputs:
+            raise UserError("distillation needs its teacher: train through pretrainx.main or "
+                            "pretrainx.pretrain.train, which read distill.teacher")
+        d = self.cfg.distill
+        positions, weights = batch["masked_lm_positions"], batch["masked_lm_weights"]
+        real = (batch["attention_mask"] > 0).astype(jnp.float32)
+        student, teacher = outputs["student_logits"], outputs["teacher_logits"]
+        if self.all_positions:  # [batch, length, vocab]: the MLM terms read the masked rows
+            pick = lambda x: jnp.take_along_axis(x, positions[..., None], axis=1)
+            soft_weights = real
+            s_masked, t_masked = pick(student), pick(teacher)
+        else:
+            soft_weights, s_masked, t_masked = weights, student, teacher
+        sums = mlm.mlm_loss_and_metrics(s_masked, batch["masked_lm_ids"], weights)
+        t_sums = mlm.mlm_loss_and_metrics(t_masked, batch["masked_lm_ids"], weights)
+        sums.update(teacher_mlm_correct_sum=t_sums["mlm_correct_sum"],
+                    teacher_mlm_loss_sum=t_sums["mlm_loss_sum"])
+        sums["soft_weight_sum"] = jnp.sum(soft_weights)
+        sums["kl_sum"] = jnp.sum(soft_kl(student, teacher, d.temperature) * soft_weights)
+        s_h, t_h = outputs["student_hidden"], outputs["teacher_hidden"]
+        sums["cos_sum"] = jnp.sum((1.0 - cosine(s_h[-1], t_h[-1])) * real)
+        att = hidden = jnp.zeros((), jnp.float32)
+        for student_layer, teacher_layer in self.layer_map:
+            hidden += jnp.sum(jnp.mean(jnp.square(
+                s_h[student_layer].astype(jnp.float32)
+                - t_h[teacher_layer].astype(jnp.float32)), axis=-1) * real)
+            if student_layer:
+                att += attention_error(outputs["student_probs"][student_layer - 1],
+                                       outputs["teacher_probs"][teacher_layer - 1], real)
+        sums.update(att_sum=att, hidden_sum=hidden, token_sum=jnp.sum(real))
+        return sums
+
+    def normalizers(self, batch) -> dict:
+        real = jnp.maximum(jnp.sum(batch["attention_mask"] > 0), 1.0)
+        soft = real if self.all_positions else encoder.mlm_normalizer(batch)
+        return {"mlm": encoder.mlm_normalizer(batch), "soft": soft, "tokens": real}
+
+    def _terms(self, sums, norms) -> dict:
+        return {"kl": sums["kl_sum"] / norms["soft"], "mlm_loss": sums["mlm_loss_sum"] / norms["mlm"],
+                "cos": sums["cos_sum"] / norms["tokens"],
+                "att_mse": sums["att_sum"] / norms["tokens"],
+                "hidden_mse": sums["hidden_sum"] / norms["tokens"]}
+
+    def loss(self, sums, norms):
+        d, t = self.cfg.distill, self._terms(sums, norms)
+        return (d.alpha_ce * t["kl"] + d.alpha_mlm * t["mlm_loss"] + d.alpha_cos * t["cos"]
+                + d.alpha_att * t["att_mse"] + d.alpha_hidden * t["hidden_mse"])
+
+    def metrics(self, sums, norms) -> dict:
+        return {**self._terms(sums, norms),
+                "mlm_accuracy": sums["mlm_correct_sum"] / norms["mlm"],
+                "teacher_mlm_accuracy": sums["teacher_mlm_correct_sum"] / norms["mlm"]}
+
+    def eval_metrics(self, totals) -> dict:
+        n = max(float(totals["mlm_weight_sum"]), 1.0)
+        norms = {"mlm": n, "soft": max(float(totals["soft_weight_sum"]), 1.0),
+                 "tokens": max(float(totals["token_sum"]), 1.0)}
+        host = {k: float(v) for k, v in totals.items()}
+        out = {k: float(v) for k, v in self.metrics(host, norms).items()}
+        return {"loss": float(self.loss(host, norms)), **out,
+                "teacher_mlm_loss": host["teacher_mlm_loss_sum"] / n}
+
+    def flops_per_token(self, phase) -> float:
+        def forward(m):
+            h = m.hidden_size
+            per_layer = 2 * (4 * h * h + 2 * h * m.mlp_dim) + 2 * 2 * phase.seq_len * h
+            predicted = phase.seq_len if self.all_positions else phase.max_predictions
+            return m.num_layers * per_layer + predicted * 2 * (h * h + h * m.vocab_size) / phase.seq_len
+        teacher = forward(self.teacher.model) if self.teacher is not None else 0.0
+        return 3.0 * forward(self.cfg.model) + teacher
+
+
+def soft_kl(student, teacher, temperature: float):
+    """T^2 KL(softmax(teacher / T) || softmax(student / T)) per position, float32."""
+    s = jax.nn.log_softmax(student.astype(jnp.float32) / temperature, axis=-1)
+    t = jax.nn.log_softmax(teacher.astype(jnp.float32) / temperature, axis=-1)
+    return jnp.sum(jnp.exp(t) * (t - s), axis=-1) * temperature ** 2
+
+
+def cosine(a, b):
+    a, b = a.astype(jnp.float32), b.astype(jnp.float32)
+    dot = jnp.sum(a * b, axis=-1)
+    return dot / jnp.maximum(jnp.linalg.norm(a, axis=-1) * jnp.linalg.norm(b, axis=-1), 1e-8)
+
+
+def attention_error(student, teacher, real):
+    """Squared error of [batch, heads, q, k] probabilities summed over keys, averaged
+    over heads, summed over real queries."""
+    diff = jnp.square(student.astype(jnp.float32) - teacher.astype(jnp.float32)).sum(-1)
+    return jnp.sum(diff.mean(axis=1) * real)
+
+
+def _fit(fresh: dict, given: dict, source: str) -> dict:
+    """`given`'s arrays in `fresh`'s tree (a key `given` lacks is refused), boxed as
+    `fresh` is (the logical axis names stay)."""
+    def walk(target, have, path):
+        out = {}
+        for key, value in target.items():
+            name = "/".join(path + (key,))
+            if key not in have:
+                raise UserError(f"distill.teacher {source}: no parameter {name}")
+            if isinstance(value, dict):
+                out[key] = walk(value, have[key], path + (key,))
+                continue
+            if tuple(np.shape(have[key])) != tuple(np.shape(value)):
+                raise UserError(f"distill.teacher {source}: parameter {name} has shape "
+                                f"{tuple(np.shape(have[key]))}, the model expects "
+                                f"{tuple(np.shape(value))}")
+            out[key] = np.asarray(have[key], np.asarray(value).dtype)
+        return out
+    return walk(fresh, given, ())
+
+
+def defaults():
+    """DistilBERT (Sanh et al. 2019; HF's research_projects/distillation command): a
+    6-layer student of BERT-Base's width distilled from bert-base-uncased, started from
+    one teacher layer in two, on FULL-SENTENCES rows with dynamic masking (15%,
+    80/10/10), 4K rows of 512 tokens a batch, 3 passes over English Wikipedia and
+    BookCorpus (about 4B tokens: 6,000 steps; the paper gives hours, not steps),
+    Adam (eps 1e-6, no weight decay) at 5e-4 with 5% warmup and linear decay,
+    gradients clipped at 5, loss 5.0 KL(T = 2) + 2.0 MLM + 1.0 cosine, the student's
+    position table frozen (--freeze_pos_embs); see configs/distilbert_base.py."""
+    c = encoder.defaults("distil", "distilbert")
+    c.model = distilbert.default_config()
+    c.total_steps, c.global_batch_size, c.seq_len = 6_000, 4096, 512
+    c.optimizer.learning_rate = 5e-4
+    c.optimizer.warmup_steps = 300
+    c.optimizer.schedule = "warmup_linear"
+    c.optimizer.eps = 1e-6
+    c.optimizer.weight_decay = 0.0
+    c.optimizer.grad_clip = 5.0
+    c.data.lower_case = True
+    c.data.max_predictions_per_seq = 80  # 15% of 510 is at most 77: never binds
+    del c.data["whole_word_masking"]
+    d = c.distill = ml_collections.ConfigDict()
+    d.teacher = ""  # a BERT/RoBERTa pretraining workdir or HF directory, with its MLM head
+    d.temperature = 2.0
+    d.alpha_ce = 5.0  # soft targets: T^2 KL(teacher || student)
+    d.alpha_mlm = 2.0  # the student's own MLM loss
+    d.alpha_cos = 1.0  # last hidden states' cosine distance
+    d.soft_targets = "masked"  # masked | all (HF's script: all real tokens; memory, see above)
+    d.init_from_teacher = True  # one teacher layer in two, embeddings and MLM head
+    d.freeze_positions = True  # the student's position table stays the teacher's
+    # TinyBERT (Jiao et al. 2020), off: STUDENT:TEACHER layer pairs (0: embeddings), e.g.
+    # "0:0,1:2,2:4,3:6,4:8,5:10,6:12", and the weights of its two terms
+    d.layer_map = ""
+    d.alpha_att = 0.0  # attention probabilities' squared error
+    d.alpha_hidden = 0.0  # hidden states' squared error
+    d.project_hidden = False  # learned W_e / W_h where the teacher is wider
+    return c
+
+
+def validate(cfg) -> None:
+    encoder.validate(cfg)
+    d = cfg.distill
+    config_lib.choice(d.soft_targets, "distill.soft_targets", ("masked", "all"))
+    if not d.temperature > 0:
+        raise UserError(f"distill.temperature={d.temperature} must be > 0")
+    for key in ("alpha_ce", "alpha_mlm", "alpha_cos", "alpha_att", "alpha_hidden"):
+        if d[key] < 0:
+            raise UserError(f"distill.{key}={d[key]} must be >= 0")
+    parse_layer_map(d.layer_map)
+    if d.alpha_att > 0 and cfg.model.attention_impl not in ("xla", "auto"):
+        raise UserError(f"distill.alpha_att={d.alpha_att} reads the student's attention "
+                        f"probabilities, which model.attention_impl="
+                        f"{cfg.model.attention_impl} never forms: use xla, or alpha_att=0")
+    if d.layer_map and cfg.model.scan_layers:
+        raise UserError("distill.layer_map reads every layer's output: set "
+                        "model.scan_layers=False")
+
+
+objectives.register(objectives.Entry(
+    name="distil", build=DistilMlm, defaults=defaults, validate=validate,
+    as_pretrained=lambda model_cfg, params: (model_cfg, params["student"], "mlm"),
+    imports=lambda cfg: {TEACHER: cfg.distill.teacher}))

@@ -1,0 +1,203 @@
+"""ModernBERT (Warner et al. 2024) as answerdotai released it and transformers runs it.
+
+What differs from BERT: no biases in any projection or LayerNorm (only the MLM
+decoder's), pre-LN with a LayerNorm after the embeddings and none before the first
+layer's attention, a final LayerNorm, GeGLU feed-forward (one input projection to
+2 x mlp_dim, GeLU(first half) x second half), rotary positions instead of a position
+table, and alternating attention: every `global_attn_every_n_layers`-th layer (0, 3,
+6, ...) is global with RoPE base 160,000, the others see 64 tokens on either side
+(`local_attention` = 128) with base 10,000. No token types and no pooler; the MLM head
+is dense + GeLU + LayerNorm before the tied decoder, computed only at the gathered
+positions (the released training code's sparse prediction).
+
+Packed rows: `attention_mask` carries segment ids (1, 2, ... per example, 0 on padding)
+and `positions` restart in every example, so each packed document sees only itself, as
+the released model's unpadded batches do. Layers are unrolled (their windows and RoPE
+bases differ); model.scan_layers is refused.
+"""
+
+import math
+
+import jax.numpy as jnp
+import ml_collections
+from flax import linen as nn
+
+from pretrainx import models
+from pretrainx.models import heads, layers
+from pretrainx.models.gated import GatedMlp
+
+
+def default_config() -> ml_collections.ConfigDict:
+    """ModernBERT-base's model keys (answerdotai/ModernBERT-base's config.json)."""
+    m = ml_collections.ConfigDict()
+    m.family = "modernbert"
+    m.num_layers = 22
+    m.hidden_size = 768
+    m.num_heads = 12
+    m.mlp_dim = 1152  # each half of the GeGLU's 2,304-wide input projection
+    m.vocab_size = 50368
+    m.max_position_embeddings = 8192  # no table: the longest row RoPE was trained for
+    m.layer_norm_eps = 1e-5
+    m.initializer_range = 0.02
+    m.hidden_act = "gelu"  # exact GeLU, in the GeGLU and the MLM head
+    m.global_rope_theta = 160_000.0
+    m.local_rope_theta = 10_000.0
+    m.global_attn_every_n_layers = 3
+    m.local_attention = 128  # the local window's width: half of it on each side
+    m.dropout_rate = 0.0  # embeddings and the GeGLU (HF: embedding_dropout, mlp_dropout)
+    m.attention_dropout_rate = 0.0
+    m.classifier_pooling = "cls"  # cls | mean: what a sequence classifier reads
+    m.classifier_dropout = 0.0
+    m.dtype = "float32"
+    m.remat = "none"
+    m.scan_layers = False  # refused: the layers differ in window and RoPE base
+    m.float32_attention_logits = False
+    m.attention_impl = "xla"  # a sliding window runs on xla, splash or cudnn (not flash)
+    return m
+
+
+def is_global(cfg, index: int) -> bool:
+    return index % cfg.global_attn_every_n_layers == 0
+
+
+def _inits(cfg):
+    """The released initialisation: N(0, 0.02) cut at two sigmas in, and /sqrt(2L) on
+    every projection back into the residual stream."""
+    std = cfg.initializer_range
+    return (layers.truncated_normal(std),
+            layers.truncated_normal(std / math.sqrt(2.0 * cfg.num_layers)))
+
+
+class ModernBertLayer(nn.Module):
+    cfg: ml_collections.ConfigDict
+    dtype: jnp.dtype
+    index: int
+
+    @nn.compact
+    def __call__(self, x, segments, positions, deterministic):
+        cfg, glob = self.cfg, is_global(self.cfg, self.index)
+        init, out_init = _inits(cfg)
+        norm = lambda name: layers.LayerNorm(cfg.layer_norm_eps, self.dtype, use_bias=False,  # noqa: E731
+                                             name=name)
+        h = x if self.index == 0 else norm("attention_norm")(x)
+        mask = layers.Mask(segments, segments, window=0 if glob else cfg.local_attention // 2)
+        attn = layers.MultiHeadAttention(
+            num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
+            dropout_rate=cfg.attention_dropout_rate, use_bias=False, dtype=self.dtype,
+            kernel_init=init, out_init=out_init, float32_logits=cfg.float32_attention_logits,
+            impl=cfg.get("attention_impl", "xla"),
+            rope_theta=cfg.global_rope_theta if glob else cfg.local_rope_theta,
+            name="attention")(h, h, mask, deterministic, positions)
+        attn = layers.Dropout(cfg.attention_dropout_rate)(attn, deterministic=deterministic)
+        x = layers.constrain(x + attn, ("batch", "length", "embed"))
+        h = GatedMlp(cfg.mlp_dim, cfg.hidden_act, cfg.dropout_rate, self.dtype, init, out_init,
+                     name="mlp")(norm("mlp_norm")(x), deterministic)
+        return layers.constrain(x + h, ("batch", "length", "embed"))
+
+
+class ModernBertEncoder(nn.Module):
+    """Token embeddings + LayerNorm, the layers, the final LayerNorm."""
+    cfg: ml_collections.ConfigDict
+
+    def setup(self):
+        cfg = self.cfg
+        self.dtype = jnp.dtype(cfg.dtype)
+        init, _ = _inits(cfg)
+        self.token_embed = layers.Embed(cfg.vocab_size, cfg.hidden_size, ("vocab", "embed"),
+                                        self.dtype, init)
+        self.embed_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, use_bias=False)
+        self.embed_dropout = layers.Dropout(cfg.dropout_rate)
+        cls = ModernBertLayer
+        if cfg.remat != "none":
+            cls = nn.remat(cls, policy=layers.REMAT_POLICIES[cfg.remat], static_argnums=(4,))
+        self.layers = [cls(cfg, self.dtype, i, name=f"layer_{i}") for i in range(cfg.num_layers)]
+        self.final_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, use_bias=False)
+
+    def __call__(self, input_ids, segments, positions, deterministic):
+        if positions is None:
+            positions = jnp.broadcast_to(jnp.arange(input_ids.shape[1]), input_ids.shape)
+        x = self.embed_dropout(self.embed_norm(self.token_embed(input_ids)),
+                               deterministic=deterministic)
+        x = layers.constrain(x, ("batch", "length", "embed"))
+        for layer in self.layers:
+            x = layer(x, segments, positions, deterministic)
+        return self.final_norm(x)
+
+
+class PredictionHead(nn.Module):
+    """dense (no bias) + GeLU + LayerNorm: before the MLM decoder and every task head."""
+    cfg: ml_collections.ConfigDict
+
+    @nn.compact
+    def __call__(self, x):
+        cfg, dtype = self.cfg, jnp.dtype(self.cfg.dtype)
+        _, out_init = _inits(cfg)
+        h = layers.Dense(cfg.hidden_size, ("embed", "mlp"), use_bias=False, dtype=dtype,
+                         kernel_init=out_init, name="dense")(x)
+        h = layers.activation(cfg.hidden_act)(h)
+        return layers.LayerNorm(cfg.layer_norm_eps, dtype, use_bias=False, name="norm")(h)
+
+
+class ModernBertForMaskedLM(nn.Module):
+    """The encoder and the MLM head at the gathered positions (sparse prediction)."""
+    cfg: ml_collections.ConfigDict
+
+    def setup(self):
+        self.model = ModernBertEncoder(self.cfg)
+        self.head = PredictionHead(self.cfg)
+        self.mlm_bias = self.param("mlm_bias", nn.with_logical_partitioning(
+            nn.initializers.zeros, ("vocab",)), (self.cfg.vocab_size,), jnp.float32)
+
+    def __call__(self, batch, deterministic: bool = True):
+        x = self.model(*layers.packed_inputs(batch), deterministic)
+        picked = jnp.take_along_axis(x, batch["masked_lm_positions"][..., None], axis=1)
+        h = layers.constrain(self.head(layers.constrain(picked, ("batch", "pred", "embed"))),
+                             ("batch", "pred", "embed"))
+        logits = self.model.token_embed.attend(h) + self.mlm_bias.astype(h.dtype)
+        return {"mlm_logits": layers.constrain(logits, ("batch", "pred", "vocab"))
+                .astype(jnp.float32)}
+
+
+class ModernBertForFineTuning(nn.Module):
+    """HF's ModernBertFor{SequenceClassification, TokenClassification, QuestionAnswering}:
+    the prediction head on [CLS] (or the mean of real tokens, classifier_pooling) or on
+    every token, dropout, and a linear classifier initialised at N(0, 1/hidden)."""
+    cfg: ml_collections.ConfigDict
+    head: str
+    num_labels: int
+
+    @nn.compact
+    def __call__(self, batch, deterministic: bool = True):
+        cfg = self.cfg
+        x = ModernBertEncoder(cfg, name="model")(*layers.packed_inputs(batch), deterministic)
+        if self.head == "classify":
+            x = heads.pool(x, batch["attention_mask"], cfg.classifier_pooling)
+        return heads.task_logits(
+            PredictionHead(cfg, name="head")(x), batch["attention_mask"], head=self.head,
+            num_labels=self.num_labels, deterministic=deterministic,
+            dtype=jnp.dtype(cfg.dtype), init=layers.truncated_normal(cfg.hidden_size ** -0.5),
+            dropout_rate=cfg.classifier_dropout, pooling="none", dropout_on_span=True)
+
+
+def finetune_model(cfg, head: str, num_labels: int, peft) -> ModernBertForFineTuning:
+    return ModernBertForFineTuning(cfg, head, num_labels)
+
+
+def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
+    """Training FLOPs per token (forward x 3): per layer 4 h x h projections and the
+    GeGLU's 3 h x mlp; attention scores and sums over the keys a query may see (all
+    `seq_len` in a global layer, at most local_attention + 1 in a local one); the MLM
+    head (h x h and h x vocab) at `max_predictions` positions per row."""
+    h, mlp = cfg.hidden_size, cfg.mlp_dim
+    attention = 0
+    for i in range(cfg.num_layers):
+        keys = seq_len if is_global(cfg, i) else min(seq_len, cfg.local_attention + 1)
+        attention += 2 * 2 * keys * h
+    dense = cfg.num_layers * 2 * (4 * h * h + 3 * h * mlp)
+    head = max_predictions * 2 * (h * h + h * cfg.vocab_size) / seq_len
+    return 3.0 * (dense + attention + head)
+
+
+models.register(models.Family(
+    name="modernbert", default_config=default_config, finetune_model=finetune_model,
+    max_positions="max_position_embeddings", fill_mask=False))

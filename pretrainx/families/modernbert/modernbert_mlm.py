@@ -1,0 +1,184 @@
+"""ModernBERT's objective (Warner et al. 2024): masked LM only, 30% of tokens, on packed
+documents.
+
+Each document's tokens become [CLS] piece [SEP] examples of up to seq_len (a long
+document several, cut anywhere), and examples are packed first-fit into rows of seq_len with segment ids and
+positions that restart (`data.pack_examples`; False: one example a row, padded), as the
+released model's unpadded batches hold several documents that never see each other.
+Masks are drawn at batch time, keyed by the row's position: 30% of the non-special
+tokens, 80/10/10, the MLM head only at the masked positions. `data.eval_mask_prob`
+(0: the training rate) evaluates at another rate, so that recipes trained at 15% and at
+30% can be compared at one (benchmarks/recipes.py uses 15%).
+"""
+
+import math
+
+import numpy as np
+
+from pretrainx import config as config_lib
+from pretrainx import objectives
+from pretrainx.data import corpus
+from pretrainx.errors import UserError
+from pretrainx.families.modernbert import model as modernbert
+from pretrainx.objectives import encoder, mlm, rows
+
+
+class ModernBertMlm(encoder.MlmLoss):
+    flops_formula = ("3 * (L * 2*(4*h^2 + 3*h*mlp) + sum over layers of 4*keys*h "
+                     "+ P*2*(h^2 + h*V) / seq), keys = seq (global) or local_attention + 1")
+    token_features = ("input_ids",)
+
+    def __init__(self, cfg, tokenizer):
+        self.cfg = cfg
+        self.model = modernbert.ModernBertForMaskedLM(cfg.model)
+        if tokenizer is not None:
+            encoder.check_row_tokenizer(tokenizer, cfg, "ModernBERT", "[CLS] text [SEP]")
+        self.tokenizer = tokenizer
+        self.corpus = corpus.Corpus(cfg, tokenizer)
+
+    def describe(self, phase) -> dict:
+        return {"max_predictions_per_seq": phase.max_predictions,
+                "pack_examples": bool(self.cfg.data.pack_examples)}
+
+    def flops_per_token(self, phase) -> float:
+        return modernbert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
+
+    # ---- data -------------------------------------------------------------
+    def examples(self, files, phase, train: bool) -> list:
+        return self.corpus.examples(self, files, phase, train)
+
+    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
+        examples = rows.document_examples(docs, self.cfg, phase, train, group, self.tokenizer)
+        if self.cfg.data.pack_examples:
+            return rows.pack_examples(examples, phase.seq_len)
+        return [{"input_ids": e, "segment_ids": np.ones(e.size, np.int32),
+                 "positions": np.arange(e.size, dtype=np.int32)} for e in examples]
+
+    def transform(self, phase, train: bool):
+        """(row, rng) -> the row padded, with segment ids, positions and a fresh mask."""
+        tok, data = self.tokenizer, self.cfg.data
+        rate = data.mask_prob if train or not data.eval_mask_prob else data.eval_mask_prob
+        specials = tok.special_ids()
+        seq_len, max_pred = phase.seq_len, phase.max_predictions
+
+        def fn(example, rng):
+            n = example["input_ids"].size
+            padded = np.full(seq_len, tok.pad_id, np.int32)
+            padded[:n] = example["input_ids"]
+            segments = np.zeros(seq_len, np.int32)
+            segments[:n] = example["segment_ids"]
+            positions = np.zeros(seq_len, np.int32)
+            positions[:n] = example["positions"]
+            masked = mlm.mask_tokens(padded, rng, vocab_size=tok.vocab_size, mask_id=tok.mask_id,
+                                     special_ids=specials, max_predictions=max_pred,
+                                     mask_prob=rate)
+            return dict(masked, token_type_ids=np.zeros(seq_len, np.int32),
+                        attention_mask=segments, positions=positions)
+
+        return fn
+
+    def example_batch(self, batch_size: int, phase) -> dict:
+        batch = encoder.example_batch(batch_size, phase)
+        batch["positions"] = np.zeros_like(batch["input_ids"])
+        return batch
+
+    # ---- python -m pretrainx.data --stats / --show ---------------------------
+    def batch_stats(self, batch) -> dict:
+        counts = mlm.masking_counts(batch, self.tokenizer.mask_id, self.tokenizer.special_ids())
+        return {**counts, "examples": int(batch["attention_mask"].max(axis=1).sum())}
+
+    def summarize_stats(self, totals, phase) -> dict:
+        return {**encoder.masking_summary(totals),
+                "padding_fraction": 1 - totals["real_tokens"] / max(totals["all_tokens"], 1),
+                "examples_per_row": totals["examples"] / max(totals["rows"], 1),
+                "max_predictions_per_seq": phase.max_predictions}
+
+    def show(self, batch, count: int) -> list:
+        return encoder.show_rows(self.tokenizer, batch, count,
+                                 label=lambda r: f"{int(batch['attention_mask'][r].max())} "
+                                                 "examples")
+
+
+def token_schedule(c, *, micro_batch: int, accumulate_to: int, learning_rate: float,
+                   warmup_tokens: float, ramp_tokens: float, total_tokens: float = 1.7e12,
+                   decay_tokens: float = 50e9):
+    """ModernBERT's schedule in tokens, as steps of one micro-batch of `micro_batch`
+    rows: the batch warms up from one micro-batch to `accumulate_to` of them over
+    `ramp_tokens` (each size taking the same number of updates, as their
+    BatchSizeWarmupScheduler), and the rate's warmup and 1 - sqrt decay are counted in
+    the same micro-batch steps, so in tokens (train/ramp.py)."""
+    tokens = c.seq_len * micro_batch
+    c.global_batch_size = micro_batch
+    c.total_steps = round(total_tokens / tokens)
+    o = c.optimizer
+    o.learning_rate = learning_rate
+    # Their decay is decoupled from the rate (p -= 1e-5 * lr_t / lr_peak * p); optax's
+    # multiplies by lr_t, so 1e-5 / peak gives the same step.
+    o.weight_decay = 1e-5 / learning_rate
+    o.warmup_steps = round(warmup_tokens / tokens)
+    o.decay_steps = round(decay_tokens / tokens)
+    o.accumulate_to = accumulate_to
+    o.batch_ramp = ramp_tokens / total_tokens
+    o.batch_ramp_shape = "equal_updates"
+    return c
+
+
+def defaults():
+    """ModernBERT-base's pretraining (Warner et al. 2024, section 2.2 and appendix):
+    1024-token packed rows, 30% masking, StableAdamW (b1 0.9, b2 0.98, eps 1e-6) at
+    8e-4 with decoupled weight decay 1e-5, warmup over 3B tokens and the trapezoidal
+    schedule; 1.7T tokens, the batch warming up from 768 to 4,608 rows over the first
+    50B. What is left out is in docs/recipes.md."""
+    c = encoder.defaults("modernbert", "modernbert")
+    c.model = modernbert.default_config()
+    c.seq_len = 1024
+    c.optimizer.name = "stable_adamw"
+    c.optimizer.b2, c.optimizer.eps = 0.98, 1e-6
+    c.optimizer.grad_clip = 0.0  # StableAdamW clips each tensor's update instead
+    c.optimizer.schedule = "warmup_stable_decay"
+    # steps of 768 rows (786,432 tokens): 2,161,662 of them, 3,815 of warmup, updates of
+    # 1 to 6 micro-batches over the first 63,578, the decay over the last 63,578
+    token_schedule(c, micro_batch=768, accumulate_to=6, learning_rate=8e-4,
+                   warmup_tokens=3e9, ramp_tokens=50e9)
+    c.data.lower_case = False
+    c.data.mask_prob = 0.30
+    c.data.max_predictions_per_seq = 320  # 30% of 1,022 rounds to at most 307
+    c.data.eval_mask_prob = 0.0  # 0: evaluate at mask_prob
+    c.data.pack_examples = True
+    del c.data["whole_word_masking"]
+    return c
+
+
+def validate(cfg) -> None:
+    encoder.validate(cfg)
+    m = cfg.model
+    if m.scan_layers:
+        raise UserError("model.scan_layers=True: ModernBERT's layers differ in window and "
+                        "RoPE base, so they are unrolled; set model.scan_layers=False")
+    if m.hidden_size % m.num_heads or (m.hidden_size // m.num_heads) % 2:
+        raise UserError(f"model.hidden_size={m.hidden_size} over model.num_heads={m.num_heads} "
+                        "must give an even head size (RoPE rotates pairs)")
+    if m.get("attention_impl", "xla") == "flash":
+        raise UserError("model.attention_impl=flash has no sliding window for ModernBERT's "
+                        "local layers; use splash (TPU), cudnn (GPU), xla or auto")
+    if not isinstance(m.local_attention, int) or m.local_attention < 2 or m.local_attention % 2:
+        raise UserError(f"model.local_attention={m.local_attention!r} must be an even "
+                        "window width >= 2")
+    rate = cfg.data.eval_mask_prob
+    if not 0.0 <= rate <= 1.0:
+        raise UserError(f"data.eval_mask_prob={rate} must be in [0, 1] (0: data.mask_prob)")
+    for phase in config_lib.phases(cfg):
+        need = math.ceil(cfg.data.mask_prob * (phase.seq_len - 2))
+        if phase.max_predictions < min(need, phase.seq_len) * 0.9:
+            raise UserError(f"data.max_predictions_per_seq={phase.max_predictions} cuts "
+                            f"mask_prob={cfg.data.mask_prob} of {phase.seq_len} tokens "
+                            f"({need} predictions) by more than 10%")
+    opt = cfg.optimizer
+    if opt.schedule == "warmup_stable_decay" and not 0 < opt.get("decay_steps", 0) <= \
+            cfg.total_steps - opt.warmup_steps:
+        raise UserError(f"optimizer.decay_steps={opt.get('decay_steps', 0)} must be in "
+                        f"(0, total_steps - warmup_steps = {cfg.total_steps - opt.warmup_steps}]")
+
+
+objectives.register(objectives.Entry(name="modernbert", build=ModernBertMlm, defaults=defaults,
+                                     validate=validate, as_pretrained=encoder.pretrained_mlm))

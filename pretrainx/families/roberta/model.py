@@ -1,0 +1,25 @@
+"""RoBERTa's model keys (Liu et al. 2019; fairseq's roberta.base): BERT's modules with
+exact GeLU, LayerNorm eps 1e-5, one token type, and 514 learned positions numbered
+from padding_idx + 1 = 2, as fairseq and HF's RobertaModel number them. The
+pretraining model is bert.BertForMaskedLM (no pooler, no NSP)."""
+
+from pretrainx import models
+from pretrainx.families.bert import model as bert
+
+
+def default_config():
+    m = bert.default_config()
+    m.family = "roberta"
+    m.vocab_size = 50265  # GPT-2's 50,257 pieces + <s> <pad> </s> <unk> + <mask>
+    m.max_position_embeddings = 514
+    m.position_offset = 2  # positions start at padding_idx + 1
+    m.type_vocab_size = 1
+    m.layer_norm_eps = 1e-5
+    m.hidden_act = "gelu"
+    return m
+
+
+models.register(models.Family(
+    name="roberta", default_config=default_config, finetune_model=bert.finetune_model,
+    peft=True, max_positions="max_position_embeddings", fill_mask=True,
+    tokenizer_layout="fairseq"))

@@ -1,0 +1,73 @@
+"""RoBERTa's objective (Liu et al. 2019): masked LM only, on FULL-SENTENCES rows.
+
+Rows are packed once: whole sentences taken contiguously, in a (shuffled)
+document order, until the next one would not fit in seq_len - 2 tokens; a
+document boundary inside a row is marked by a </s> between the documents, and
+every row reads <s> ... </s> (section 4.2, FULL-SENTENCES). A sentence longer
+than a row is cut. Masks are drawn at batch time from an RNG keyed by the
+row's global position (the pipeline's random_map), so a row seen again in a
+later epoch gets a new mask: RoBERTa's dynamic masking, without BERT's ten
+static copies. 15% of the non-special tokens are chosen; of those 80% become
+<mask>, 10% a random token, 10% stay (objectives/mlm.py). No NSP.
+"""
+
+
+from pretrainx import objectives
+from pretrainx.data import bpe, corpus
+from pretrainx.families.bert import model as bert
+from pretrainx.families.roberta import model as roberta
+from pretrainx.objectives import encoder, rows
+
+
+class RobertaMlm(rows.FullSentencesRows, encoder.MlmLoss):
+    flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) "
+                     "+ P*2*(h^2 + h*V) / seq), P = max_predictions_per_seq")
+
+    def __init__(self, cfg, tokenizer):
+        self.cfg = cfg
+        self.model = bert.BertForMaskedLM(cfg.model)
+        if tokenizer is not None:
+            # GPT-2's vocabulary takes RoBERTa's layout (<s> <pad> </s> <unk> first, <mask>)
+            tokenizer = bpe.roberta_ids(tokenizer)
+            encoder.require_mask(tokenizer, "mask")
+            encoder.require_vocab_fits(tokenizer, cfg)
+        self.tokenizer = tokenizer
+        self.corpus = corpus.Corpus(cfg, tokenizer)
+
+    def flops_per_token(self, phase) -> float:
+        m = self.cfg.model
+        h, n = m.hidden_size, m.num_layers
+        per_layer = 2 * (4 * h * h + 2 * h * m.mlp_dim) + 2 * 2 * phase.seq_len * h
+        head = phase.max_predictions * 2 * (h * h + h * m.vocab_size)
+        return 3.0 * (n * per_layer + head / phase.seq_len)
+
+
+def defaults():
+    """RoBERTa-base (Liu et al. 2019): MLM only with dynamic masks, FULL-SENTENCES rows
+    of 512 tokens that cross documents, byte-level BPE, 500K steps of 8K rows, Adam
+    (b2 0.98) at 6e-4 with 24K warmup steps, no clipping; see configs/roberta.py."""
+    c = encoder.defaults("roberta", "roberta")
+    c.total_steps, c.global_batch_size, c.seq_len = 500_000, 8192, 512
+    c.optimizer.learning_rate = 6e-4
+    c.optimizer.warmup_steps = 24_000
+    c.optimizer.schedule = "warmup_linear"
+    c.optimizer.b2 = 0.98
+    c.optimizer.eps = 1e-6
+    c.optimizer.grad_clip = 0.0  # fairseq's recipe: --clip-norm 0.0
+    c.model = roberta.default_config()
+    c.data.lower_case = False
+    c.data.max_predictions_per_seq = 80  # 15% of 510 rounds to at most 77: never binds
+    del c.data["whole_word_masking"]
+    # pack_examples: rows end with their document (DOC-SENTENCES' rows) and are packed
+    # several a row, each isolated; off: the paper's FULL-SENTENCES rows
+    return encoder.packing_defaults(c)
+
+
+def validate(cfg) -> None:
+    encoder.validate(cfg)
+    encoder.validate_packing(cfg)
+
+
+objectives.register(objectives.Entry(name="roberta", build=RobertaMlm, defaults=defaults,
+                                     validate=validate,
+                                     as_pretrained=encoder.pretrained_mlm))

@@ -1,0 +1,53 @@
+"""The task heads every encoder fine-tunes under, written once.
+
+classify: the sequence pooled ([CLS] or the mean of its real tokens), optionally
+through a pooler (dense + activation, BERT's tanh pooler, DeBERTa's ContextPooler,
+the crammed BERT's head), dropout, num_labels logits (1 for regression); tokens:
+dropout, num_labels logits per token (NER); span: start and end logits per token
+(extractive QA). The layers are created in the calling module's scope under the
+names `pooler` and `classifier`, so fine-tuned checkpoints and HF exports keep their
+paths whichever family calls.
+"""
+
+import jax.numpy as jnp
+
+from pretrainx.models import layers
+
+HEAD_MODULES = ("classifier",)  # what a task adds (trained under every PEFT method)
+
+
+def features(head: str, num_labels: int) -> int:
+    return 2 if head == "span" else num_labels
+
+
+def pool(x, attention_mask, how: str):
+    """[batch, embed] from [batch, length, embed]: `cls` (the first token) or `mean`
+    (of the real tokens)."""
+    return layers.mean_over_tokens(x, attention_mask) if how == "mean" else x[:, 0]
+
+
+def task_logits(x, attention_mask, *, head: str, num_labels: int, deterministic: bool,
+                dtype, init, dropout_rate: float, pooling: str = "cls", pooler_width: int = 0,
+                pooler_activation: str = "tanh", dropout_before_pooler: bool = False,
+                dropout_on_span: bool = False) -> dict:
+    """{"logits": float32} of the task `head` over encoder outputs `x`. pooling "none":
+    `x` is already what the classifier reads (a family pooled it its own way)."""
+    def drop(h):
+        return layers.Dropout(dropout_rate)(h, deterministic=deterministic)
+
+    axes = ("embed", "classes")
+    if head == "classify" and pooling != "none":
+        x = pool(x, attention_mask, pooling)
+        if pooler_width:
+            if dropout_before_pooler:
+                x = drop(x)
+            x = layers.activation(pooler_activation)(layers.Dense(
+                pooler_width, ("embed", "mlp"), dtype=dtype, kernel_init=init,
+                name="pooler")(x))
+            x = layers.constrain(x, ("batch", "embed"))
+            axes = ("mlp", "classes")
+    if head != "span" or dropout_on_span:
+        x = drop(x)
+    logits = layers.Dense(features(head, num_labels), axes, dtype=dtype, kernel_init=init,
+                          name=HEAD_MODULES[0])(x)
+    return {"logits": logits.astype(jnp.float32)}
