@@ -28,8 +28,7 @@ from pretrainx import interop, models, objectives, pretrain
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.models import decoding
-from pretrainx.families.bert import model as bert
-from pretrainx.families.t5 import model as t5
+from pretrainx.models import peft as peft_lib
 
 MASK = "[MASK]"
 _SENTINEL = re.compile(r"<extra_id_(\d+)>")
@@ -151,7 +150,7 @@ def fill_mask(model, texts, top_k: int = 5) -> list:
         gather[r, :len(where)] = where
     batch = {"input_ids": input_ids, "token_type_ids": np.zeros_like(input_ids),
              "attention_mask": attention, "masked_lm_positions": gather}
-    net = (bert.BertForPreTraining if pretrained.head == "pretrain" else bert.BertForMaskedLM)(cfg)
+    net = family.fill_mask(cfg, pretrained.head)
     logits = jax.jit(lambda p, b: net.apply({"params": p}, b)["mlm_logits"])(
         pretrained.params, batch)
     probs = np.asarray(jax.nn.softmax(logits, axis=-1))
@@ -227,7 +226,9 @@ def t5_sample(workdir: str, texts, max_new_tokens: int = 16, temperature: float 
     segments = np.zeros((len(rows), length), np.int32)
     for r, ids in enumerate(rows):
         tokens[r, :len(ids)], segments[r, :len(ids)] = ids, 1
-    net = t5.T5(_eval_model_config(pretrained))
+    # a text-to-text family fine-tunes the encoder-decoder that writes its outputs
+    net = models.family(pretrained.family).finetune_model(
+        _eval_model_config(pretrained), "seq2seq", 0, peft_lib.Peft())
     sampler = jax.jit(lambda params, tokens, segments, key: decoding.encoder_decoder(
         net, params, tokens, segments, max_new_tokens, temperature, top_k, top_p, key))
     outputs = np.asarray(sampler(pretrained.params, tokens, segments, jax.random.key(seed)))

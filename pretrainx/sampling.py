@@ -1,8 +1,9 @@
 """Autoregressive sampling: greedy, top-k, top-p.
 
-`generate` continues a GPT-2 prompt with a key-value cache: the prompt is fed one
-token at a time through the same jitted step as the generated tokens (each step
-attends to the cache, so a step costs one token's work); only that step is compiled.
+`generate` continues a prompt of a causal family (GPT-2) with a key-value cache: the
+prompt is fed one token at a time through the same jitted step as the generated tokens
+(each step attends to the cache, so a step costs one token's work); only that step is
+compiled.
 
 Encoder-decoders decode through `models.decoding` (greedy and beam search over a
 key-value cache; T5's short targets rerun the decoder on the prefix).
@@ -12,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pretrainx.families.gpt2 import model as gpt2
+from pretrainx import models
 from pretrainx.models.decoding import filter_logits
 
 
@@ -27,7 +28,7 @@ def generate(model_cfg, params, prompt_ids, max_new_tokens: int, temperature: fl
     if total > model_cfg.max_position_embeddings:
         raise ValueError(f"prompt ({len(prompt)}) + max_new_tokens ({max_new_tokens}) exceeds "
                          f"the model's {model_cfg.max_position_embeddings} positions")
-    model = gpt2.GPT2(model_cfg, decode=True)
+    model = models.family(model_cfg.family).causal_sampling(model_cfg)
     shape = (num_samples, total)
     cache = jax.jit(lambda: model.init(
         jax.random.key(0), {"inputs": jnp.zeros(shape, jnp.int32),

@@ -13,7 +13,9 @@ from pretrainx import config as config_lib, models
 from pretrainx.errors import UserError
 from pretrainx.finetune import task_data
 from pretrainx.models import peft as peft_lib
-from pretrainx.families.bert import model as bert
+
+# the encoder a run without init_from builds at random (its model keys are the defaults)
+DEFAULT_FAMILY = "bert"
 
 
 def finetune_config() -> ml_collections.ConfigDict:
@@ -79,14 +81,14 @@ def finetune_config() -> ml_collections.ConfigDict:
     c.peft.num_virtual_tokens = 20  # prompt tokens, or prefix length per layer
 
     # Used only without init_from: the shape of a randomly initialised encoder.
-    c.model = bert.default_config()
+    c.model = models.family(DEFAULT_FAMILY).default_config()
     return c
 
 
 def _known_keys(cfg) -> set:
     """The fine-tuning keys, with the model keys of the family `model.family` names (a
     randomly initialised ModernBERT has its own model keys, not BERT's)."""
-    name = cfg.model.get("family", "bert")
+    name = cfg.model.get("family", DEFAULT_FAMILY)
     family = models.FAMILIES.find(name)
     if family is None:
         raise UserError(f"config key 'model.family' is {name!r}; known: "

@@ -1,16 +1,29 @@
 """Models in and out: our workdirs (pretraining or fine-tuning) and HuggingFace
 directories, as one `Pretrained` record of config, parameters and tokenizer."""
 
+import dataclasses
 import os
+from typing import Callable
 
 from pretrainx.errors import UserError
+from pretrainx.registry import Registry
 import pretrainx.interop.hf as hf
-import pretrainx.interop.tf_bert as tf_bert
 import pretrainx.interop.workdir as workdir
 # What the rest of pretrainx uses, in one place:
 from pretrainx.interop.pretrained import (Pretrained, graft, stack_layers,  # noqa: F401
                                           unstack_layers)
 from pretrainx.interop.workdir import FINETUNE_FILE, save_finetuned  # noqa: F401
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """Another project's checkpoint layout a family reads (google-research BERT's)."""
+    name: str
+    marker: str  # the file a directory of this layout has
+    load: Callable  # (path) -> Pretrained
+
+
+FORMATS = Registry("checkpoint format")
 
 
 def load(path: str) -> Pretrained:
@@ -30,10 +43,12 @@ def load(path: str) -> Pretrained:
         return workdir.load_pretraining(path)
     if os.path.isfile(os.path.join(path, "config.json")):
         return hf.load(path)
-    if os.path.isfile(os.path.join(path, "bert_config.json")):
-        return tf_bert.load(path)
-    raise UserError(f"{path} is neither a pretrainx workdir (checkpoints/, {FINETUNE_FILE}), "
-                    "a HuggingFace model directory (config.json) nor a google-research BERT "
-                    "checkpoint (bert_config.json)")
+    for fmt in FORMATS.entries():
+        if os.path.isfile(os.path.join(path, fmt.marker)):
+            return fmt.load(path)
+    kinds = [f"a pretrainx workdir (checkpoints/, {FINETUNE_FILE})",
+             "a HuggingFace model directory (config.json)",
+             *(f"a {f.name} ({f.marker})" for f in FORMATS.entries())]
+    raise UserError(f"{path} is neither {', '.join(kinds[:-1])} nor {kinds[-1]}")
 
 

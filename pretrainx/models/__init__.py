@@ -33,8 +33,12 @@ class Family:
     generate: Callable | None = None
     peft: bool = False  # takes LoRA, adapters, prefix and prompt tuning
     max_positions: str = ""  # the model key that bounds a fine-tuning length
-    causal_sampling: bool = False  # `python -m pretrainx.generate` samples it
-    fill_mask: bool = False  # a pretraining head that fills [MASK] (notebook.fill_mask)
+    # (model_cfg) -> the model with a key-value cache that `python -m pretrainx.generate`
+    # samples from (sampling.py); None: this family is not sampled token by token
+    causal_sampling: Callable | None = None
+    # (model_cfg, head) -> the pretraining model whose "mlm_logits" fill [MASK]
+    # (notebook.fill_mask; head: the checkpoint's, pretrain or mlm); None: it has none
+    fill_mask: Callable | None = None
     # the ids this family gives a byte-level vocabulary (data.bpe.LAYOUTS; "": the file's)
     tokenizer_layout: str = ""
 

@@ -8,17 +8,16 @@ import numpy as np
 
 from pretrainx import config as config_lib
 from pretrainx.errors import UserError
-from pretrainx.families.bert import model as bert
 from pretrainx.objectives import mlm
 
 # ---- config ---------------------------------------------------------------------
-def defaults(objective: str, family: str):
-    """BERT-Base's encoder, optimizer and masking (Devlin et al. 2019) as a one-length,
-    MLM-only run; objectives that pair segments add `pairing_defaults`."""
+def defaults(objective: str, model):
+    """BERT-Base's optimizer and masking (Devlin et al. 2019) as a one-length, MLM-only
+    run of the family's `model` keys; objectives that pair segments add
+    `pairing_defaults`."""
     c = config_lib.shared_config(objective, total_steps=1_000_000, batch=1024, seq_len=128,
                                  learning_rate=1e-4, schedule="bert_linear")
-    c.model = bert.default_config()
-    c.model.family = family
+    c.model = model
     c.data.lower_case = True
     c.data.mask_prob = 0.15
     c.data.max_predictions_per_seq = 20

@@ -325,14 +325,14 @@ def defaults():
     steps, linear decay, dropout 0 (v2; v1 had 0.1), 30,000 SentencePiece pieces;
     see configs/albert.py."""
     # dupe_factor 40: create_pretraining_data's default (masks are dynamic here)
-    c = encoder.pairing_defaults(encoder.defaults("albert", "albert"), dupe_factor=40)
+    c = encoder.pairing_defaults(encoder.defaults("albert", albert.default_config()),
+                                 dupe_factor=40)
     del c.data["whole_word_masking"]  # n-grams are whole words by definition
     c.total_steps, c.global_batch_size, c.seq_len = 125_000, 4096, 512
     c.optimizer.name = "lamb"
     c.optimizer.learning_rate = 0.00176
     c.optimizer.warmup_steps = 3125
     c.optimizer.schedule = "bert_linear"  # albert's optimization.py: BERT's, to the letter
-    c.model = albert.default_config()
     # 15% of 509 tokens is at most 77; google-research/albert's flag default of 20
     # would cap the rate at 4% of a 512-token row.
     c.data.max_predictions_per_seq = 80

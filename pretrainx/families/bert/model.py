@@ -273,6 +273,12 @@ def flops_per_token(cfg: ml_collections.ConfigDict, seq_len: int, max_prediction
     return 3.0 * forward
 
 
+def fill_mask_model(cfg, head: str) -> nn.Module:
+    """The pretraining model of a checkpoint with the `pretrain` (MLM and NSP) or `mlm`
+    head, for filling in [MASK]."""
+    return (BertForPreTraining if head == "pretrain" else BertForMaskedLM)(cfg)
+
+
 def finetune_model(cfg, head: str, num_labels: int, peft) -> BertForFineTuning:
     """What BERT-like families (RoBERTa, SpanBERT, ALBERT, ELECTRA) fine-tune."""
     return BertForFineTuning(cfg, head, num_labels, peft)
@@ -280,4 +286,4 @@ def finetune_model(cfg, head: str, num_labels: int, peft) -> BertForFineTuning:
 
 models.register(models.Family(
     name="bert", default_config=default_config, finetune_model=finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=True))
+    peft=True, max_positions="max_position_embeddings", fill_mask=fill_mask_model))

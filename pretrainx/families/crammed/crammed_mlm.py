@@ -49,8 +49,7 @@ class CrammedMlm(rows.FullSentencesRows, encoder.MlmLoss):
 
 def defaults():
     """bert-o4 with crammed-bert: a day on one GPU (budget 24 hours)."""
-    c = encoder.defaults("crammed", "crammed")
-    c.model = crammed.default_config()
+    c = encoder.defaults("crammed", crammed.default_config())
     c.model.dropout_rate = c.model.attention_dropout_rate = 0.0  # pretrain_in_train_mode False
     c.seq_len, c.global_batch_size = 128, 128  # the micro-batch; updates take accumulate_to
     c.total_steps = 900_000  # micro-batch steps: the schedule's resolution and upper bound

@@ -46,8 +46,7 @@ def paper_defaults(objective: str):
     """DeBERTa's pretraining settings, which both of the family's objectives use: the
     base shape, 1M steps of 2K rows of 512 tokens, Adam (eps 1e-6) at 2e-4 after 10K
     warmup steps, linear decay, gradients clipped at 1, cased text, 80 predictions."""
-    c = encoder.defaults(objective, "deberta")
-    c.model = deberta.default_config()
+    c = encoder.defaults(objective, deberta.default_config())
     c.total_steps, c.global_batch_size, c.seq_len = 1_000_000, 2048, 512
     c.optimizer.learning_rate = 2e-4
     c.optimizer.warmup_steps = 10_000

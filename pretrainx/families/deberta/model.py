@@ -273,4 +273,4 @@ def finetune_model(cfg, head: str, num_labels: int, peft):
 
 models.register(models.Family(
     name="deberta", default_config=default_config, finetune_model=finetune_model,
-    max_positions="max_position_embeddings", fill_mask=False))
+    max_positions="max_position_embeddings"))

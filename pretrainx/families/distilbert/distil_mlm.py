@@ -272,8 +272,7 @@ def defaults():
     Adam (eps 1e-6, no weight decay) at 5e-4 with 5% warmup and linear decay,
     gradients clipped at 5, loss 5.0 KL(T = 2) + 2.0 MLM + 1.0 cosine, the student's
     position table frozen (--freeze_pos_embs); see configs/distilbert_base.py."""
-    c = encoder.defaults("distil", "distilbert")
-    c.model = distilbert.default_config()
+    c = encoder.defaults("distil", distilbert.default_config())
     c.total_steps, c.global_batch_size, c.seq_len = 6_000, 4096, 512
     c.optimizer.learning_rate = 5e-4
     c.optimizer.warmup_steps = 300

@@ -144,4 +144,4 @@ def student_from_teacher(teacher_params: dict, num_layers: int, every: int = 2) 
 
 models.register(models.Family(
     name="distilbert", default_config=default_config, finetune_model=bert.finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=True))
+    peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model))

@@ -114,4 +114,5 @@ def flops_per_token(cfg, seq_len: int) -> float:
     return 3.0 * (n * per_layer + 2 * h * cfg.vocab_size)
 
 
-models.register(models.Family(name="gpt2", default_config=default_config, causal_sampling=True))
+models.register(models.Family(name="gpt2", default_config=default_config,
+                              causal_sampling=lambda cfg: GPT2(cfg, decode=True)))

@@ -200,4 +200,4 @@ def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
 
 models.register(models.Family(
     name="modernbert", default_config=default_config, finetune_model=finetune_model,
-    max_positions="max_position_embeddings", fill_mask=False))
+    max_positions="max_position_embeddings"))

@@ -129,8 +129,7 @@ def defaults():
     8e-4 with decoupled weight decay 1e-5, warmup over 3B tokens and the trapezoidal
     schedule; 1.7T tokens, the batch warming up from 768 to 4,608 rows over the first
     50B. What is left out is in docs/recipes.md."""
-    c = encoder.defaults("modernbert", "modernbert")
-    c.model = modernbert.default_config()
+    c = encoder.defaults("modernbert", modernbert.default_config())
     c.seq_len = 1024
     c.optimizer.name = "stable_adamw"
     c.optimizer.b2, c.optimizer.eps = 0.98, 1e-6

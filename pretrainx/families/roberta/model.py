@@ -21,5 +21,5 @@ def default_config():
 
 models.register(models.Family(
     name="roberta", default_config=default_config, finetune_model=bert.finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=True,
+    peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model,
     tokenizer_layout="fairseq"))

@@ -46,7 +46,7 @@ def defaults():
     """RoBERTa-base (Liu et al. 2019): MLM only with dynamic masks, FULL-SENTENCES rows
     of 512 tokens that cross documents, byte-level BPE, 500K steps of 8K rows, Adam
     (b2 0.98) at 6e-4 with 24K warmup steps, no clipping; see configs/roberta.py."""
-    c = encoder.defaults("roberta", "roberta")
+    c = encoder.defaults("roberta", roberta.default_config())
     c.total_steps, c.global_batch_size, c.seq_len = 500_000, 8192, 512
     c.optimizer.learning_rate = 6e-4
     c.optimizer.warmup_steps = 24_000
@@ -54,7 +54,6 @@ def defaults():
     c.optimizer.b2 = 0.98
     c.optimizer.eps = 1e-6
     c.optimizer.grad_clip = 0.0  # fairseq's recipe: --clip-norm 0.0
-    c.model = roberta.default_config()
     c.data.lower_case = False
     c.data.max_predictions_per_seq = 80  # 15% of 510 rounds to at most 77: never binds
     del c.data["whole_word_masking"]

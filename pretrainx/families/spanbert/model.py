@@ -70,4 +70,4 @@ def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
 
 models.register(models.Family(
     name="spanbert", default_config=default_config, finetune_model=bert.finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=True))
+    peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model))

@@ -13,6 +13,7 @@ import os
 import re
 
 import pretrainx.families.bert.hf as hf_bert
+from pretrainx import interop
 from pretrainx.errors import UserError
 from pretrainx.interop.pretrained import Pretrained
 from pretrainx.families.bert import model as bert
@@ -100,3 +101,7 @@ def load(path: str):
     lower_case = not ("cased" in name and "uncased" not in name)
     return Pretrained(model=model, params=params, tokenizer=vocab, lower_case=lower_case,
                       head=head, source=prefix)
+
+
+interop.FORMATS.register(interop.Format(
+    name="google-research BERT checkpoint", marker="bert_config.json", load=load))

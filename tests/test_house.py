@@ -1,0 +1,130 @@
+"""The shape of the package, read from its imports: families live in their folders and
+nothing below them reaches up; no cycles; small modules and short train functions."""
+
+import ast
+import pathlib
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "pretrainx"
+
+# Each role may import the roles on earlier floors and its own; a module not named here
+# (the CLIs at the top: main, pretrain, export, ...) may import anything.
+FLOORS = [
+    ["errors", "registry", "charset", "chips"],
+    ["config", "sharding"],
+    ["data", "models"],
+    ["objectives"],
+    ["interop", "train"],  # the train loop reads other models through pretrain.py only
+    ["families"],
+    ["finetune"],
+]
+# siblings on one floor that must not import each other
+APART = [("data", "models"), ("interop", "train")]
+
+
+def _role(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def _floor(role: str):
+    for i, roles in enumerate(FLOORS):
+        if role in roles:
+            return i
+    return None
+
+
+def _modules() -> dict:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _imports(name: str, path: pathlib.Path, top_only: bool = False) -> set:
+    """The pretrainx modules `name` imports: anywhere in its text (a function's import
+    runs as soon as the function does), or at module level only."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in (tree.body if top_only else ast.walk(tree)):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1]
+                                + ([node.module] if node.module else []))
+            targets = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        found.update(t for t in targets if t in MODULES and t != name)
+    return found
+
+
+MODULES = _modules()
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def test_nothing_outside_a_family_imports_one():
+    reaching = sorted(f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets
+                      if _role(b) == "families" and _role(a) != "families")
+    assert not reaching, f"shared code names a family: {reaching}"
+
+
+def test_lower_floors_never_import_higher_ones():
+    broken = []
+    for a, targets in GRAPH.items():
+        floor_a = _floor(_role(a))
+        if floor_a is None:
+            continue
+        for b in targets:
+            floor_b = _floor(_role(b))
+            if floor_b is not None and floor_b > floor_a:
+                broken.append(f"{a} -> {b}")
+            if {_role(a), _role(b)} in [set(pair) for pair in APART]:
+                broken.append(f"{a} -> {b}")
+    assert not broken, broken
+
+
+def test_no_import_cycles():
+    """Module-level imports: a cycle there fails at import, or works by luck of order."""
+    top = {name: _imports(name, path, top_only=True) for name, path in MODULES.items()}
+    done, cycles = set(), []
+
+    def visit(node, trail):
+        if node in trail:
+            cycles.append(trail[trail.index(node):] + [node])
+        elif node not in done:
+            for nxt in sorted(top[node]):
+                visit(nxt, trail + [node])
+            done.add(node)
+
+    for name in sorted(top):
+        visit(name, [])
+    assert not cycles, cycles[:3]
+
+
+def test_every_family_has_a_folder_that_registers_it():
+    from pretrainx import models
+    folders = {p.name for p in (PACKAGE / "families").iterdir()
+               if (p / "__init__.py").is_file()}
+    assert set(models.FAMILIES.names()) <= folders, set(models.FAMILIES.names()) - folders
+
+
+def test_no_module_is_over_400_lines():
+    sizes = {n: len(p.read_text(encoding="utf-8").splitlines()) for n, p in MODULES.items()}
+    assert not {n: k for n, k in sizes.items() if k > 400}
+
+
+def test_no_train_function_is_over_60_lines():
+    long = []
+    for name, path in MODULES.items():
+        if _role(name) != "train":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.end_lineno - node.lineno + 1 > 60:
+                    long.append(f"{name}.{node.name}")
+    assert not long, long
