@@ -8,7 +8,7 @@ name.
 """
 
 import importlib
-import pkgutil
+import pathlib
 
 from pretrainx.errors import UserError
 
@@ -32,8 +32,10 @@ class Registry:
         if not self._found:
             self._found = True
             package = importlib.import_module(self.package)
-            for info in pkgutil.walk_packages(package.__path__, f"{self.package}."):
-                importlib.import_module(info.name)
+            for folder in package.__path__:  # a family's folder needs no __init__.py
+                for path in sorted(pathlib.Path(folder).glob("*/*.py")):
+                    importlib.import_module(
+                        f"{self.package}.{path.parent.name}.{path.stem}")
 
     def find(self, name):
         """The entry called `name`, or None."""
