@@ -174,10 +174,13 @@ def our_step(size: str, dtype: str = "float32", attention_impl: str = "xla"):
         step_lib.make_train_step(objective.model, tx, objective, schedule, 1),
         mesh, rules, shardings, batch_sharding)
     on_device, key = jax.device_put(ours, batch_sharding), jax.random.key(0)
-    holder = {"state": state}
+    holder = {"state": state, "step": 0}
+    repl = sharding.replicated(mesh)
 
     def one_step():
-        holder["state"], m = train_step(holder["state"], on_device, key)
+        clock = step_lib.clock(holder["step"], 1, repl)  # as the train loop passes it
+        holder["state"], m = train_step(holder["state"], on_device, key, clock)
+        holder["step"] += 1
         return float(m["loss"])  # waits for the step
 
     tokens = batch_size * seq

@@ -175,13 +175,14 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
     tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps, getattr(objective, "frozen", ()))
     abstract = state_lib.abstract_state(model, tx, objective.example_batch(1, phase))
     shardings = state_lib.state_shardings(abstract, mesh, rules)
-    state = jax.tree_util.tree_map(
-        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), nn.unbox(abstract),
-        shardings)
+    state = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+                                   nn.unbox(abstract), shardings)
     batch_sharding = sharding.batch_sharding(mesh, rules)
     batch = {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=batch_sharding)
              for k, v in objective.example_batch(phase.global_batch_size, phase).items()}
     key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=sharding.replicated(mesh))
+    clock = {k: jax.ShapeDtypeStruct((), v.dtype, sharding=key.sharding)
+             for k, v in step_lib.clock(0).items()}
     schedule = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
     step = step_lib.compile_train_step(
         step_lib.make_train_step(model, tx, objective, schedule, cfg.micro_batches), mesh, rules,
@@ -199,7 +200,7 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
            "model_flops_per_step": model_flops}
     try:
         with attention.recording() as kernel_calls:
-            lowered = step.lower(state, batch, key)
+            lowered = step.lower(state, batch, key, clock)
         compiled = lowered.compile()
     except Exception as e:  # XlaRuntimeError and friends
         message = str(e)

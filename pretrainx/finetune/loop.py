@@ -252,7 +252,7 @@ def train(cfg, workdir: str, devices=None) -> dict:
     with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
         f.write(cfg.to_json(sort_keys=True))
     writer = metrics_lib.MetricsWriter(workdir, total_steps)
-    base_key = jax.random.key(cfg.seed + 1)
+    base_key, repl = jax.random.key(cfg.seed + 1), sharding.replicated(mesh)
     history, best, best_params, step, skipped_run = [], None, None, 0, 0
     interval = time.perf_counter()
     try:
@@ -261,7 +261,8 @@ def train(cfg, workdir: str, devices=None) -> dict:
             buffer = []
             for i in range(steps_per_epoch):
                 index = order[i * batch:(i + 1) * batch]
-                state, m = train_step(state, to_global(_rows(data.train, index)), base_key)
+                state, m = train_step(state, to_global(_rows(data.train, index)), base_key,
+                                      step_lib.clock(step, 1, repl))
                 step += 1
                 buffer.append(m)
                 if step % cfg.log_every == 0 or i == steps_per_epoch - 1:

@@ -10,10 +10,20 @@ paths whichever family calls.
 """
 
 import jax.numpy as jnp
+import ml_collections
+from flax import linen as nn
 
 from pretrainx.models import layers
 
 HEAD_MODULES = ("classifier",)  # what a task adds (trained under every PEFT method)
+
+
+class TaskModel(nn.Module):
+    """The fields of every encoder's fine-tuning model: its model keys, the task head
+    (classify, tokens or span) and the number of labels."""
+    cfg: ml_collections.ConfigDict
+    head: str
+    num_labels: int
 
 
 def features(head: str, num_labels: int) -> int:

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from pretrainx import config as config_lib
+from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.objectives import mlm
 
@@ -39,6 +40,17 @@ def packing_defaults(c, max_examples: int = 3):
     c.data.pack_examples = False
     c.data.max_examples_per_row = max_examples
     return c
+
+
+def masked_corpus(cfg, tokenizer, vocab_must_fit: bool = False):
+    """The corpus an MLM objective reads, once its tokenizer passed the checks (a
+    [MASK] piece; with `vocab_must_fit`, every id within model.vocab_size).
+    tokenizer None: shapes only (--describe), nothing to check."""
+    if tokenizer is not None:
+        require_mask(tokenizer)
+        if vocab_must_fit:
+            require_vocab_fits(tokenizer, cfg)
+    return corpus.Corpus(cfg, tokenizer)
 
 
 def validate_packing(cfg) -> None:

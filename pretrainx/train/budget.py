@@ -3,7 +3,8 @@ ramp, as functions of elapsed time, as Izsak et al. (2021) and the crammed BERT
 (Geiping and Goldstein 2022) schedule them.
 
 Before each step the host turns the elapsed fraction p of the budget into the step
-that the optimizer's schedules read, p x total_steps (total_steps is then only the
+that the optimizer's schedules read (train/ramp.py's clock_at, which the train step
+receives as an argument), p x total_steps (total_steps is then only the
 schedule's resolution and the most steps a run may take), and, with
 optimizer.batch_ramp, into how many steps' gradients one update averages (train/ramp.py:
 rising to optimizer.accumulate_to at p = batch_ramp, so global_batch_size is the
@@ -22,7 +23,6 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 
-from pretrainx.train import optim, ramp
 
 
 def enabled(cfg) -> bool:
@@ -30,7 +30,8 @@ def enabled(cfg) -> bool:
 
 
 class Budget:
-    """The hook (train/hooks.py's protocol) that runs the clock; first in the list."""
+    """The hook (train/hooks.py's protocol) that runs the clock and records it for a
+    resume; first in the list, so the step it ends is evaluated and saved by the rest."""
 
     def __init__(self, run):
         self.seconds = float(run.cfg.optimizer.budget_hours) * 3600.0
@@ -39,7 +40,7 @@ class Budget:
         self.before = _elapsed_at(self.record, run.step)
         self.started = None
         self.elapsed = self.before  # at the end of the last step: what the next one reads
-        run.budget_spent = False
+        self.spent = False  # the run ended because the time was spent
 
     def _now(self) -> float:
         elapsed = self.before + time.perf_counter() - self.started
@@ -50,19 +51,24 @@ class Budget:
     def before_step(self, run):
         if self.started is None:  # the clock starts at the first step
             self.started = time.perf_counter()
-        progress = min(self.elapsed / self.seconds, 1.0)
-        opt = run.cfg.optimizer
-        clock = int(progress * run.cfg.total_steps)
-        every = ramp.accumulation_at(progress, opt) if ramp.accumulating(opt) else None
-        run.state = run.state.replace(opt_state=optim.set_clock(run.state.opt_state, clock,
-                                                                every))
+
+    def progress(self) -> float:
+        """The share of the budget spent when the last step ended (0..1): what the
+        schedules and the batch ramp of the next step follow (ramp.clock_at)."""
+        return min(self.elapsed / self.seconds, 1.0)
+
+    def time_is_up(self, run) -> bool:
+        """Reads the clock once a step (one broadcast across hosts), after the step;
+        True the first time the budget is spent before the run's last step."""
+        self.elapsed = self._now()
+        if self.elapsed >= self.seconds and run.step < run.end and not self.spent:
+            self.spent = True
+            return True
+        return False
 
     def after_step(self, run, step_metrics):
-        elapsed = self.elapsed = self._now()  # once a step: one broadcast across hosts
-        if elapsed >= self.seconds and run.step < run.end:
-            run.end, run.budget_spent = run.step, True
         if run.step % run.cfg.checkpoint_every == 0 or run.step == run.end:
-            self.record[str(run.step)] = elapsed
+            self.record[str(run.step)] = self.elapsed
             if jax.process_index() == 0:
                 with open(self.path, "w", encoding="utf-8") as f:
                     json.dump(self.record, f)

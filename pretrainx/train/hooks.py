@@ -129,7 +129,7 @@ class Evaluate(Hook):
 
     def after_step(self, run, step_metrics):
         cfg = run.cfg
-        last = run.step == cfg.total_steps or getattr(run, "budget_spent", False)
+        last = run.finished
         if (run.step % cfg.eval_every and not last) or self.stop():
             return []  # asked to stop: the checkpoint first, not an evaluation
         result, by_source = run.phases.evaluate(run.phase, run.state.params, cfg.eval_steps,

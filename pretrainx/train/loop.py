@@ -58,18 +58,24 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
     evaluate = hooks_lib.Evaluate(metrics, stop=checkpoint.stop_requested)
     profile = hooks_lib.Profile(run)
     probe = downstream.Probe(run, metrics) if downstream.enabled(cfg) else hooks_lib.Hook()
-    hooks = [profile, metrics, evaluate, hooks_lib.PhaseSwitch(metrics),
-             checkpoint, probe]
-    if budget_lib.enabled(cfg):  # first: it sets the clock and may end the run here
-        hooks.insert(0, budget_lib.Budget(run))
-    elif ramp.accumulating(cfg.optimizer):  # first: the step clock of a batch ramp
-        hooks.insert(0, ramp.StepRamp())
+    budget = budget_lib.Budget(run) if budget_lib.enabled(cfg) else None
+    # The order is the contract: the budget's clock first (its record is the step's);
+    # metrics before evaluation (an eval line follows its step's line); the phase switch
+    # after evaluation (the old phase's eval closes it) and before the checkpoint (a
+    # resume starts in the new phase); the probe last, on a committed checkpoint.
+    hooks = [*([budget] if budget else []), profile, metrics, evaluate,
+             hooks_lib.PhaseSwitch(metrics), checkpoint, probe]
     try:
         while run.step < run.end:
             batch = run.next_batch()
             for hook in hooks:
                 hook.before_step(run)
-            step_metrics = run.train_step(batch)
+            schedule_step, every = ramp.clock_at(
+                cfg, run.step, budget.progress() if budget else None)
+            step_metrics = run.train_step(batch, schedule_step, every)
+            if budget and budget.time_is_up(run):
+                run.end = run.step  # the hooks below evaluate and save this last step
+            run.finished = run.step == cfg.total_steps or (budget is not None and budget.spent)
             logged = [record for hook in hooks for record in hook.after_step(run, step_metrics)]
             if on_step is not None:
                 on_step(run.step, logged)
@@ -82,18 +88,22 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
         probe.close()  # waits for the probes started (stops them if the run stopped early)
         metrics.close()
         run.lock.release()
-    if run.start > cfg.total_steps:
-        metrics_lib.log(f"nothing to do: the newest checkpoint ({run.start}) is past "
-                        f"total_steps={cfg.total_steps}; checkpoints in {run.ckpt.directory}")
-    elif run.step < run.end:
-        metrics_lib.log(f"stopped by {checkpoint.signal_name or 'a preemption notice'} at step "
-                        f"{run.step}/{cfg.total_steps}; checkpoint {run.step} saved in "
-                        f"{run.ckpt.directory}; run the same command to resume")
-    elif getattr(run, "budget_spent", False):
-        metrics_lib.log(f"done: the {cfg.optimizer.budget_hours:g}-hour budget was spent at "
-                        f"step {run.step}; checkpoints in {run.ckpt.directory}")
-    else:
-        metrics_lib.log(f"{'done' if run.step >= cfg.total_steps else 'stopped'}: {run.step}/"
-                        f"{cfg.total_steps} steps; checkpoints in {run.ckpt.directory}")
+    metrics_lib.log(_ending(run, cfg, checkpoint, budget))
     return {"train": metrics.last, "eval": evaluate.last, "params": run.n_params,
             "peak_flops_source": run.peak_source}
+
+
+def _ending(run, cfg, checkpoint, budget) -> str:
+    """The line that says how the run ended and what to do next."""
+    if run.start > cfg.total_steps:
+        return (f"nothing to do: the newest checkpoint ({run.start}) is past "
+                f"total_steps={cfg.total_steps}; checkpoints in {run.ckpt.directory}")
+    if run.step < run.end:
+        return (f"stopped by {checkpoint.signal_name or 'a preemption notice'} at step "
+                f"{run.step}/{cfg.total_steps}; checkpoint {run.step} saved in "
+                f"{run.ckpt.directory}; run the same command to resume")
+    if budget and budget.spent:
+        return (f"done: the {cfg.optimizer.budget_hours:g}-hour budget was spent at "
+                f"step {run.step}; checkpoints in {run.ckpt.directory}")
+    return (f"{'done' if run.step >= cfg.total_steps else 'stopped'}: {run.step}/"
+            f"{cfg.total_steps} steps; checkpoints in {run.ckpt.directory}")

@@ -4,7 +4,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 
@@ -159,7 +158,7 @@ class AccumulateState(NamedTuple):
     inner: optax.OptState
     grads: optax.Updates  # summed since the last update
     count: jax.Array  # micro-batches summed
-    every: jax.Array  # micro-batches an update takes now (set by the host: set_clock)
+    every: jax.Array  # micro-batches an update takes now (the step's clock sets it)
 
 
 def accumulating(tx: optax.GradientTransformation) -> optax.GradientTransformation:
@@ -192,20 +191,17 @@ def accumulating(tx: optax.GradientTransformation) -> optax.GradientTransformati
 
 def set_clock(opt_state, schedule_step, every=None):
     """The optimizer state with every learning-rate schedule at `schedule_step` (and an
-    accumulating optimizer's `every` set): how a wall-clock budget drives the schedule
-    and the batch-size ramp from the host. Each value keeps its array's sharding."""
-    def put(old, value):
-        return jax.device_put(np.asarray(value, np.int32), old.sharding) \
-            if isinstance(old, jax.Array) else jnp.asarray(value, jnp.int32)
-
+    accumulating optimizer's `every` set): what the train step does with the clock the
+    host passes it (train/step.py), so that a wall-clock budget and a batch-size ramp
+    steer the optimizer without writing into its state from outside the step."""
     def schedule(node):
         if isinstance(node, optax.ScaleByScheduleState):
-            return node._replace(count=put(node.count, schedule_step))
+            return node._replace(count=jnp.asarray(schedule_step, jnp.int32))
         return node
 
     def accumulation(node):
         if isinstance(node, AccumulateState):
-            return node._replace(every=put(node.every, every))
+            return node._replace(every=jnp.asarray(every, jnp.int32))
         return node
 
     state = jax.tree_util.tree_map(

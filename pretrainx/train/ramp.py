@@ -19,7 +19,6 @@ Two shapes (optimizer.batch_ramp_shape):
 
 import math
 
-from pretrainx.train import optim
 
 SHAPES = ("linear", "equal_updates")
 
@@ -48,20 +47,17 @@ def accumulation_at(progress: float, opt_cfg) -> int:
     return full
 
 
-class StepRamp:
-    """The hook (train/hooks.py's protocol) that, without a wall-clock budget, sets the
-    schedules' clock to the micro-batch step and the accumulation from step /
-    total_steps before each step; first in the list. The clock follows run.step alone,
-    so every process computes the same values and a resumed run continues them."""
+def clock_at(cfg, step: int, budget_progress: float | None = None) -> tuple:
+    """(schedule step, micro-batches an update takes) for the step after `step`: the
+    one function the train step's clock comes from (train/step.py's `clock`).
 
-    def before_step(self, run):
-        cfg = run.cfg
-        every = accumulation_at(run.step / cfg.total_steps, cfg.optimizer)
-        run.state = run.state.replace(
-            opt_state=optim.set_clock(run.state.opt_state, run.step, every))
-
-    def after_step(self, run, step_metrics):
-        return []
-
-    def close(self):
-        pass
+    With a wall-clock budget, its progress p: the schedules read p x total_steps and
+    the ramp follows p. Without, the step itself: the schedules read the micro-batch
+    step (so warmup and decay count tokens while updates take more of them) and the
+    ramp follows step / total_steps. Every process computes the same values, and a
+    resumed run continues them."""
+    opt = cfg.optimizer
+    progress = step / cfg.total_steps if budget_progress is None else budget_progress
+    every = accumulation_at(progress, opt) if accumulating(opt) else 1
+    schedule_step = step if budget_progress is None else int(budget_progress * cfg.total_steps)
+    return schedule_step, every

@@ -12,7 +12,7 @@ from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.train import checkpoint as checkpoint_lib
 from pretrainx.train import metrics as metrics_lib
-from pretrainx.train import optim, ramp, state as state_lib
+from pretrainx.train import optim, ramp, state as state_lib, step as step_lib
 from pretrainx.train.phases import Phases
 from pretrainx.train.workdir_lock import WorkdirLock
 
@@ -148,7 +148,9 @@ class Run:
         self.start = self.step
         self.end = cfg.total_steps if stop_at is None else min(stop_at, cfg.total_steps)
         self.key = jax.random.key(cfg.seed + 1)
+        self.replicated = sharding.replicated(mesh)
         self.stopping = False  # set by a hook: save and leave the loop after this step
+        self.finished = False  # set by the loop: this step ends the run (total_steps or budget)
 
     def _log_start(self):
         cfg, mesh = self.cfg, self.mesh
@@ -194,7 +196,11 @@ class Run:
     def next_batch(self):
         return self.phases.to_global(next(self.iterator))
 
-    def train_step(self, batch):
-        self.state, metrics = self.phases.train_step(self.phase)(self.state, batch, self.key)
+    def train_step(self, batch, schedule_step: int, every: int = 1):
+        """One step; the schedules read `schedule_step` and an update averages `every`
+        steps (ramp.clock_at computes both on the host)."""
+        clock = step_lib.clock(schedule_step, every, self.replicated)
+        self.state, metrics = self.phases.train_step(self.phase)(self.state, batch, self.key,
+                                                                 clock)
         self.step += 1
         return metrics

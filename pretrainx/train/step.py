@@ -7,6 +7,7 @@ micro-batches or devices (only the dropout draws differ with micro-batching).
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import linen as nn
 
@@ -25,8 +26,21 @@ def _split_micro(batch, micro_batches: int):
     return jax.tree_util.tree_map(split, batch)
 
 
+def clock(schedule_step: int, every: int = 1, sharding=None) -> dict:
+    """What the host tells a train step besides the batch: the step the learning-rate
+    schedules read (the optimizer step, or a wall-clock budget's share of total_steps)
+    and how many steps' gradients an update averages (a batch-size ramp); int32
+    scalars, placed with `sharding` (replicated) when given."""
+    values = {"schedule_step": np.int32(schedule_step), "every": np.int32(every)}
+    if sharding is None:
+        return values
+    return {k: jax.device_put(v, sharding) for k, v in values.items()}
+
+
 def make_train_step(model, tx, objective, schedule, micro_batches: int):
-    """(state, batch, key) -> (state, metrics); pure, to be jitted by `compile_train_step`."""
+    """(state, batch, key, clock) -> (state, metrics); pure, to be jitted by
+    `compile_train_step`. `clock` (see `clock`) sets the schedules' step and the
+    accumulation inside the step; None: they follow the optimizer's own counters."""
 
     def loss_fn(params, batch, norms, rng):
         outputs = model.apply({"params": params}, batch, deterministic=False,
@@ -36,7 +50,12 @@ def make_train_step(model, tx, objective, schedule, micro_batches: int):
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
-    def step(state: TrainState, batch, base_key):
+    def step(state: TrainState, batch, base_key, clock=None):
+        if clock is None:
+            opt_state, schedule_step = state.opt_state, optim.clock(state.opt_state, state.step)
+        else:
+            opt_state = optim.set_clock(state.opt_state, clock["schedule_step"], clock["every"])
+            schedule_step = clock["schedule_step"]
         norms = objective.normalizers(batch)
         rng = jax.random.fold_in(base_key, state.step)
         if micro_batches == 1:
@@ -61,20 +80,19 @@ def make_train_step(model, tx, objective, schedule, micro_batches: int):
         grad_norm = optax.tree.norm(grads)
 
         def apply_update():
-            updates, opt_state = tx.update(grads, state.opt_state, state.params)
-            return optax.apply_updates(state.params, updates), opt_state
+            updates, new_opt_state = tx.update(grads, opt_state, state.params)
+            return optax.apply_updates(state.params, updates), new_opt_state
 
         # One bad batch must not poison a long run: a non-finite loss or gradient
         # leaves parameters and optimizer state as they were (the step and the data
         # still advance, and so do the learning-rate schedules, which follow the step).
         finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-        params, opt_state = jax.lax.cond(
-            finite, apply_update,
-            lambda: (state.params, optim.advance_schedules(state.opt_state)))
+        params, new_opt_state = jax.lax.cond(
+            finite, apply_update, lambda: (state.params, optim.advance_schedules(opt_state)))
         metrics = dict(objective.metrics(sums, norms), loss=loss, grad_norm=grad_norm,
-                       learning_rate=schedule(optim.clock(state.opt_state, state.step)),
+                       learning_rate=schedule(schedule_step),
                        skipped=1.0 - finite.astype(jnp.float32))
-        return TrainState(step=state.step + 1, params=params, opt_state=opt_state), metrics
+        return TrainState(step=state.step + 1, params=params, opt_state=new_opt_state), metrics
 
     return step
 
@@ -107,7 +125,7 @@ class Compiled:
 def compile_train_step(step_fn, mesh, rules, state_shardings, batch_shardings):
     repl = sharding.replicated(mesh)
     return Compiled(step_fn, mesh, rules,
-                    in_shardings=(state_shardings, batch_shardings, repl),
+                    in_shardings=(state_shardings, batch_shardings, repl, repl),
                     out_shardings=(state_shardings, repl), donate_argnums=(0,))
 
 

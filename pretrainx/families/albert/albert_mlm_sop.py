@@ -37,7 +37,6 @@ import numpy as np
 
 from pretrainx import config as config_lib
 from pretrainx import objectives
-from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.families.albert import model as albert
 from pretrainx.families.bert import model as bert
@@ -194,12 +193,9 @@ class AlbertMlmSop(packed_pairs.Packing):
                      "+ (P*2*(h*E + E*V) + 2*(h^2 + 2*h)) / seq), P = max_predictions_per_seq")
 
     def __init__(self, cfg, tokenizer):
-        self.cfg = cfg
-        self.tokenizer = tokenizer
+        self.cfg, self.tokenizer = cfg, tokenizer
         self.model = bert.BertForPreTraining(cfg.model)
-        self.corpus = corpus.Corpus(cfg, tokenizer)
-        if tokenizer is not None:
-            encoder.require_mask(tokenizer)
+        self.corpus = encoder.masked_corpus(cfg, tokenizer)
 
     # ---- data -------------------------------------------------------------
     def examples(self, files, phase, train: bool) -> list:

@@ -11,7 +11,6 @@ import numpy as np
 
 from pretrainx import config as config_lib
 from pretrainx import objectives
-from pretrainx.data import corpus
 from pretrainx.families.bert import model as bert
 from pretrainx.objectives import encoder, mlm, nsp, packed_pairs
 
@@ -23,12 +22,9 @@ class MlmNsp(packed_pairs.Packing):
                      "+ (P*2*(h^2 + h*V) + 2*(h^2 + 2*h)) / seq), P = max_predictions_per_seq")
 
     def __init__(self, cfg, tokenizer):
-        self.cfg = cfg
-        self.tokenizer = tokenizer
+        self.cfg, self.tokenizer = cfg, tokenizer
         self.model = bert.BertForPreTraining(cfg.model)
-        self.corpus = corpus.Corpus(cfg, tokenizer)
-        if tokenizer is not None:
-            encoder.require_mask(tokenizer)
+        self.corpus = encoder.masked_corpus(cfg, tokenizer)
 
     # ---- data -------------------------------------------------------------
     def examples(self, files, phase, train: bool) -> list:

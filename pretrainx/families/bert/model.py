@@ -228,7 +228,7 @@ class BertForPreTraining(BertForMaskedLM):
                 "nsp_logits": nsp_logits}
 
 
-class BertForFineTuning(nn.Module):
+class BertForFineTuning(heads.TaskModel):
     """The pretrained encoder (and pooler) under a task head, as run_classifier.py,
     run_squad.py and HF's BertFor* heads put them:
 
@@ -236,9 +236,6 @@ class BertForFineTuning(nn.Module):
     tokens: dropout(sequence) -> num_labels logits per token (NER);
     span: sequence -> start and end logits per token (extractive QA).
     """
-    cfg: ml_collections.ConfigDict
-    head: str
-    num_labels: int
     peft: peft_lib.Peft = peft_lib.Peft()
 
     @nn.compact

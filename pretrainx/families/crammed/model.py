@@ -129,12 +129,9 @@ class CrammedForMaskedLM(nn.Module):
                 .astype(jnp.float32)}
 
 
-class CrammedForFineTuning(nn.Module):
+class CrammedForFineTuning(heads.TaskModel):
     """classify: mean of the real tokens -> dense (classifier_width) -> tanh -> dropout ->
     linear; tokens / span: dropout -> linear at every token."""
-    cfg: ml_collections.ConfigDict
-    head: str
-    num_labels: int
 
     @nn.compact
     def __call__(self, batch, deterministic: bool = True):

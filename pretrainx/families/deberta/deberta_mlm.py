@@ -9,7 +9,6 @@ at 1, dropout 0.1; the v2 vocabulary (128K SentencePiece pieces).
 """
 
 from pretrainx import objectives
-from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.families.deberta import model as deberta
 from pretrainx.objectives import encoder, rows
@@ -20,13 +19,9 @@ class DebertaMlm(rows.FullSentencesRows, encoder.MlmLoss):
                      "+ 2 x the last layer (EMD) + P*2*(h^2 + h*V)/seq), B = position_buckets")
 
     def __init__(self, cfg, tokenizer):
-        self.cfg = cfg
+        self.cfg, self.tokenizer = cfg, tokenizer
         self.model = deberta.DebertaForMaskedLM(cfg.model)
-        if tokenizer is not None:
-            encoder.require_mask(tokenizer)
-            encoder.require_vocab_fits(tokenizer, cfg)
-        self.tokenizer = tokenizer
-        self.corpus = corpus.Corpus(cfg, tokenizer)
+        self.corpus = encoder.masked_corpus(cfg, tokenizer, vocab_must_fit=True)
 
     def describe(self, phase) -> dict:
         return {"max_predictions_per_seq": phase.max_predictions}

@@ -14,7 +14,6 @@ import jax
 
 from pretrainx import config as config_lib
 from pretrainx import objectives
-from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.families.deberta import model as deberta
 from pretrainx.families.deberta import rtd_model as deberta_rtd
@@ -27,13 +26,9 @@ class DebertaRtd(rows.FullSentencesRows, rtd.RtdLoss):
                      "over 2B relative rows) + P*2*(h^2 + h*V)/seq + 2*(h^2 + h))")
 
     def __init__(self, cfg, tokenizer):
-        self.cfg = cfg
+        self.cfg, self.tokenizer = cfg, tokenizer
         self.model = deberta_rtd.DebertaV3ForPreTraining(cfg.model)
-        if tokenizer is not None:
-            encoder.require_mask(tokenizer)
-            encoder.require_vocab_fits(tokenizer, cfg)
-        self.tokenizer = tokenizer
-        self.corpus = corpus.Corpus(cfg, tokenizer)
+        self.corpus = encoder.masked_corpus(cfg, tokenizer, vocab_must_fit=True)
 
     def describe(self, phase) -> dict:
         shapes = jax.eval_shape(lambda: self.model.init(

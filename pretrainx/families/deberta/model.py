@@ -245,12 +245,9 @@ class DebertaForMaskedLM(nn.Module):
                                               batch["masked_lm_positions"])}
 
 
-class DebertaForFineTuning(nn.Module):
+class DebertaForFineTuning(heads.TaskModel):
     """The encoder under BERT's task heads (the HF ContextPooler's place is our pooler:
     dense + GeLU on [CLS], DeBERTa's pooler_hidden_act)."""
-    cfg: ml_collections.ConfigDict
-    head: str
-    num_labels: int
 
     @nn.compact
     def __call__(self, batch, deterministic: bool = True):

@@ -158,13 +158,10 @@ class ModernBertForMaskedLM(nn.Module):
                 .astype(jnp.float32)}
 
 
-class ModernBertForFineTuning(nn.Module):
+class ModernBertForFineTuning(heads.TaskModel):
     """HF's ModernBertFor{SequenceClassification, TokenClassification, QuestionAnswering}:
     the prediction head on [CLS] (or the mean of real tokens, classifier_pooling) or on
     every token, dropout, and a linear classifier initialised at N(0, 1/hidden)."""
-    cfg: ml_collections.ConfigDict
-    head: str
-    num_labels: int
 
     @nn.compact
     def __call__(self, batch, deterministic: bool = True):
