@@ -151,6 +151,11 @@ _DTYPES = ("float32", "bfloat16")
 _REMAT = ("none", "full", "dots")
 SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt", "cosine",
              "slanted_triangular", "warmup_stable_decay", "one_cycle")
+# the optimizer keys a schedule or an optimizer reads besides the shared ones; the
+# recipes that use them set them (the crammed BERT, ModernBERT, ELMo), so that each
+# value lives in one place
+NEEDS = {"slanted_triangular": ("stlr_ratio",), "one_cycle": ("cycle_start", "cycle_falloff"),
+         "warmup_stable_decay": ("decay_steps",), "adagrad": ("initial_accumulator",)}
 _OPTIMIZERS = ("adamw", "adafactor", "adagrad", "lamb", "stable_adamw")
 
 
@@ -195,6 +200,17 @@ def check_fraction(cfg, name: str, low: float, high: float, closed_high: bool = 
         raise UserError(f"{name}={value} must be in ({low:g}, {high:g}{']' if closed_high else ')'}")
 
 
+def check_needed_keys(opt) -> None:
+    """The keys optimizer.schedule and optimizer.name read, present (one line naming the
+    first missing one)."""
+    for field in ("schedule", "name"):
+        for key in NEEDS.get(opt[field], ()):
+            if key not in opt:
+                raise UserError(f"optimizer.{field}={opt[field]!r} needs config key "
+                                f"'optimizer.{key}', which this config does not set (set it "
+                                "in the config file, as the recipes that use it do)")
+
+
 def check_stlr_ratio(opt) -> None:
     if opt.stlr_ratio < 1:
         raise UserError(f"config key 'optimizer.stlr_ratio' is {opt.stlr_ratio}; the slanted "
@@ -224,6 +240,7 @@ def validate_shared(cfg) -> None:
     choice(m.dtype, "model.dtype", _DTYPES)
     choice(m.remat, "model.remat", _REMAT)
     choice(cfg.optimizer.schedule, "optimizer.schedule", SCHEDULES)
+    check_needed_keys(cfg.optimizer)
     check_stlr_ratio(cfg.optimizer)
     choice(cfg.data.format, "data.format", ("auto", "sentences", "text", "tsv", "conll"))
     choice(cfg.data.tfds_reader, "data.tfds_reader", ("data_source", "tf"))

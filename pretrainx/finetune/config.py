@@ -109,6 +109,7 @@ def validate(cfg) -> ml_collections.ConfigDict:
     if cfg.optimizer.learning_rate <= 0:
         raise UserError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be positive")
     config_lib.choice(cfg.optimizer.schedule, "optimizer.schedule", config_lib.SCHEDULES)
+    config_lib.check_needed_keys(cfg.optimizer)
     config_lib.check_stlr_ratio(cfg.optimizer)
     if not 0.0 < cfg.optimizer.layer_lr_decay <= 1.0:
         raise UserError(f"config key 'optimizer.layer_lr_decay' is "

@@ -41,19 +41,18 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
             progress = jnp.clip((step - warmup) / max(total_steps - warmup, 1), 0.0, 1.0)
             after = peak * 0.5 * (1.0 + jnp.cos(jnp.pi * progress))
         elif kind == "slanted_triangular":
-            ratio = float(opt_cfg.get("stlr_ratio", 32.0))
+            ratio = float(opt_cfg.stlr_ratio)
             cut = max(warmup, 1)
             p = jnp.where(step < cut, step / cut,
                           1.0 - (step - cut) / max(total_steps - cut, 1))
             return peak * (1.0 + jnp.clip(p, 0.0, 1.0) * (ratio - 1.0)) / ratio
         elif kind == "one_cycle":
-            start = float(opt_cfg.get("cycle_start", 0.25))
-            falloff = float(opt_cfg.get("cycle_falloff", 0.25))
+            start, falloff = float(opt_cfg.cycle_start), float(opt_cfg.cycle_falloff)
             p = step / max(total_steps, 1)
             return peak * jnp.clip(jnp.minimum(start + p * (1 - start) / (1 - falloff),
                                                (1 - p) / falloff), 0.0, 1.0)
         elif kind == "warmup_stable_decay":
-            decay = max(int(opt_cfg.get("decay_steps", 0)), 1)
+            decay = max(int(opt_cfg.decay_steps), 1)
             progress = jnp.clip((step - (total_steps - decay)) / decay, 0.0, 1.0)
             after = peak * (1.0 - jnp.sqrt(progress))
         elif kind == "bert_linear":
@@ -280,7 +279,7 @@ def _recipe_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation
                                      weight_decay_rate=opt_cfg.weight_decay or None,
                                      weight_decay_mask=decay_mask))
     elif opt_cfg.name == "adagrad":  # ELMo's (bilm-tf: TF Adagrad, accumulators from 1.0)
-        parts.append(optax.adagrad(schedule, opt_cfg.get("initial_accumulator", 0.1), eps=1e-7))
+        parts.append(optax.adagrad(schedule, opt_cfg.initial_accumulator, eps=1e-7))
     elif opt_cfg.name == "lamb":
         # optax.lamb's chain, with ALBERT's masks (google-research/albert lamb_optimizer):
         # LayerNorm scales and biases get neither weight decay nor the trust ratio.

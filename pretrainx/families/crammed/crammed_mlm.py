@@ -75,7 +75,8 @@ def validate(cfg) -> None:
         raise UserError(f"optimizer.cycle_start={o.cycle_start} must be in [0, 1] and "
                         f"optimizer.cycle_falloff={o.cycle_falloff} in (0, 1)")
     config_lib.check_positive(cfg, "data.max_predictions_per_seq")
-    config_lib.check_fraction(cfg, "data.eval_mask_prob", 0.0, 1.0)
+    if cfg.data.eval_mask_prob:  # 0 (the recipe's default): evaluate at data.mask_prob
+        config_lib.check_fraction(cfg, "data.eval_mask_prob", 0.0, 1.0)
 
 
 objectives.register(objectives.Entry(name="crammed", build=CrammedMlm, defaults=defaults,
