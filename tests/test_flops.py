@@ -1,0 +1,49 @@
+"""`--describe` prints each objective's FLOPs formula as text beside the number the code
+computes for MFU; here the text is evaluated with the recipe's numbers and held to the
+code, so the two cannot drift apart."""
+
+import re
+
+import pytest
+
+from conftest import load_config
+
+# the recipes whose formula is arithmetic over the symbols below
+RECIPES = [("quickstart.py", None), ("roberta_base.py", None), ("spanbert_base.py", None),
+           ("albert_base.py", None), ("crammed_quickstart.py", None), ("gpt2.py", "small"),
+           ("bart_quickstart.py", None)]
+
+
+def _expression(formula: str) -> str:
+    """The formula up to its first top-level comma (what follows names the symbols),
+    with ^ as Python's power."""
+    depth = 0
+    for i, ch in enumerate(formula):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            formula = formula[:i]
+            break
+    return formula.replace("^", "**")
+
+
+def _symbols(cfg, phase) -> dict:
+    m = cfg.model
+    return {"L": m.num_layers, "L_enc": m.num_layers,
+            "L_dec": m.get("num_decoder_layers", m.num_layers), "h": m.hidden_size,
+            "d": m.hidden_size, "mlp": m.mlp_dim, "V": m.vocab_size, "seq": phase.seq_len,
+            "S": phase.seq_len, "P": phase.max_predictions,
+            "E": m.get("embedding_size", 0) or m.hidden_size}
+
+
+@pytest.mark.parametrize("name,arg", RECIPES, ids=[n for n, _ in RECIPES])
+def test_the_printed_formula_is_the_computed_flops(name, arg):
+    from pretrainx import config as config_lib
+    from pretrainx import objectives
+    cfg = load_config(name, arg)
+    objective = objectives.build(cfg, tokenizer=None)
+    for phase in config_lib.phases(cfg):
+        text = _expression(objective.flops_formula)
+        assert set(re.findall(r"[A-Za-z_]+", text)) <= set(_symbols(cfg, phase)), text
+        printed = eval(text, {}, _symbols(cfg, phase))  # noqa: S307 (our own text)
+        assert printed == pytest.approx(objective.flops_per_token(phase), rel=1e-9), (
+            name, phase.index, objective.flops_formula)
