@@ -130,7 +130,16 @@ def layout(mesh: Mesh, rules, mesh_cfg=None) -> dict:
 
 
 def rules_of(cfg) -> tuple:
-    return tuple((name, tuple(a) if isinstance(a, list) else a) for name, a in cfg.sharding_rules)
+    """cfg.sharding_rules as flax wants them; a mesh axis the mesh lacks is refused in
+    one line (it would fail later as a KeyError deep in the sharding code)."""
+    rules = tuple((name, tuple(a) if isinstance(a, list) else a)
+                  for name, a in cfg.sharding_rules)
+    for name, axes in rules:
+        for axis in (axes if isinstance(axes, tuple) else (axes,)):
+            if axis is not None and axis not in MESH_AXES:
+                raise UserError(f"config key 'sharding_rules' maps {name!r} to mesh axis "
+                                f"{axis!r}; the mesh's axes are {', '.join(MESH_AXES)}")
+    return rules
 
 
 @contextlib.contextmanager

@@ -296,3 +296,20 @@ def test_a_wordpiece_vocab_whose_ids_would_shift_is_refused(tmp_path, lines, cul
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(UserError, match=re.escape(f"vocab {path} {culprit}")):
         load_tokenizer(str(path))
+
+
+def test_a_lock_that_is_a_directory_is_named_and_left(tmp_path):
+    from pretrainx.train.workdir_lock import LOCK_NAME, WorkdirLock
+    (tmp_path / LOCK_NAME).mkdir()
+    with pytest.raises(UserError, match=re.escape(str(tmp_path / LOCK_NAME))):
+        WorkdirLock(str(tmp_path)).acquire()
+    assert (tmp_path / LOCK_NAME).is_dir() and not any((tmp_path / LOCK_NAME).iterdir())
+
+
+def test_sharding_rules_naming_an_axis_the_mesh_lacks():
+    from conftest import load_config
+    from pretrainx import sharding
+    cfg = load_config("quickstart.py")
+    cfg.sharding_rules = (("batch", ("data", "fsdpp")),)
+    with pytest.raises(UserError, match="sharding_rules.*'fsdpp'.*data, fsdp, tensor"):
+        sharding.rules_of(cfg)

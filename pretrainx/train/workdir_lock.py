@@ -31,7 +31,12 @@ class WorkdirLock:
         if "://" in self.workdir:
             return self
         self._created = not os.path.exists(self.path)
-        f = open(self.path, "a", encoding="utf-8")
+        try:
+            f = open(self.path, "a", encoding="utf-8")
+        except OSError as e:  # a directory of that name, no write permission, ...
+            raise UserError(f"cannot hold the workdir lock {self.path}: {e.strerror}; "
+                            f"{LOCK_NAME} must be a file pretrainx may write (remove what "
+                            "is there, or give another --workdir)") from None
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
