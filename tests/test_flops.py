@@ -11,7 +11,8 @@ from conftest import load_config
 # the recipes whose formula is arithmetic over the symbols below
 RECIPES = [("quickstart.py", None), ("roberta_base.py", None), ("spanbert_base.py", None),
            ("albert_base.py", None), ("crammed_quickstart.py", None), ("gpt2.py", "small"),
-           ("bart_quickstart.py", None)]
+           ("bart_quickstart.py", None), ("modernbert_quickstart.py", None),
+           ("modernbert_base.py", None)]
 
 
 def _expression(formula: str) -> str:
@@ -28,7 +29,9 @@ def _expression(formula: str) -> str:
 
 def _symbols(cfg, phase) -> dict:
     m = cfg.model
-    return {"L": m.num_layers, "L_enc": m.num_layers,
+    every = m.get("global_attn_every_n_layers", 1)  # ModernBERT's local/global layers
+    return {"min": min, "G": -(-m.num_layers // every), "W": m.get("local_attention", 0),
+            "L": m.num_layers, "L_enc": m.num_layers,
             "L_dec": m.get("num_decoder_layers", m.num_layers), "h": m.hidden_size,
             "d": m.hidden_size, "mlp": m.mlp_dim, "V": m.vocab_size, "seq": phase.seq_len,
             "S": phase.seq_len, "P": phase.max_predictions,

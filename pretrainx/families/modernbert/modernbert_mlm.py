@@ -24,8 +24,9 @@ from pretrainx.objectives import encoder, mlm, rows
 
 
 class ModernBertMlm(encoder.MlmLoss):
-    flops_formula = ("3 * (L * 2*(4*h^2 + 3*h*mlp) + sum over layers of 4*keys*h "
-                     "+ P*2*(h^2 + h*V) / seq), keys = seq (global) or local_attention + 1")
+    flops_formula = ("3 * (L * 2*(4*h^2 + 3*h*mlp) + 4*h*(G*seq + (L - G)*min(seq, W + 1)) "
+                     "+ P*2*(h^2 + h*V) / seq), G = ceil(L / global_attn_every_n_layers) "
+                     "global layers, W = local_attention")
     token_features = ("input_ids",)
 
     def __init__(self, cfg, tokenizer):
