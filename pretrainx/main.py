@@ -11,9 +11,8 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from pretrainx import pretrain
+from pretrainx import jobs
 from pretrainx.errors import DiskFullError, UserError
-from pretrainx.finetune import loop as finetune_loop
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Recipe file (ml-collections).",
                                           lock_config=True)
@@ -72,7 +71,7 @@ def cli_config(argv, example: str = "configs/quickstart.py"):
 def run(argv) -> int:
     cfg = cli_config(argv)
     _init_distributed()
-    loop = finetune_loop if cfg.get("objective") == "finetune" else pretrain
+    loop = jobs.loop_for(cfg)
     if _DESCRIBE.value:
         print(json.dumps(loop.describe(cfg)))
         return 0

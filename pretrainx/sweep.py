@@ -24,9 +24,8 @@ from typing import Callable
 import ml_collections
 import numpy as np
 
-from pretrainx import pretrain
+from pretrainx import jobs
 from pretrainx.errors import UserError
-from pretrainx.finetune import loop as finetune_loop
 
 RESULT_FILE = "trial.json"
 
@@ -136,7 +135,7 @@ def _final_metrics(result: dict) -> dict:
 
 
 def _default_train(cfg, workdir):
-    return (finetune_loop if cfg.get("objective") == "finetune" else pretrain).train(cfg, workdir)
+    return jobs.loop_for(cfg).train(cfg, workdir)
 
 
 def run(trials, train_fn: Callable | None = None, metric: str = "eval_loss",

@@ -16,11 +16,16 @@ from pretrainx.models import peft as peft_lib
 
 # the encoder a run without init_from builds at random (its model keys are the defaults)
 DEFAULT_FAMILY = "bert"
+OBJECTIVE = "finetune"  # what a fine-tuning config's `objective` key says
+
+
+def is_finetuning(cfg) -> bool:
+    return cfg.get("objective") == OBJECTIVE
 
 
 def finetune_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
-    c.objective = "finetune"
+    c.objective = OBJECTIVE
     c.task = "sst2"  # cola sst2 mrpc qqp stsb mnli qnli rte wnli | conll2003 | squad
     c.init_from = ""  # pretraining/fine-tuning workdir or HF directory; "" = random init
     c.seed = 0
