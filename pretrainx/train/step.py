@@ -34,7 +34,7 @@ def clock(schedule_step: int, every: int = 1, sharding=None) -> dict:
     values = {"schedule_step": np.int32(schedule_step), "every": np.int32(every)}
     if sharding is None:
         return values
-    return {k: jax.device_put(v, sharding) for k, v in values.items()}
+    return jax.device_put(values, sharding)  # one transfer for both, each step
 
 
 def make_train_step(model, tx, objective, schedule, micro_batches: int):
