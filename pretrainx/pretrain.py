@@ -2,33 +2,65 @@
 `init_from` (an HF directory, a google-research checkpoint or another run's workdir)
 read through interop, which the loop itself never imports."""
 
+import functools
+
 import jax
 
-from pretrainx import interop, objectives
+from pretrainx import interop, models, objectives
 from pretrainx.errors import UserError
 from pretrainx.train import loop
 from pretrainx.train import metrics as metrics_lib
 
 describe = loop.describe
 
+# How a run computes, not what the model is: the recipe's, never the folder's.
+RUNTIME_KEYS = ("dtype", "remat", "scan_layers", "float32_attention_logits", "attention_impl")
+
 
 def train(cfg, workdir: str, **kwargs) -> dict:
     """loop.train with init_from and the objective's imported models (a distillation's
     teacher) read through interop; the same keyword arguments."""
     objectives.validate(cfg)
+    init = None
+    if cfg.init_from:
+        pretrained = interop.load(cfg.init_from)
+        cfg = with_model_of(cfg, pretrained)
+        objectives.validate(cfg)
+        init = functools.partial(continue_from, pretrained)
     imported = {key: interop.load(path) for key, path in objectives.imports(cfg).items()}
-    return loop.train(cfg, workdir, init=continue_from, imported=imported or None, **kwargs)
+    return loop.train(cfg, workdir, init=init, imported=imported or None, **kwargs)
 
 
-def continue_from(cfg, state, shardings):
-    """The state with the parameters of cfg.init_from (optimizer state stays fresh).
-    A whole subtree the import lacks (the pretraining heads of an encoder-only BERT or
-    ELECTRA discriminator) starts fresh; a tensor missing inside a subtree it has, or
-    of another shape, is refused."""
-    pretrained = interop.load(cfg.init_from)
+def with_model_of(cfg, pretrained):
+    """cfg with the model keys `pretrained` defines (shapes, activation, tied or untied
+    output layer, positions), before anything is built. A key the recipe leaves at its
+    family's default takes the folder's value; one the recipe set otherwise contradicts
+    the folder and is refused, naming both values. Runtime keys stay the recipe's."""
     if pretrained.family != cfg.model.family:
         raise UserError(f"init_from {cfg.init_from} is a {pretrained.family} model; this config "
                         f"trains {cfg.model.family}")
+    defaults = models.family(cfg.model.family).default_config()
+    cfg = cfg.copy_and_resolve_references()
+    taken = []
+    for key, value in pretrained.model.items():
+        if key in RUNTIME_KEYS or key not in defaults or cfg.model.get(key) == value:
+            continue
+        if key in cfg.model and cfg.model[key] != defaults[key]:
+            raise UserError(f"model.{key}={cfg.model[key]!r} contradicts init_from "
+                            f"{pretrained.source}, whose model has {key}={value!r}")
+        with cfg.unlocked():
+            cfg.model[key] = value
+        taken.append(f"{key}={value}")
+    if taken:
+        metrics_lib.log(f"  model keys from {pretrained.source}: {', '.join(taken)}")
+    return cfg
+
+
+def continue_from(pretrained, cfg, state, shardings):
+    """The state with `pretrained`'s parameters (cfg.init_from; optimizer state stays
+    fresh). A whole subtree the import lacks (the pretraining heads of an encoder-only
+    BERT or ELECTRA discriminator) starts fresh; a tensor missing inside a subtree it
+    has, or of another shape, is refused."""
     fresh = jax.device_get(state.params)
     if cfg.model.scan_layers:
         fresh = interop.unstack_layers(fresh)

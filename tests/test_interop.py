@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import REPO
+from conftest import REPO, SHARED_DATA
 from pretrainx import interop
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
@@ -341,8 +341,35 @@ def test_continued_pretraining_starts_from_an_hf_directory(pretrained_workdir, t
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), path
     wrong = tiny_bert_config(total_steps=1, init_from=str(tmp_path / "hf"),
                              **{"model.mlp_dim": 96})
-    with pytest.raises(UserError, match=r"parameter bert/layer_0/mlp/wi/bias has shape \(128,\)"):
+    with pytest.raises(UserError, match=r"model.mlp_dim=96 contradicts init_from .*hf, whose "
+                                        r"model has mlp_dim=128"):
         pretrain.train(wrong, str(tmp_path / "w2"), devices=jax.devices()[:1])
+    assert not (tmp_path / "w2").exists()  # refused before anything was built or written
+
+
+def test_continued_pretraining_takes_the_folders_model_untied_head_included(tmp_path):
+    """A recipe that leaves the model keys at BERT's defaults continues from an HF BERT
+    of another shape, exact GeLU and an untied output layer: every one comes from the
+    folder, and the untied layer is trained on, not dropped (after one step at warmup's
+    learning rate 0 it is the folder's, bit for bit)."""
+    from conftest import tiny_bert_config
+    from pretrainx import pretrain
+    torch.manual_seed(0)
+    theirs, files = _tiny_hf("bert", tie=False)
+    theirs.save_pretrained(tmp_path / "hf")
+    for name, source in files.items():
+        (tmp_path / "hf" / name).write_bytes(open(source, "rb").read())
+    cfg = tiny_bert_config(total_steps=1, checkpoint_every=1, init_from=str(tmp_path / "hf"))
+    for key, value in bert.default_config().items():
+        cfg.model[key] = value
+    cfg.model.dtype = "float32"
+    pretrain.train(cfg, str(tmp_path / "w"), devices=jax.devices()[:1])
+    after = interop.load(str(tmp_path / "w"))
+    m = after.model
+    assert (m.num_layers, m.hidden_size, m.mlp_dim, m.hidden_act, m.tie_output) == (
+        1, 32, 64, "gelu", False)
+    decoder = theirs.cls.predictions.decoder.weight.detach().numpy()
+    assert np.asarray(after.params["output"]["kernel"]).tobytes() == decoder.T.tobytes()
 
 
 def test_export_writes_what_an_adapter_returns_whatever_its_memory_order(
@@ -364,12 +391,17 @@ def test_export_writes_what_an_adapter_returns_whatever_its_memory_order(
     assert np.array_equal(written, kernel.T)
 
 
+SPM = str(REPO / "pretrainx" / "assets" / "spm_4k.model")
+
+
 def _tiny_hf(family: str, tie: bool):
     """A tiny transformers model of `family` with its output layer tied or not, and the
-    tokenizer files its import reads."""
+    tokenizer files its import reads (real vocabularies: BERT's, GPT-2's, a 4k
+    SentencePiece model)."""
     bert_like = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
                      num_attention_heads=2, intermediate_size=64, tie_word_embeddings=tie)
     byte_level = dict(bert_like, vocab_size=50265)
+    pieces = dict(bert_like, vocab_size=4096)
     made = {
         "bert": lambda: transformers.BertForMaskedLM(transformers.BertConfig(**bert_like)),
         "roberta": lambda: transformers.RobertaForMaskedLM(transformers.RobertaConfig(
@@ -379,33 +411,91 @@ def _tiny_hf(family: str, tie: bool):
             tie_word_embeddings=tie)),
         "modernbert": lambda: transformers.ModernBertForMaskedLM(transformers.ModernBertConfig(
             **byte_level, pad_token_id=1, global_attn_every_n_layers=1)),
+        "albert": lambda: transformers.AlbertForMaskedLM(transformers.AlbertConfig(
+            **pieces, embedding_size=16)),
+        "deberta": lambda: transformers.DebertaV2ForMaskedLM(transformers.DebertaV2Config(
+            **pieces, relative_attention=True, position_buckets=8, max_relative_positions=32,
+            pos_att_type=["p2c", "c2p"], position_biased_input=False, norm_rel_ebd="layer_norm",
+            share_att_key=True)),
+        "electra": lambda: transformers.ElectraForMaskedLM(transformers.ElectraConfig(
+            **bert_like, embedding_size=32)),
         "gpt2": lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config(
             vocab_size=50257, n_embd=32, n_layer=1, n_head=2, n_positions=64,
             tie_word_embeddings=tie)),
     }
-    return made[family]().eval(), ("vocab.txt",) if family in ("bert", "distilbert") else (
-        "vocab.json", "merges.txt")
+    if family in ("albert", "deberta"):
+        return made[family]().eval(), {"spiece.model" if family == "albert" else "spm.model": SPM}
+    source = SHARED_DATA / "tokenizers" / (
+        "bert-base-uncased" if family in ("bert", "distilbert", "electra") else "gpt2")
+    return made[family]().eval(), {f.name: str(f) for f in source.iterdir()}
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert", "modernbert", "gpt2"])
-def test_untied_output_layers_are_refused_not_dropped(shared_data, tmp_path, family):
-    """An HF model whose output layer is not its word table (tie_word_embeddings=False)
-    would import with the head silently replaced by the table: refused in one line that
-    names the tensor; the same model tied imports."""
+def _our_logits(pretrained, ids):
+    """Our model's vocabulary logits [1, len(ids), vocab] for one row of real tokens."""
+    from pretrainx.families.deberta import model as deberta
+    from pretrainx.families.gpt2 import model as gpt2
+    from pretrainx.families.modernbert import model as modernbert
+    row = np.asarray([ids], np.int32)
+    if pretrained.family == "gpt2":
+        batch = {"inputs": row, "segment_ids": np.ones_like(row),
+                 "positions": np.arange(len(ids), dtype=np.int32)[None]}
+        return gpt2.GPT2(pretrained.model).apply({"params": pretrained.params}, batch)["logits"]
+    module = {"modernbert": modernbert.ModernBertForMaskedLM,
+              "deberta": deberta.DebertaForMaskedLM}.get(pretrained.family, bert.BertForMaskedLM)
+    batch = {"input_ids": row, "token_type_ids": np.zeros_like(row),
+             "attention_mask": np.ones_like(row), "masked_lm_positions": np.arange(
+                 len(ids), dtype=np.int32)[None]}
+    return module(pretrained.model).apply({"params": pretrained.params}, batch)["mlm_logits"]
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert", "modernbert", "albert",
+                                    "deberta", "gpt2"])
+def test_untied_output_layers_import_and_export_as_untied(tmp_path, family):
+    """An HF model whose output layer is not its word table (tie_word_embeddings=false)
+    imports with that layer (model.tie_output=False) and computes transformers' logits
+    on real text; its export is untied again and transformers reads the same logits.
+    (It imported with the head silently replaced by the table: |diff| 2.2-2.5.)"""
+    torch.manual_seed(0)
+    theirs, files = _tiny_hf(family, tie=False)
+    folder = tmp_path / "hf"
+    theirs.save_pretrained(folder)
+    for name, source in files.items():
+        (folder / name).write_bytes(open(source, "rb").read())
+    pretrained = interop.load(str(folder))
+    assert pretrained.model.tie_output is False
+    tokenizer = load_tokenizer(SPM) if family in ("albert", "deberta") else load_tokenizer(
+        pretrained.tokenizer, layout="fairseq" if family in ("roberta", "modernbert") else "")
+    ids = tokenizer.encode(SENTENCES[1])[:40]
+    if family != "gpt2":
+        ids = [tokenizer.cls_id] + ids + [tokenizer.sep_id]
+    with torch.no_grad():
+        reference = theirs(input_ids=torch.tensor([ids])).logits.numpy()
+    tied_table = theirs.get_input_embeddings().weight.detach().numpy()
+    assert not np.allclose(theirs.get_output_embeddings().weight.detach().numpy(), tied_table)
+    assert np.abs(np.asarray(_our_logits(pretrained, ids)) - reference).max() <= 1e-4
+    out = tmp_path / "out"
+    interop.hf.save(pretrained, str(out))
+    assert json.loads((out / "config.json").read_text())["tie_word_embeddings"] is False
+    again = type(theirs).from_pretrained(out).eval()
+    with torch.no_grad():
+        assert np.abs(again(input_ids=torch.tensor([ids])).logits.numpy() - reference).max() <= 1e-5
+
+
+def test_untied_heads_a_family_cannot_hold_are_refused_not_dropped(tmp_path):
+    """ELECTRA's generator ties its output layer to the word table here: an untied one
+    is refused in one line naming the tensor; the tied one imports."""
     for tie in (True, False):
         torch.manual_seed(0)
-        model, vocab_files = _tiny_hf(family, tie)
+        theirs, files = _tiny_hf("electra", tie)
         folder = tmp_path / f"tied_{tie}"
-        model.save_pretrained(folder)
-        source = shared_data / "tokenizers" / ("bert-base-uncased" if vocab_files[0] ==
-                                               "vocab.txt" else "gpt2")
-        for name in vocab_files:
-            (folder / name).write_bytes((source / name).read_bytes())
+        theirs.save_pretrained(folder)
+        for name, source in files.items():
+            (folder / name).write_bytes(open(source, "rb").read())
         if tie:
             assert interop.load(str(folder)).params
         else:
-            with pytest.raises(UserError, match=r"output layer \S+ is not tied to \S+ "
-                                                r"\(max \|diff\| [0-9.e-]+\)"):
+            with pytest.raises(UserError, match=r"output layer generator_lm_head.weight is not "
+                                                r"tied to the word table"):
                 interop.load(str(folder))
 
 

@@ -18,12 +18,14 @@ from safetensors.numpy import load_file, save_file
 
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
+import pretrainx.interop.hf_tensors as hf_tensors
 from pretrainx.interop.pretrained import Pretrained, read_json
 from pretrainx import models
 from pretrainx.models import layers, peft as peft_lib
 from pretrainx.registry import Registry
 
 ADAPTERS = Registry("HF adapter")
+OUTPUT_KERNEL = ("output", "kernel")  # layers.output_layer's kernel, [embed, vocab]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,9 +46,12 @@ class Adapter:
     # (Pretrained) -> "" or a sentence on what the HF class leaves out or computes
     # otherwise (SpanBERT's SBO head); the export command prints it
     caveat: Callable = lambda pretrained: ""
-    # (output layer, word table) pairs, as HF's classes name them, that our model ties:
-    # a file whose output layer differs from its table is refused on import
+    # (output layer, word table) pairs, as HF's classes name them, tied unless config.json
+    # says tie_word_embeddings=false
     tied: tuple = ()
+    # whether our model holds an untied output layer (model.tie_output=False, its
+    # kernel at OUTPUT_KERNEL); an untied file of an adapter without one is refused
+    can_untie: bool = True
 
 
 def _adapter_of_model_type(model_type):
@@ -97,11 +102,11 @@ def tokenizer_config(path: str) -> dict:
 def tokenizer_of(path: str) -> tuple:
     """(tokenizer file, lower_case) of an HF directory."""
     config = tokenizer_config(path)
-    for name in ("vocab.json", "vocab.txt", "spiece.model"):
+    names = ("vocab.json", "vocab.txt", "spiece.model", "spm.model")  # spm: DeBERTa-v2/v3's
+    for name in names:
         if os.path.isfile(os.path.join(path, name)):
             return os.path.join(path, name), bool(config.get("do_lower_case", True))
-    raise UserError(f"no vocab.json, vocab.txt or spiece.model in {path}: the tokenizer is "
-                    "needed too")
+    raise UserError(f"no {', '.join(names)} in {path}: the tokenizer is needed too")
 
 
 def load(path: str) -> Pretrained:
@@ -119,28 +124,30 @@ def load(path: str) -> Pretrained:
         raise UserError(f"{config_file}: unsupported architecture {arch} (model_type "
                         f"{model_type!r}); expected one of: {', '.join(supported)}")
     state = read_weights(path)
-    _refuse_untied(adapter, state, path)
+    untied = _untied_outputs(adapter, hf, state, path)
     try:  # a reshape that fails: tensor shapes that do not fit config.json
         fields = adapter.read(hf, state, path)
     except ValueError as e:
         raise UserError(f"{path}: weights do not fit its config.json ({e})") from None
+    if untied:  # the output layer's own kernel, [vocab, E] in torch, [E, vocab] here
+        fields["model"].tie_output = False
+        hf_tensors.put(fields["params"], OUTPUT_KERNEL,
+                       np.asarray(state[untied[0]], np.float32).T)
     return Pretrained(source=path, **fields)
 
 
-def _refuse_untied(adapter, state: dict, path: str) -> None:
-    """Our families tie the output layer to the word table; importing an untied one
-    would drop it and compute other logits, so it is refused, never dropped."""
-    for output, table in adapter.tied:
-        if output not in state or table not in state:
-            continue  # absent: tied (HF stores a tied tensor once) or no such head
-        a, b = np.asarray(state[output], np.float32), np.asarray(state[table], np.float32)
-        if a.shape == b.shape and np.array_equal(a, b):
-            continue
-        diff = (f"max |diff| {np.abs(a - b).max():.3g}" if a.shape == b.shape
-                else f"shapes {a.shape} and {b.shape}")
-        raise UserError(f"{path}: its output layer {output} is not tied to {table} "
-                        f"({diff}); pretrainx's {adapter.name} ties them, so importing it "
-                        "would compute other logits")
+def _untied_outputs(adapter, hf: dict, state: dict, path: str) -> list:
+    """The HF names of the output layers that are not the word table: as transformers
+    reads a file, config.json's tie_word_embeddings (default true) decides, whatever
+    the tensors hold. A family whose model cannot hold one is refused, never dropped."""
+    if hf.get("tie_word_embeddings", True):
+        return []
+    untied = [output for output, _ in adapter.tied if output in state]
+    if untied and not adapter.can_untie:
+        raise UserError(f"{path}: its output layer {untied[0]} is not tied to the word table "
+                        f"(tie_word_embeddings=false); pretrainx's {adapter.name} ties them, "
+                        "so importing it would compute other logits")
+    return untied
 
 
 def _merged_params(pretrained: Pretrained) -> dict:
@@ -153,6 +160,20 @@ def _merged_params(pretrained: Pretrained) -> dict:
                         "plain BERT has no place for; export takes full or LoRA fine-tuning")
     return peft_lib.merge_lora(pretrained.params, layers.Lora(
         int(peft["lora_rank"]), float(peft["lora_alpha"])))
+
+
+def _untie(adapter, pretrained: Pretrained, params: dict, state: dict, config: dict) -> tuple:
+    """(state, config) with the model's own output kernel in place of the word table's
+    copy and tie_word_embeddings=false, when model.tie_output is False."""
+    if pretrained.model.get("tie_output", True):
+        return state, config
+    if not adapter.can_untie:
+        raise UserError(f"{pretrained.source}: model.tie_output=False, but HF's "
+                        f"{adapter.name} classes are written with a tied output layer")
+    for output in [output for output, _ in adapter.tied if output in state]:
+        state = dict(state, **{output: np.asarray(
+            hf_tensors.get(params, OUTPUT_KERNEL), np.float32).T})
+    return state, dict(config, tie_word_embeddings=False)
 
 
 def caveat(pretrained: Pretrained) -> str:
@@ -179,7 +200,8 @@ def save(pretrained: Pretrained, output: str) -> list:
     params = _merged_params(pretrained)
     # Every tensor and config is converted (and every refusal raised) before a file
     # is written: a refused export leaves no directory behind.
-    models_to_write = {"": adapter.write(pretrained, params, tokenizer)}
+    models_to_write = {"": _untie(adapter, pretrained, params,
+                                  *adapter.write(pretrained, params, tokenizer))}
     models_to_write.update(adapter.companions(pretrained, params, tokenizer))
     # Written into a staging folder beside `output` and renamed onto it at the end, so
     # an export is whole or absent (a kill half way leaves no half folder to refuse).

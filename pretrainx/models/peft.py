@@ -1,7 +1,7 @@
 """Parameter-efficient tuning: which new parameters a method adds, and which train.
 
 The methods live inside the shared blocks (LoRA in `layers.Dense`, prefixes in
-`layers.MultiHeadAttention`, adapters in a layer, prompts in an encoder); this
+`mha.MultiHeadAttention`, adapters in a layer, prompts in an encoder); this
 module says what each method adds and labels every parameter `train` or `freeze`
 for the optimizer, so the frozen base has no optimizer state at all.
 """

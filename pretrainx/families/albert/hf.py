@@ -96,7 +96,7 @@ def _write(pretrained, params, tokenizer):
     return state, config
 
 
-# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+# (output layer, word table): tied unless config.json says tie_word_embeddings=false
 TIED = (("predictions.decoder.weight",
          "albert.embeddings.word_embeddings.weight"),)
 

@@ -154,9 +154,10 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
                                         pretrained.model.max_position_embeddings)
 
 
-# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+# (output layer, word table): tied unless config.json says tie_word_embeddings=false
 TIED = (("lm_head.weight",
          "model.shared.weight"),)
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="bart", tied=TIED, model_type="bart", read=_read,
-                                        write=_write, write_tokenizer=_write_tokenizer))
+hf_lib.ADAPTERS.register(hf_lib.Adapter(name="bart", tied=TIED, can_untie=False,
+                                        model_type="bart", read=_read, write=_write,
+                                        write_tokenizer=_write_tokenizer))

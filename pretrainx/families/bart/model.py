@@ -14,7 +14,7 @@ import ml_collections
 from flax import linen as nn
 
 from pretrainx import models
-from pretrainx.models import decoding, layers
+from pretrainx.models import decoding, layers, mha
 
 POSITION_OFFSET = 2
 
@@ -47,7 +47,7 @@ def default_config() -> ml_collections.ConfigDict:
 
 
 def _attention(cfg, dtype, name, decode=False, static_kv=False):
-    return layers.MultiHeadAttention(
+    return mha.MultiHeadAttention(
         num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
         dropout_rate=cfg.attention_dropout_rate, dtype=dtype,
         kernel_init=nn.initializers.normal(cfg.initializer_range),

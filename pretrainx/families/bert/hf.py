@@ -174,7 +174,7 @@ def write_tokenizer(pretrained, tokenizer, output, extra: dict | None = None) ->
     return [name] + hf_lib.write_tokenizer_config(output, config, hf_lib.special_tokens(tokenizer))
 
 
-# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+# (output layer, word table): tied unless config.json says tie_word_embeddings=false
 TIED = (("cls.predictions.decoder.weight",
          "bert.embeddings.word_embeddings.weight"),)
 

@@ -19,7 +19,7 @@ import ml_collections
 from flax import linen as nn
 
 from pretrainx import models
-from pretrainx.models import heads, layers
+from pretrainx.models import heads, layers, mha
 from pretrainx.models import peft as peft_lib
 
 
@@ -48,6 +48,9 @@ def default_config() -> ml_collections.ConfigDict:
     # ALBERT: embedding tables E wide, projected to hidden_size (0: E = hidden_size)
     m.embedding_size = 0
     m.share_layers = False  # ALBERT: one layer's parameters for every layer
+    # False: the MLM decoder has a kernel of its own (output/kernel), as an HF
+    # checkpoint saved with tie_word_embeddings=False has; True ties it to the word table
+    m.tie_output = True
     return m
 
 
@@ -70,7 +73,7 @@ class BertLayer(nn.Module):
     def __call__(self, x, attn_bias, deterministic):
         cfg, tuning = self.cfg, self.peft
         init = layers.truncated_normal(cfg.initializer_range)
-        attn = layers.MultiHeadAttention(
+        attn = mha.MultiHeadAttention(
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
             float32_logits=cfg.float32_attention_logits, lora=tuning.lora,
@@ -177,14 +180,16 @@ class BertForMaskedLM(nn.Module):
         self.mlm_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
         self.mlm_bias = self.param("mlm_bias", nn.with_logical_partitioning(
             nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
+        self.output = layers.output_layer(cfg, self.dtype, init)
 
     def encode(self, batch, deterministic):
         return self.bert(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
                          deterministic, batch.get("positions"))
 
     def decode(self, h):
-        """[batch, pred, embed] -> vocabulary logits through the tied embedding."""
-        logits = self.bert.token_embed.attend(h) + self.mlm_bias.astype(self.dtype)
+        """[batch, pred, embed] -> vocabulary logits (through the word table when tied)."""
+        logits = (layers.vocab_logits(self.bert.token_embed, self.output, h)
+                  + self.mlm_bias.astype(self.dtype))
         return layers.constrain(logits, ("batch", "pred", "vocab")).astype(jnp.float32)
 
     def mlm_logits(self, x, positions):

@@ -19,7 +19,7 @@ import ml_collections
 from flax import linen as nn
 
 from pretrainx import models
-from pretrainx.models import heads, layers
+from pretrainx.models import heads, layers, mha
 from pretrainx.models.gated import GatedMlp
 
 
@@ -66,7 +66,7 @@ class CrammedLayer(nn.Module):
         cfg = self.cfg
         init = layers.truncated_normal(cfg.initializer_range)
         h = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="attention_norm")(x)
-        h = layers.MultiHeadAttention(
+        h = mha.MultiHeadAttention(
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, use_bias=False, dtype=self.dtype,
             kernel_init=init, float32_logits=cfg.float32_attention_logits,

@@ -134,7 +134,7 @@ def _caveat(pretrained) -> str:
     return ""
 
 
-# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+# (output layer, word table): tied unless config.json says tie_word_embeddings=false
 TIED = (("cls.predictions.decoder.weight",
          "deberta.embeddings.word_embeddings.weight"),)
 

@@ -218,6 +218,7 @@ class DebertaForMaskedLM(nn.Module):
         self.mlm_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
         self.mlm_bias = self.param("mlm_bias", nn.with_logical_partitioning(
             nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
+        self.output = layers.output_layer(cfg, self.dtype, init)
 
     def encode(self, batch, deterministic):
         x, previous, rel, index, bias = self.deberta(
@@ -237,7 +238,8 @@ class DebertaForMaskedLM(nn.Module):
         picked = layers.constrain(jnp.take_along_axis(x, positions[..., None], axis=1), axes)
         h = layers.activation(self.cfg.hidden_act)(self.mlm_transform(picked))
         h = layers.constrain(self.mlm_norm(layers.constrain(h, axes)), axes)
-        logits = self.deberta.token_embed.attend(h) + self.mlm_bias.astype(self.dtype)
+        logits = (layers.vocab_logits(self.deberta.token_embed, self.output, h)
+                  + self.mlm_bias.astype(self.dtype))
         return layers.constrain(logits, ("batch", "pred", "vocab")).astype(jnp.float32)
 
     def __call__(self, batch, deterministic: bool = True):

@@ -103,7 +103,7 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
                                    {"model_input_names": ["input_ids", "attention_mask"]})
 
 
-# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+# (output layer, word table): tied unless config.json says tie_word_embeddings=false
 TIED = (("vocab_projector.weight",
          "distilbert.embeddings.word_embeddings.weight"),)
 

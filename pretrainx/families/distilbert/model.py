@@ -13,7 +13,7 @@ module with logical axis names, so the same sharding rules place the teacher. Th
 teacher runs under stop_gradient in the compute dtype; the objective keeps it out of
 the optimizer (`frozen`). Each network's per-layer hidden states and attention
 probabilities come out through Flax's "intermediates" collection (bert.BertLayer and
-layers.MultiHeadAttention sow them; a run that does not ask pays nothing).
+mha.MultiHeadAttention sow them; a run that does not ask pays nothing).
 """
 
 import jax

@@ -125,11 +125,11 @@ def _caveat(pretrained) -> str:
     return ""
 
 
-# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+# (output layer, word table): tied unless config.json says tie_word_embeddings=false
 TIED = (("generator_lm_head.weight",
          "electra.embeddings.word_embeddings.weight"),)
 
 hf_lib.ADAPTERS.register(hf_lib.Adapter(
-    name="electra", tied=TIED, model_type="electra", read=_read, write=_write,
+    name="electra", tied=TIED, can_untie=False, model_type="electra", read=_read, write=_write,
     write_tokenizer=hf_bert.write_tokenizer, check=_check, companions=_companions,
     caveat=_caveat))

@@ -147,6 +147,7 @@ def declare_heads(module: nn.Module, mlm_width: int) -> None:
     module.mlm_norm = layers.LayerNorm(cfg.layer_norm_eps, module.dtype)
     module.mlm_bias = module.param("mlm_bias", nn.with_logical_partitioning(
         nn.initializers.zeros, ("vocab",)), (cfg.vocab_size,), jnp.float32)
+    module.output = layers.output_layer(cfg, module.dtype, init)
     module.discriminator_dense = layers.Dense(cfg.hidden_size, ("embed", "mlp"),
                                               dtype=module.dtype, kernel_init=init)
     module.discriminator_out = layers.Dense(1, ("mlp", "classes"), dtype=module.dtype,
@@ -155,12 +156,14 @@ def declare_heads(module: nn.Module, mlm_width: int) -> None:
 
 def head_mlm_logits(module: nn.Module, x, positions, token_embed):
     """The generator's vocabulary logits [batch, pred, vocab] (float32) at `positions`
-    of its output `x`, through the word table `token_embed` (declare_heads' heads)."""
+    of its output `x`, through the word table `token_embed` unless the output layer is
+    untied (declare_heads' heads)."""
     axes = ("batch", "pred", "embed")
     picked = layers.constrain(jnp.take_along_axis(x, positions[..., None], axis=1), axes)
     h = layers.activation(module.cfg.hidden_act)(module.mlm_transform(picked))
     h = layers.constrain(module.mlm_norm(layers.constrain(h, axes)), axes)
-    logits = token_embed.attend(h) + module.mlm_bias.astype(module.dtype)
+    logits = (layers.vocab_logits(token_embed, module.output, h)
+              + module.mlm_bias.astype(module.dtype))
     return layers.constrain(logits, ("batch", "pred", "vocab")).astype(jnp.float32)
 
 

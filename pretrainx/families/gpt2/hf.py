@@ -130,7 +130,7 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
     return ["vocab.json", "merges.txt"] + hf_lib.write_tokenizer_config(output, config, special)
 
 
-# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+# (output layer, word table): tied unless config.json says tie_word_embeddings=false
 TIED = (("lm_head.weight",
          "transformer.wte.weight"),)
 

@@ -14,7 +14,7 @@ import ml_collections
 from flax import linen as nn
 
 from pretrainx import models
-from pretrainx.models import layers
+from pretrainx.models import layers, mha
 
 
 
@@ -38,6 +38,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.scan_layers = False
     m.float32_attention_logits = False
     m.attention_impl = "xla"  # models/attention.py: xla | flash | splash | cudnn | auto
+    m.tie_output = True  # False: lm_head has a kernel of its own (tie_word_embeddings=False)
     return m
 
 def _normal(std):
@@ -57,7 +58,7 @@ class Gpt2Block(nn.Module):
         residual_init = _normal(cfg.initializer_range / math.sqrt(2 * cfg.num_layers))
         drop = lambda y: layers.Dropout(cfg.dropout_rate)(y, deterministic=deterministic)  # noqa
         y = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="attention_norm")(x)
-        y = layers.MultiHeadAttention(
+        y = mha.MultiHeadAttention(
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
             out_init=residual_init, float32_logits=cfg.float32_attention_logits,
@@ -92,6 +93,7 @@ class GPT2(nn.Module):
         self.layers = layers.layer_stack(Gpt2Block, cfg, self.dtype, cfg.num_layers, "layer",
                                          static_argnums=(3,), decode=self.decode)
         self.final_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
+        self.output = layers.output_layer(cfg, self.dtype, _normal(cfg.initializer_range))
 
     def __call__(self, batch, deterministic: bool = True):
         tokens, segments = batch["inputs"], batch["segment_ids"]
@@ -100,7 +102,7 @@ class GPT2(nn.Module):
         x = layers.constrain(x, ("batch", "length", "embed"))
         x = layers.apply_stack(self.layers, x, layers.Mask(segments, segments, causal=True),
                                deterministic)
-        logits = self.token_embed.attend(self.final_norm(x))
+        logits = layers.vocab_logits(self.token_embed, self.output, self.final_norm(x))
         return {"logits": layers.constrain(logits, ("batch", "length", "vocab")).astype(
             jnp.float32)}
 

@@ -23,7 +23,7 @@ import ml_collections
 from flax import linen as nn
 
 from pretrainx import models
-from pretrainx.models import heads, layers
+from pretrainx.models import heads, layers, mha
 from pretrainx.models.gated import GatedMlp
 
 
@@ -53,6 +53,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.scan_layers = False  # refused: the layers differ in window and RoPE base
     m.float32_attention_logits = False
     m.attention_impl = "xla"  # a sliding window runs on xla, splash or cudnn (not flash)
+    m.tie_output = True  # False: the decoder has a kernel of its own (tie_word_embeddings)
     return m
 
 
@@ -81,7 +82,7 @@ class ModernBertLayer(nn.Module):
                                              name=name)
         h = x if self.index == 0 else norm("attention_norm")(x)
         mask = layers.Mask(segments, segments, window=0 if glob else cfg.local_attention // 2)
-        attn = layers.MultiHeadAttention(
+        attn = mha.MultiHeadAttention(
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, use_bias=False, dtype=self.dtype,
             kernel_init=init, out_init=out_init, float32_logits=cfg.float32_attention_logits,
@@ -147,13 +148,16 @@ class ModernBertForMaskedLM(nn.Module):
         self.head = PredictionHead(self.cfg)
         self.mlm_bias = self.param("mlm_bias", nn.with_logical_partitioning(
             nn.initializers.zeros, ("vocab",)), (self.cfg.vocab_size,), jnp.float32)
+        self.output = layers.output_layer(self.cfg, jnp.dtype(self.cfg.dtype),
+                                          _inits(self.cfg)[0])
 
     def __call__(self, batch, deterministic: bool = True):
         x = self.model(*layers.packed_inputs(batch), deterministic)
         picked = jnp.take_along_axis(x, batch["masked_lm_positions"][..., None], axis=1)
         h = layers.constrain(self.head(layers.constrain(picked, ("batch", "pred", "embed"))),
                              ("batch", "pred", "embed"))
-        logits = self.model.token_embed.attend(h) + self.mlm_bias.astype(h.dtype)
+        logits = (layers.vocab_logits(self.model.token_embed, self.output, h)
+                  + self.mlm_bias.astype(h.dtype))
         return {"mlm_logits": layers.constrain(logits, ("batch", "pred", "vocab"))
                 .astype(jnp.float32)}
 

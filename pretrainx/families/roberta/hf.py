@@ -102,7 +102,7 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
     return write_fairseq_bpe(pretrained, tokenizer, output, "RobertaTokenizer", max_len)
 
 
-# (output layer, word table) that our model ties; hf.load refuses a file where they differ
+# (output layer, word table): tied unless config.json says tie_word_embeddings=false
 TIED = (("lm_head.decoder.weight",
          "roberta.embeddings.word_embeddings.weight"),)
 

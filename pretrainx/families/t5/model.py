@@ -22,7 +22,7 @@ import numpy as np
 from flax import linen as nn
 
 from pretrainx import models
-from pretrainx.models import decoding, layers
+from pretrainx.models import decoding, layers, mha
 
 
 
@@ -124,7 +124,7 @@ class FeedForward(nn.Module):
 def _attention(cfg, dtype, name):
     d_model, head_dim = cfg.hidden_size, cfg.head_dim
     inner = cfg.num_heads * head_dim
-    return layers.MultiHeadAttention(
+    return mha.MultiHeadAttention(
         num_heads=cfg.num_heads, head_dim=head_dim, dropout_rate=cfg.dropout_rate,
         use_bias=False, dtype=dtype, scale_queries=False,
         float32_logits=cfg.float32_attention_logits,
