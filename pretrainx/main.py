@@ -12,7 +12,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from pretrainx import jobs
-from pretrainx.errors import DiskFullError, UserError
+from pretrainx.errors import UserError, WriterFailedError
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Recipe file (ml-collections).",
                                           lock_config=True)
@@ -63,8 +63,13 @@ def cli_config(argv, example: str = "configs/quickstart.py"):
     try:
         cfg.keys()
     except OSError as e:  # config_flags defers a file that failed to load until first use
-        raise UserError(f"cannot load {flags.FLAGS['config'].config_filename}: "
-                        f"{_first_line(e)}") from None
+        spec = flags.FLAGS["config"].config_filename
+        path = spec.partition(":")[0]
+        if ":" in spec and os.path.isfile(spec):
+            raise UserError(f"--config={spec}: the part after the first ':' is the recipe's "
+                            f"argument, so {path} was read; give the recipe a path without "
+                            "':' (move or link it)") from None
+        raise UserError(f"cannot load {spec}: {_first_line(e)}") from None
     return cfg
 
 
@@ -133,7 +138,7 @@ def guarded(run_fn):
         try:
             return run_fn(argv)
         except UserError as e:
-            _fail(str(e), at_once=isinstance(e, DiskFullError))
+            _fail(str(e), at_once=isinstance(e, WriterFailedError))
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr, flush=True)
             sys.exit(130)

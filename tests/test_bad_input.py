@@ -199,6 +199,20 @@ def test_missing_config_file(tmp_path):
     assert_one_line_error(result, "configs/nope.py")
 
 
+def test_a_config_path_with_a_colon_says_what_was_read(tmp_path):
+    """ml-collections passes what follows the first ':' to get_config: the error named a
+    file the user never gave ('/tmp/my')."""
+    folder = tmp_path / "runs:2026"
+    folder.mkdir()
+    shutil.copy(REPO / "configs" / "quickstart.py", folder / "quickstart.py")
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    result = subprocess.run([sys.executable, "-m", "pretrainx.main",
+                             f"--config={folder}/quickstart.py", "--describe"], cwd=REPO,
+                            env=env, capture_output=True, text=True)
+    assert_one_line_error(result, f"--config={folder}/quickstart.py", f"so {tmp_path}/runs was "
+                          "read", "without ':'")
+
+
 def test_undecodable_bytes_are_replaced_and_counted(tmp_path):
     with open(BOOK, "rb") as f:
         raw = f.read()
@@ -304,6 +318,49 @@ def test_a_lock_that_is_a_directory_is_named_and_left(tmp_path):
     with pytest.raises(UserError, match=re.escape(str(tmp_path / LOCK_NAME))):
         WorkdirLock(str(tmp_path)).acquire()
     assert (tmp_path / LOCK_NAME).is_dir() and not any((tmp_path / LOCK_NAME).iterdir())
+
+
+def test_a_read_only_workdir_is_named(tmp_path, monkeypatch):
+    """A workdir pretrainx may not write (a read-only mount, another user's folder): one
+    line naming it, at the start, and nothing in it touched. Where the tests run as root
+    (which writes through a chmod) the kernel's answer is given by hand."""
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    (workdir / "notes.txt").write_text("mine")
+    workdir.chmod(0o555)
+    try:
+        if os.geteuid() == 0:
+            import errno
+            from pretrainx.train import workdir_lock
+
+            def read_only(path, *args, **kwargs):
+                raise OSError(errno.EROFS, "Read-only file system", str(path))
+            monkeypatch.setattr(workdir_lock, "open", read_only, raising=False)
+            with pytest.raises(UserError, match=f"workdir {workdir} is not writable "
+                                                r"\(Read-only file system\)"):
+                workdir_lock.WorkdirLock(str(workdir)).acquire()
+        else:
+            assert_one_line_error(run_cli([], workdir), f"workdir {workdir} is not writable")
+        assert sorted(p.name for p in workdir.iterdir()) == ["notes.txt"]
+    finally:
+        workdir.chmod(0o755)
+
+
+def test_a_truncated_prepared_shard_is_named(tmp_path):
+    """A prepared shard cut short (a full disk, a copy that stopped): one line naming the
+    shard (Riegeli's traceback named no file), and the workdir left as it was."""
+    prep = tmp_path / "prep"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    per_shard = ["--config.data.docs_per_shard=5", f"--config.data.train_files={BOOK}"]
+    made = subprocess.run([sys.executable, "-m", "pretrainx.data", "prepare",
+                           "--config=configs/quickstart.py", f"--output={prep}", "--workers=1"]
+                          + TINY + per_shard, cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert made.returncode == 0, made.stderr[-2000:]
+    shard = sorted(prep.glob("train0/seq32/examples-*.array_record"))[1]
+    shard.write_bytes(shard.read_bytes()[:shard.stat().st_size // 2])
+    result = run_cli([f"--config.data.prepared_dir={prep}"] + per_shard, tmp_path / "w")
+    assert_one_line_error(result, f"prepared shard {shard} is damaged", "prepare again")
 
 
 def test_sharding_rules_naming_an_axis_the_mesh_lacks():

@@ -403,3 +403,46 @@ def test_grain_worker_processes_give_the_same_batches_and_resume(bert_prepared):
             np.testing.assert_array_equal(w[k], g[k])
     with pytest.raises(UserError, match="worker_processes 2 then, None now"):
         threads.set_state(state)
+
+
+def test_a_dupe_factor_that_would_not_fit_in_memory_is_refused(monkeypatch):
+    """dupe_factor passes of the corpus are held in memory: measured on the first pass
+    (real text), a factor whose passes exceed 80% of the host's available memory is
+    refused in one line naming the key, before the host runs out (it died without a
+    word); the same factor on a host with room builds them all."""
+    from pretrainx.objectives import mlm
+    from pretrainx.errors import UserError
+    cfg = tiny_bert_config(**{"data.dupe_factor": 3})
+    phase = config_lib.phases(cfg)[0]
+    first = _objective(cfg.copy_and_resolve_references()).examples(cfg.data.train_files, phase,
+                                                                  train=True)
+    per_pass = sum(sum(v.nbytes for v in p.values() if isinstance(v, np.ndarray)) for p in first)
+    per_pass /= 3
+    monkeypatch.setattr(mlm, "available_memory", lambda: int(per_pass * 3))
+    with pytest.raises(UserError, match=r"data.dupe_factor=3 would hold [0-9.]+ GiB of pairs in "
+                                        r"memory .* available; lower it"):
+        _objective(cfg).examples(cfg.data.train_files, phase, train=True)
+    monkeypatch.setattr(mlm, "available_memory", lambda: int(per_pass * 30))
+    assert len(_objective(cfg).examples(cfg.data.train_files, phase, train=True)) == len(first)
+
+
+def test_a_damaged_record_names_its_shard(tmp_path):
+    """Bytes overwritten inside a prepared shard (bad media, a stray write): reading the
+    record gives one line naming the shard, not Riegeli's hash-mismatch traceback."""
+    from pretrainx.errors import UserError
+    cfg = tiny_bert_config(**{"data.docs_per_shard": 5})
+    out = str(tmp_path / "prep")
+    manifest = prepare.prepare(cfg, out, workers=1)
+    shard = os.path.join(out, manifest["sources"]["train0"]["examples"][str(cfg.seq_len)][
+        "shards"][1])
+    size = os.path.getsize(shard)
+    with open(shard, "r+b") as f:
+        f.seek(size // 3)
+        f.write(b"\xff" * 64)
+    cfg.data.prepared_dir = out
+    examples = _objective(cfg).examples(cfg.data.train_files, config_lib.phases(cfg)[0],
+                                        train=True)
+    with pytest.raises(UserError, match=f"prepared shard {shard} is damaged \\(Corrupted "
+                                        "Riegeli/records file.*prepare again"):
+        for i in range(len(examples)):
+            examples[i]

@@ -74,8 +74,21 @@ def test_bad_glue_files_name_the_file_and_line(tmp_path):
     with pytest.raises(UserError, match=r"train.tsv: no label column 'label' in the header"):
         tasks.read_split(task, str(bad), True)
     bad.write_text("index\tsentence1\tsentence2\tlabel\n0\ta\n")
-    with pytest.raises(UserError, match=r"train.tsv line 2: 2 columns, expected at least 4"):
+    with pytest.raises(UserError, match=r"train.tsv line 2: 2 tab-separated fields, expected 4 "
+                                        r"as in its header"):
         tasks.read_split(task, str(bad), True)
+    # One field too many (a tab inside the first sentence): read by position, the real
+    # second sentence was dropped and the run went on (exit 0)
+    bad.write_text("index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n"
+                   "1\tc, and\tmore\td\tnot_entailment\n")
+    with pytest.raises(UserError, match=r"train.tsv line 3: 5 tab-separated fields, expected 4 "
+                                        r"as in its header"):
+        tasks.read_split(task, str(bad), True)
+    cola = tmp_path / "in_domain_train.tsv"  # header-less: CoLA's four fields
+    cola.write_text("gj04\t1\t\tThe book fell.\ngj04\t1\t\tThe cat\tslept.\n")
+    with pytest.raises(UserError, match=r"in_domain_train.tsv line 2: 5 tab-separated fields, "
+                                        r"expected 4$"):
+        tasks.read_split(tasks.get_task("cola"), str(cola), True)
     with pytest.raises(UserError, match="config key 'task' is 'sst3'"):
         tasks.get_task("sst3")
 

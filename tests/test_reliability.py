@@ -381,6 +381,33 @@ def test_a_checkpoint_folder_that_cannot_be_written_is_refused_before_training(t
     assert (tmp_path / "a" / "checkpoints").read_text() == "not a folder"
 
 
+@pytest.mark.parametrize("replace_with", ["nothing", "a file"])
+def test_checkpoints_removed_during_a_save_stop_the_run_in_one_line(tmp_path, capsys,
+                                                                    replace_with):
+    """`rm -rf checkpoints/` (or a file put in its place) while a save is being written:
+    the run stops at its next save in one line saying what happened to the folder and
+    what is left, with none of Orbax's writer tracebacks (there were dozens)."""
+    from pretrainx.errors import WriterFailedError
+    import shutil
+    workdir = tmp_path / "w"
+    folder = workdir / "checkpoints"
+
+    def remove_during_the_save_of_step_2(step, records):
+        if step == 3:  # step 2's save is being written in the background
+            os.rename(folder, tmp_path / "moved")  # at once, as seen by the writers
+            shutil.rmtree(tmp_path / "moved", ignore_errors=True)
+            if replace_with == "a file":
+                folder.write_text("not a folder")
+    cfg = tiny_bert_config(total_steps=6, checkpoint_every=2)
+    with pytest.raises(WriterFailedError, match=r"the checkpoints folder .*checkpoints was "
+                       r"(removed|replaced by a file).* while the run wrote to it; committed "
+                       r"checkpoints left: none; the run stops"):
+        loop.train(cfg, str(workdir), devices=jax.devices()[:1],
+                   on_step=remove_during_the_save_of_step_2)
+    assert "Traceback" not in capsys.readouterr().err
+    assert read_metrics(str(workdir))[-1]["step"] < 6
+
+
 def test_a_torn_last_metrics_record_is_cut_back_and_the_run_goes_on(tmp_path, capsys):
     """A run stopped while writing a record (a full disk, a kill) leaves half a line;
     the next run cuts it back to the last whole record, says so, and appends whole

@@ -114,9 +114,11 @@ class Examples(Sequence):
     """Random access to a prepared source's examples at one sequence length."""
 
     def __init__(self, paths: list, count: int):
-        import grain
         self._paths, self._count = paths, count
-        self._source = grain.sources.ArrayRecordDataSource(paths)
+        try:
+            self._source = _open_shards(paths)
+        except Exception:  # a truncated shard fails while its index is read
+            raise _damaged(paths, None) from None
         if len(self._source) != count:
             raise UserError(f"prepared shards {paths[0]}... hold {len(self._source)} records; "
                             f"the manifest says {count}: prepare again")
@@ -127,10 +129,37 @@ class Examples(Sequence):
     def __getitem__(self, index):
         if not 0 <= index < self._count:
             raise IndexError(f"example {index} of {self._count}")
-        return decode(self._source[int(index)])
+        try:
+            record = self._source[int(index)]
+        except Exception:  # Riegeli's RuntimeError names no file: a damaged chunk
+            raise _damaged(self._paths, int(index)) from None
+        return decode(record)
 
     def __reduce__(self):  # grain worker processes reopen the files
         return Examples, (self._paths, self._count)
+
+
+def _open_shards(paths: list):
+    import grain
+    return grain.sources.ArrayRecordDataSource(paths)
+
+
+def _damaged(paths: list, index: int | None) -> UserError:
+    """The shard a failed open or read (of global record `index`) came from, found by
+    opening and reading the shards one at a time, as one line."""
+    start = 0
+    for path in paths:
+        try:
+            shard = _open_shards([path])
+            count = len(shard)
+            if index is not None and start <= index < start + count:
+                shard[index - start]
+        except Exception as e:
+            said = str(e).strip().splitlines()
+            reason = said[0][:160] if said else f"unreadable, {type(e).__name__}"
+            return UserError(f"prepared shard {path} is damaged ({reason}): prepare again")
+        start += count
+    return UserError(f"prepared shards {paths[0]}... could not be read: prepare again")
 
 
 def open_examples(cfg, tokenizer, spec: str, phase, train: bool):

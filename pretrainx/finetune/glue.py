@@ -29,6 +29,7 @@ class Task:
     submission: tuple = ()  # GLUE's prediction file per test file
     test_files: tuple = ("test.tsv",)
     header: bool = True
+    columns: int = 0  # fields in a row of a header-less file (CoLA's 4)
     test_text_columns: tuple | None = None  # when the test file names them differently
 
     @property
@@ -41,7 +42,7 @@ class Task:
 
 
 TASKS = {t.name: t for t in (
-    Task("cola", "CoLA", (3,), 1, ("0", "1"), ("matthews_corr",), header=False,
+    Task("cola", "CoLA", (3,), 1, ("0", "1"), ("matthews_corr",), header=False, columns=4,
          submission=("CoLA.tsv",), test_text_columns=("sentence",)),
     Task("sst2", "SST-2", ("sentence",), "label", ("0", "1"), ("accuracy",),
          submission=("SST-2.tsv",)),
@@ -115,15 +116,19 @@ def read_split(task: Task, path: str, labelled: bool, limit: int = 0) -> Split:
         index_idx = header.index("index") if "index" in header else None
     else:
         text_idx, label_idx, index_idx = list(text_columns), task.label_column, None
+    # A row of another width than the file's: a tab inside a sentence, or fields lost;
+    # read by position it would pair the wrong texts and labels without a word.
+    width = len(header) if header is not None else task.columns
     label_ids = {label: i for i, label in enumerate(task.labels)}
     split = Split(path, [], [] if labelled else None, [])
     needed = max(text_idx + ([label_idx] if label_idx is not None else [])) + 1
     for line_no, row in rows:
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
-        if len(row) < needed:
-            raise UserError(f"{path} line {line_no}: {len(row)} columns, expected at least "
-                            f"{needed}")
+        if len(row) < needed or (width and len(row) != width):
+            raise UserError(f"{path} line {line_no}: {len(row)} tab-separated fields, expected "
+                            f"{width or f'at least {needed}'}"
+                            + (" as in its header" if header is not None else ""))
         split.texts.append(tuple(row[i] for i in text_idx))
         split.indices.append(row[index_idx] if index_idx is not None else str(len(split.indices)))
         if labelled:

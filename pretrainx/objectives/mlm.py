@@ -161,11 +161,46 @@ def pairings(cfg, phase, train: bool, group: int, create_pairs, keys) -> list:
     each from its own seeded rng, as create_pretraining_data.py's dupe_factor;
     `create_pairs(rng)` makes one pass's pairs, of which `keys` are kept."""
     out = []
-    for dupe in range(cfg.data.dupe_factor if train else 1):
+    passes = cfg.data.dupe_factor if train else 1
+    for dupe in range(passes):
         key = [cfg.seed, phase.seq_len, dupe, int(train)] + ([group] if group else [])
         pairs = create_pairs(np.random.default_rng(key))
         out.extend({k: p[k] for k in keys} for p in pairs)
+        if dupe == 0 and passes > 1:
+            check_pairs_fit(out, passes)
     return out
+
+
+# What a kept pair costs beside its arrays' bytes: the dict and the arrays' headers
+# (CPython 3.11, numpy 2: 184 + 112 per array; rounded up)
+_PAIR_OVERHEAD, _ARRAY_OVERHEAD = 240, 120
+
+
+def check_pairs_fit(first_pass: list, passes: int, available: int | None = None) -> None:
+    """Refuse `passes` pairings that would not fit in memory, measured on the first
+    (all passes are the same corpus): data.dupe_factor multiplies what a run holds,
+    and a large one ran the host out of memory without a word."""
+    per_pass = sum(_PAIR_OVERHEAD + sum(v.nbytes + _ARRAY_OVERHEAD for v in p.values()
+                                        if isinstance(v, np.ndarray)) for p in first_pass)
+    available = available_memory() if available is None else available
+    if available and per_pass * passes > 0.8 * available:
+        raise UserError(f"data.dupe_factor={passes} would hold {per_pass * passes / 2**30:.1f} "
+                        f"GiB of pairs in memory ({per_pass / 2**20:.0f} MiB a pass) and this "
+                        f"host has {available / 2**30:.1f} GiB available; lower it, or write "
+                        "them to disk a group of documents at a time with python -m pretrainx.data "
+                        "prepare")
+
+
+def available_memory() -> int:
+    """Bytes the kernel says a process may still take (MemAvailable); 0 if unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def pad_pair(example, seq_len: int, pad_id: int):

@@ -20,7 +20,7 @@ import traceback
 import jax
 import orbax.checkpoint as ocp
 
-from pretrainx.errors import DiskFullError, UserError
+from pretrainx.errors import DiskFullError, UserError, WriterFailedError
 
 
 def _abstract(state, shardings):
@@ -28,11 +28,16 @@ def _abstract(state, shardings):
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state, shardings)
 
 
-class _QuietDiskFull(logging.Filter):
-    """Orbax's background threads each log a full disk with a traceback (and asyncio
+class _QuietWriterFailures(logging.Filter):
+    """Orbax's background threads each log a failed write with a traceback (and asyncio
     logs the same errors again as "Task exception was never retrieved" when it
-    collects Orbax's write tasks); the main thread raises the same error, which
-    the Checkpointer reports once, as one line."""
+    collects Orbax's write tasks); the main thread raises the same error, which the
+    Checkpointer reports once, as one line. Quieted: a full disk, and any Orbax error
+    while a checkpoints folder of this process has gone bad (removed, replaced)."""
+
+    def __init__(self):
+        super().__init__()
+        self.checkpointers = set()  # the open ones, whose folders are watched
 
     def filter(self, record):
         text = record.getMessage()
@@ -40,15 +45,18 @@ class _QuietDiskFull(logging.Filter):
             text += "".join(traceback.format_exception(*record.exc_info))
         if "orbax" not in record.pathname and "orbax" not in text:
             return True
-        return "No space left on device" not in text and "RESOURCE_EXHAUSTED" not in text
+        if "No space left on device" in text or "RESOURCE_EXHAUSTED" in text:
+            return False
+        return not any(c._folder_problem() for c in list(self.checkpointers))
 
 
-_QUIET_DISK_FULL = _QuietDiskFull()
+_QUIET = _QuietWriterFailures()
 
 
 # Old steps are moved here by Orbax (a rename, which moves a symbolic link and not what
 # it points to) and removed by the Checkpointer without following links.
 OLD_STEPS = ".old_steps"
+MARKER = ".pretrainx"
 
 
 def remove_old_steps(directory: str) -> None:
@@ -99,7 +107,7 @@ def check_writable(directory: str) -> None:
 class Checkpointer:
     def __init__(self, workdir: str, keep: int, save_every: int):
         for name in ("absl", "asyncio"):
-            logging.getLogger(name).addFilter(_QUIET_DISK_FULL)  # once: filters are a set
+            logging.getLogger(name).addFilter(_QUIET)  # once: filters are a set
         local = "://" not in workdir
         root = os.path.abspath(workdir) if local else workdir
         self.directory = f"{root.rstrip('/')}/checkpoints"
@@ -107,8 +115,14 @@ class Checkpointer:
         # deleter (hosts of 4+ cores) empties the target, its rmtree refuses the link.
         # Locally, old steps are renamed into OLD_STEPS and removed here instead.
         self._local = local
+        # A file of ours in the folder: gone means the folder was removed, even once
+        # Orbax's writers have made one of that name again (an inode may be reused)
+        self._marker = None
         if local and jax.process_index() == 0:
             check_writable(self.directory)
+            self._marker = os.path.join(self.directory, MARKER)
+            with open(self._marker, "w", encoding="utf-8") as f:
+                f.write("pretrainx checks that this file stays while a run writes here\n")
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep, save_interval_steps=1, create=True,
             enable_async_checkpointing=True, todelete_subdir=OLD_STEPS if local else None)
@@ -120,6 +134,7 @@ class Checkpointer:
                             f"{e.strerror or e}") from None
         self.save_every = save_every
         self._remove_old_steps()
+        _QUIET.checkpointers.add(self)
 
     def _remove_old_steps(self):
         if self._local and jax.process_index() == 0:
@@ -129,9 +144,11 @@ class Checkpointer:
         return self.manager.latest_step()
 
     @contextlib.contextmanager
-    def _disk_full_is_a_user_error(self):
-        """A full disk stops the run with one line; the committed checkpoints stay
-        (Orbax writes into a temporary directory and deletes old ones after commit)."""
+    def _failures_are_one_line(self):
+        """A full disk, or a checkpoints folder removed, replaced or made unwritable
+        while the run writes it, stops the run in one line naming what is left (Orbax
+        writes into a temporary directory and deletes old steps after a commit, so a
+        committed checkpoint is never the one that failed)."""
         try:
             yield
         except Exception as e:  # async saves raise on the next save or wait
@@ -139,12 +156,39 @@ class Checkpointer:
             while cause is not None and not (isinstance(cause, OSError)
                                              and cause.errno == errno.ENOSPC):
                 cause = cause.__cause__ or cause.__context__
-            if cause is None and "No space left on device" not in str(e):
+            if cause is not None or "No space left on device" in str(e):
+                raise DiskFullError(f"no space left on the device writing a checkpoint in "
+                                    f"{self.directory}; committed checkpoints kept: "
+                                    f"{self._committed() or 'none'}") from None
+            problem = self._folder_problem()
+            if problem is None:
                 raise
-            good = list(self.manager.all_steps())
-            raise DiskFullError(f"no space left on the device writing a checkpoint in "
-                            f"{self.directory}; committed checkpoints kept: "
-                            f"{good or 'none'}") from None
+            raise WriterFailedError(
+                f"the checkpoints folder {self.directory} {problem} while the run wrote to "
+                f"it; committed checkpoints left: {self._committed() or 'none'}; the run "
+                "stops (run the same command to resume from them)") from None
+
+    def _folder_problem(self) -> str | None:
+        """What is wrong with a local checkpoints folder, or None."""
+        if self._marker is None:
+            return None
+        if not os.path.lexists(self.directory):
+            return "was removed"
+        if not os.path.isdir(self.directory):
+            return "was replaced by a file"
+        if not os.path.isfile(self._marker):  # Orbax's writers made it again
+            return "was removed (or emptied)"
+        try:
+            check_writable(self.directory)
+        except UserError as e:
+            return f"cannot be written ({str(e).rsplit(': ', 1)[-1]})"
+        return None
+
+    def _committed(self) -> list:
+        try:
+            return sorted(int(n) for n in os.listdir(self.directory) if n.isdigit())
+        except OSError:
+            return []
 
     def save(self, step: int, state, data_iterator, config_json: str, force: bool = False,
              layout: dict | None = None) -> bool:
@@ -155,7 +199,7 @@ class Checkpointer:
             state=ocp.args.StandardSave(state),
             data=ocp.args.JsonSave(data),
             config=ocp.args.JsonSave(json.loads(config_json)))
-        with self._disk_full_is_a_user_error():
+        with self._failures_are_one_line():
             saved = self.manager.save(step, args=args, force=force)
         self._remove_old_steps()  # the previous save's, committed before this one began
         return saved
@@ -209,12 +253,15 @@ class Checkpointer:
 
     def wait(self):
         """Until the saves under way are committed (a reader may then open them)."""
-        with self._disk_full_is_a_user_error():
+        with self._failures_are_one_line():
             self.manager.wait_until_finished()
         self._remove_old_steps()
 
     def close(self):
-        with self._disk_full_is_a_user_error():  # closing can finish a write too
-            self.manager.wait_until_finished()
-            self.manager.close()
+        try:
+            with self._failures_are_one_line():  # closing can finish a write too
+                self.manager.wait_until_finished()
+                self.manager.close()
+        finally:
+            _QUIET.checkpointers.discard(self)
         self._remove_old_steps()

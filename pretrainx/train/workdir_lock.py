@@ -10,6 +10,7 @@ takes it (the others write nothing of their own). Object stores (gs://) have no
 such lock; a launcher runs one job per workdir there (docs/reliability.md).
 """
 
+import errno
 import fcntl
 import os
 
@@ -34,6 +35,10 @@ class WorkdirLock:
         try:
             f = open(self.path, "a", encoding="utf-8")
         except OSError as e:  # a directory of that name, no write permission, ...
+            if self._created and e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise UserError(f"workdir {self.workdir} is not writable ({e.strerror}); give "
+                                "a --workdir pretrainx may write, or make it writable"
+                                ) from None
             raise UserError(f"cannot hold the workdir lock {self.path}: {e.strerror}; "
                             f"{LOCK_NAME} must be a file pretrainx may write (remove what "
                             "is there, or give another --workdir)") from None
