@@ -463,6 +463,37 @@ def test_a_stop_asked_during_evaluation_ends_it_and_saves_the_step(tmp_path, mon
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4, 5, 6]
 
 
+def test_a_checkpoint_due_at_an_evaluation_step_is_saved_before_it(tmp_path, monkeypatch):
+    """Where a save and an evaluation fall on one step the save comes first (it was
+    written after the evaluation, so a kill during a long one lost every step since the
+    last save); at a phase's last step the save still follows the phase switch, so that
+    a resume starts in the next phase."""
+    from pretrainx.train import checkpoint as checkpoint_mod
+    from pretrainx.train import phases as phases_mod
+    events = []
+    save, evaluate = checkpoint_mod.Checkpointer.save, phases_mod.Phases.evaluate
+
+    def saving(self, step, *args, **kwargs):
+        events.append(("save", step))
+        return save(self, step, *args, **kwargs)
+
+    def evaluating(self, phase, *args, **kwargs):
+        events.append(("eval", phase.seq_len))
+        return evaluate(self, phase, *args, **kwargs)
+    monkeypatch.setattr(checkpoint_mod.Checkpointer, "save", saving)
+    monkeypatch.setattr(phases_mod.Phases, "evaluate", evaluating)
+    cfg = tiny_bert_config(total_steps=4, eval_every=2, checkpoint_every=2, seq_len=32,
+                           **{"phase2.seq_len": 64, "phase2.fraction": 0.5,
+                              "phase2.global_batch_size": 4,
+                              "phase2.max_predictions_per_seq": 10})
+    loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
+    # step 2 ends phase 1 (length 32): its eval, the switch, then its save; step 4 is in
+    # phase 2 (length 64): its save, then its eval
+    assert events == [("eval", 32), ("save", 2), ("save", 4), ("eval", 64)]
+    first = ocp.CheckpointManager(str(tmp_path / "checkpoints"), item_names=("data",))
+    assert sorted(first.all_steps()) == [2, 4]
+
+
 def _descendants(pid: int) -> set:
     """Every living process below `pid` (read from /proc)."""
     children = {}

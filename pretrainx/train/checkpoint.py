@@ -56,7 +56,6 @@ _QUIET = _QuietWriterFailures()
 # Old steps are moved here by Orbax (a rename, which moves a symbolic link and not what
 # it points to) and removed by the Checkpointer without following links.
 OLD_STEPS = ".old_steps"
-MARKER = ".pretrainx"
 
 
 def remove_old_steps(directory: str) -> None:
@@ -115,14 +114,13 @@ class Checkpointer:
         # deleter (hosts of 4+ cores) empties the target, its rmtree refuses the link.
         # Locally, old steps are renamed into OLD_STEPS and removed here instead.
         self._local = local
-        # A file of ours in the folder: gone means the folder was removed, even once
-        # Orbax's writers have made one of that name again (an inode may be reused)
-        self._marker = None
+        # The folder held open: a folder of that name that is not this one (Orbax's
+        # writers make it again after an `rm -rf`) is told apart, as holding it keeps
+        # its inode number from being reused
+        self._held = None
         if local and jax.process_index() == 0:
             check_writable(self.directory)
-            self._marker = os.path.join(self.directory, MARKER)
-            with open(self._marker, "w", encoding="utf-8") as f:
-                f.write("pretrainx checks that this file stays while a run writes here\n")
+            self._held = os.open(self.directory, os.O_RDONLY)
         options = ocp.CheckpointManagerOptions(
             max_to_keep=keep, save_interval_steps=1, create=True,
             enable_async_checkpointing=True, todelete_subdir=OLD_STEPS if local else None)
@@ -170,14 +168,14 @@ class Checkpointer:
 
     def _folder_problem(self) -> str | None:
         """What is wrong with a local checkpoints folder, or None."""
-        if self._marker is None:
+        if self._held is None:
             return None
         if not os.path.lexists(self.directory):
             return "was removed"
         if not os.path.isdir(self.directory):
             return "was replaced by a file"
-        if not os.path.isfile(self._marker):  # Orbax's writers made it again
-            return "was removed (or emptied)"
+        if os.stat(self.directory).st_ino != os.fstat(self._held).st_ino:
+            return "was removed (or moved away)"
         try:
             check_writable(self.directory)
         except UserError as e:
@@ -263,5 +261,12 @@ class Checkpointer:
                 self.manager.wait_until_finished()
                 self.manager.close()
         finally:
-            _QUIET.checkpointers.discard(self)
+            self.let_go()
         self._remove_old_steps()
+
+    def let_go(self):
+        """Stop watching the folder (a run refused after this was made saved nothing)."""
+        _QUIET.checkpointers.discard(self)
+        if self._held is not None:
+            os.close(self._held)
+            self._held = None

@@ -166,16 +166,33 @@ class PhaseSwitch(Hook):
 
 class Checkpoint(Hook):
     """Every `checkpoint_every` steps, at the end, and when a preemption notice or a
-    signal (SIGTERM, Ctrl-C) asks the run to stop: then it saves and the loop ends."""
+    signal (SIGTERM, Ctrl-C) asks the run to stop: then it saves and the loop ends.
+    A save due at an evaluation step is made before it (`SaveBeforeEvaluation`)."""
 
     def __init__(self):
         self.stop = preemption.StopRequest().install()
+        self.saved_at = None
+
+    def _due(self, run) -> bool:
+        return run.step % run.cfg.checkpoint_every == 0 or run.step == run.end
+
+    def _save(self, run, force: bool) -> None:
+        run.ckpt.save(run.step, run.state, run.iterator, run.cfg.to_json(sort_keys=True),
+                      force=force, layout=run.layout)
+        self.saved_at = run.step
+
+    def before_evaluation(self, run) -> None:
+        """A save due at this step, written before the evaluation (asynchronously, so the
+        two overlap): a kill during a long evaluation loses nothing. Not at a phase's
+        last step, where the saved data position must be the next phase's."""
+        switching = run.phase.end <= run.step < run.cfg.total_steps
+        if self._due(run) and not switching:
+            self._save(run, force=run.step == run.end)
 
     def after_step(self, run, step_metrics):
         preempted = bool(self.stop) or run.ckpt.reached_preemption(run.step)
-        if run.step % run.cfg.checkpoint_every == 0 or run.step == run.end or preempted:
-            run.ckpt.save(run.step, run.state, run.iterator, run.cfg.to_json(sort_keys=True),
-                          force=run.step == run.end or preempted, layout=run.layout)
+        if (self._due(run) or preempted) and self.saved_at != run.step:
+            self._save(run, force=run.step == run.end or preempted)
         run.stopping = preempted
         return []
 
@@ -191,3 +208,14 @@ class Checkpoint(Hook):
     @property
     def signal_name(self):
         return self.stop.signal_name
+
+
+class SaveBeforeEvaluation(Hook):
+    """Checkpoint.before_evaluation as a hook, placed before Evaluate."""
+
+    def __init__(self, checkpoint: Checkpoint):
+        self.checkpoint = checkpoint
+
+    def after_step(self, run, step_metrics):
+        self.checkpoint.before_evaluation(run)
+        return []

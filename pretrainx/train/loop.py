@@ -60,10 +60,12 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
     probe = downstream.Probe(run, metrics) if downstream.enabled(cfg) else hooks_lib.Hook()
     budget = budget_lib.Budget(run) if budget_lib.enabled(cfg) else None
     # The order is the contract: the budget's clock first (its record is the step's);
-    # metrics before evaluation (an eval line follows its step's line); the phase switch
-    # after evaluation (the old phase's eval closes it) and before the checkpoint (a
-    # resume starts in the new phase); the probe last, on a committed checkpoint.
-    hooks = [*([budget] if budget else []), profile, metrics, evaluate,
+    # metrics before evaluation (an eval line follows its step's line); a checkpoint due
+    # at the step before evaluation (a kill during it loses nothing); the phase switch
+    # after evaluation (the old phase's eval closes it) and before a phase's last save
+    # (a resume starts in the new phase); the probe last, on a committed checkpoint.
+    hooks = [*([budget] if budget else []), profile, metrics,
+             hooks_lib.SaveBeforeEvaluation(checkpoint), evaluate,
              hooks_lib.PhaseSwitch(metrics), checkpoint, probe]
     try:
         while run.step < run.end:

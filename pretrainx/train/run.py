@@ -101,6 +101,8 @@ class Run:
         try:
             self._settle(rules, stop_at, init, imported)
         except BaseException:
+            if getattr(self, "ckpt", None) is not None:
+                self.ckpt.let_go()
             self.lock.release(refused=True)
             raise
 
