@@ -481,6 +481,29 @@ def test_untied_output_layers_import_and_export_as_untied(tmp_path, family):
         assert np.abs(again(input_ids=torch.tensor([ids])).logits.numpy() - reference).max() <= 1e-5
 
 
+def test_a_folder_with_only_a_tokenizer_json_imports(tmp_path):
+    """ModernBERT's release ships its tokenizer as tokenizer.json alone (a byte-level
+    BPE with [CLS] [SEP] [PAD] [MASK] [UNK] added): the import reads it, and its ids
+    and special ids are transformers' on real text."""
+    torch.manual_seed(0)
+    theirs, files = _tiny_hf("modernbert", tie=True)
+    theirs.save_pretrained(tmp_path)
+    fast = transformers.GPT2TokenizerFast(vocab_file=files["vocab.json"],
+                                          merges_file=files["merges.txt"])
+    fast.add_special_tokens({"cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+                             "mask_token": "[MASK]", "unk_token": "[UNK]"})
+    fast.save_pretrained(tmp_path)
+    for name in ("vocab.json", "merges.txt"):
+        (tmp_path / name).unlink()
+    pretrained = interop.load(str(tmp_path))
+    assert pretrained.tokenizer == str(tmp_path / "tokenizer.json")
+    ours = load_tokenizer(pretrained.tokenizer, layout="fairseq")
+    assert [ours.cls_id, ours.sep_id, ours.pad_id, ours.mask_id] == fast.convert_tokens_to_ids(
+        ["[CLS]", "[SEP]", "[PAD]", "[MASK]"])
+    for sentence in SENTENCES:
+        assert ours.encode(sentence) == fast(sentence, add_special_tokens=False)["input_ids"]
+
+
 def test_untied_heads_a_family_cannot_hold_are_refused_not_dropped(tmp_path):
     """ELECTRA's generator ties its output layer to the word table here: an untied one
     is refused in one line naming the tensor; the tied one imports."""

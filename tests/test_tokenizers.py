@@ -196,3 +196,44 @@ def test_cli_train_into_directory(tmp_path):
     assert res.stdout.strip() == str(out / "spiece.model")
     assert (out / "spiece.vocab").exists()
     assert load_tokenizer(str(out)).vocab_size == 500
+
+
+def _tokenizer_json_alone(kind: str, folder: Path):
+    """A fast tokenizer saved by transformers, then every file but tokenizer.json
+    removed (ModernBERT's release ships only that); returns transformers' tokenizer."""
+    transformers = pytest.importorskip("transformers")
+    gpt2 = DATA / "tokenizers" / "gpt2"
+    made = {
+        "wordpiece": lambda: transformers.BertTokenizerFast(vocab_file=str(BERT_VOCAB)),
+        "byte-level": lambda: transformers.GPT2TokenizerFast(
+            vocab_file=str(gpt2 / "vocab.json"), merges_file=str(gpt2 / "merges.txt")),
+        "unigram": lambda: transformers.AlbertTokenizerFast(  # the model's own pieces
+            vocab_file=str(REPO / "pretrainx" / "assets" / "spm_4k.model"), pad_token="[PAD]",
+            unk_token="[UNK]"),
+    }[kind]()
+    made.save_pretrained(folder)
+    for path in folder.iterdir():
+        if path.name != "tokenizer.json":
+            path.unlink()
+    return made
+
+
+@needs_data
+@pytest.mark.parametrize("kind", ["wordpiece", "byte-level", "unigram"])
+def test_a_tokenizer_json_alone_gives_transformers_ids(kind, tmp_path):
+    """A tokenizer.json alone (read with the tokenizers library) gives the ids
+    transformers gives on real text, and the special ids transformers names."""
+    theirs = _tokenizer_json_alone(kind, tmp_path)
+    ours = load_tokenizer(str(tmp_path))
+    assert ours.path.endswith("tokenizer.json") and ours.vocab_size == len(theirs)
+    text = ALICE.read_text(encoding="utf-8")[5000:25000]
+    for paragraph in [p for p in text.split("\n\n") if p.strip()][:40]:
+        assert ours.encode(paragraph) == theirs(paragraph, add_special_tokens=False)["input_ids"]
+    assert (ours.cls_id, ours.sep_id, ours.pad_id) == (
+        theirs.convert_tokens_to_ids(theirs.cls_token or theirs.bos_token),
+        theirs.convert_tokens_to_ids(theirs.sep_token or theirs.eos_token),
+        theirs.convert_tokens_to_ids(theirs.pad_token or theirs.eos_token))
+    # whole-word masking's table: every word after the first starts one (byte-level BPE
+    # marks a word by the space before it, which the first word lacks)
+    starts = ours.word_start_mask(np.asarray(ours.encode("the cat sat on the mat")))
+    assert starts.sum() == 6 - (kind == "byte-level")

@@ -1,7 +1,8 @@
 """`load_tokenizer`: the right tokenizer for a vocabulary file, by its name.
 
 WordPiece (vocab.txt), SentencePiece (.model), GPT-2's byte-level BPE (vocab.json +
-merges.txt) and ELMo's word lists (.words) share one interface (tokenizer_base).
+merges.txt), a fast tokenizer's tokenizer.json and ELMo's word lists (.words) share
+one interface (tokenizer_base).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import glob
 import os
 
 from pretrainx.data import bpe, words
+from pretrainx.data.fast_tokenizer import FastTokenizer
 from pretrainx.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from pretrainx.data.tokenizer_base import Tokenizer
 from pretrainx.data.tokenizer_training import train_sentencepiece, train_wordpiece  # noqa: F401
@@ -26,6 +28,8 @@ def load_tokenizer(path: str, lower_case: bool = True, layout: str = "") -> Toke
     a byte-level vocabulary the ids that family trains it under.
     """
     path = os.path.expanduser(path)
+    if path.endswith("tokenizer.json") and os.path.isfile(path):  # ids are the file's
+        return FastTokenizer(path)
     byte_level = bpe.files_in(path)
     if byte_level:
         tokenizer = bpe.ByteLevelBPETokenizer(*byte_level)
@@ -34,18 +38,20 @@ def load_tokenizer(path: str, lower_case: bool = True, layout: str = "") -> Toke
         path = _tokenizer_file_in(path)
     elif not os.path.exists(path):
         raise UserError(f"tokenizer file not found: {path}")
+    if path.endswith("tokenizer.json"):
+        return FastTokenizer(path)
     if path.endswith(".txt"):
         return WordPieceTokenizer(path, lower_case=lower_case)
     if path.endswith(".model"):
         return SentencePieceTokenizer(path)
     if path.endswith(".words"):
         return words.WordTokenizer(path)
-    raise UserError(f"unknown tokenizer type for {path}: expected a .txt vocab, a .model "
-                    "or a .words file")
+    raise UserError(f"unknown tokenizer type for {path}: expected a .txt vocab, a .model, "
+                    "a tokenizer.json or a .words file")
 
 
 def _tokenizer_file_in(directory: str) -> str:
-    for name in ("vocab.txt", "spiece.model"):
+    for name in ("vocab.txt", "spiece.model", "tokenizer.json"):
         if os.path.isfile(os.path.join(directory, name)):
             return os.path.join(directory, name)
     models = sorted(glob.glob(os.path.join(glob.escape(directory), "*.model")))
@@ -53,4 +59,4 @@ def _tokenizer_file_in(directory: str) -> str:
         return models[0]
     if models:
         raise UserError(f"several .model files in {directory}; pass one of them explicitly")
-    raise UserError(f"no vocab.txt or .model file in {directory}")
+    raise UserError(f"no vocab.txt, tokenizer.json or .model file in {directory}")

@@ -102,7 +102,8 @@ def tokenizer_config(path: str) -> dict:
 def tokenizer_of(path: str) -> tuple:
     """(tokenizer file, lower_case) of an HF directory."""
     config = tokenizer_config(path)
-    names = ("vocab.json", "vocab.txt", "spiece.model", "spm.model")  # spm: DeBERTa-v2/v3's
+    # spm.model: DeBERTa-v2/v3's; tokenizer.json alone: a fast tokenizer (ModernBERT's)
+    names = ("vocab.json", "vocab.txt", "spiece.model", "spm.model", "tokenizer.json")
     for name in names:
         if os.path.isfile(os.path.join(path, name)):
             return os.path.join(path, name), bool(config.get("do_lower_case", True))

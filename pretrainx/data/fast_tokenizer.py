@@ -1,0 +1,74 @@
+"""A `tokenizer.json` alone (what transformers' fast tokenizers save, and all that
+ModernBERT's release ships), read with HF's `tokenizers` library: its normaliser,
+pre-tokeniser and model (BPE, WordPiece or Unigram) exactly as transformers runs them.
+
+The special ids are found by the names the families use ([CLS]/<s>, [SEP]/</s>,
+[PAD]/<pad>, [MASK]/<mask>, [UNK]/<unk>; GPT-2's <|endoftext|> for all of them), and
+the word starts by the model's marks: byte-level BPE's "Ġ", SentencePiece's "▁",
+WordPiece's pieces that do not start with "##".
+"""
+
+import json
+
+import numpy as np
+
+from pretrainx.data.tokenizer_base import SP_WORD_START, Tokenizer
+from pretrainx.errors import UserError
+
+_NAMES = {"cls_id": ("[CLS]", "<s>", "<|endoftext|>"),
+          "sep_id": ("[SEP]", "</s>", "<|endoftext|>"),
+          "pad_id": ("[PAD]", "<pad>", "<|endoftext|>"),
+          "unk_id": ("[UNK]", "<unk>", "<|endoftext|>"),
+          "mask_id": ("[MASK]", "<mask>")}
+
+
+class FastTokenizer(Tokenizer):
+    def __init__(self, path: str):
+        try:
+            import tokenizers
+        except ImportError:
+            raise UserError(f"{path} is read with HF's tokenizers library: pip install "
+                            "tokenizers") from None
+        self.path = path
+        try:
+            self._tok = tokenizers.Tokenizer.from_file(path)
+            with open(path, encoding="utf-8") as f:
+                spec = json.load(f)
+        except Exception as e:  # the library's errors are plain Exceptions
+            raise UserError(f"cannot read {path}: {str(e).splitlines()[0][:200]}") from None
+        vocab = self._tok.get_vocab(with_added_tokens=True)
+        self.vocab_size = max(vocab.values()) + 1
+        for attr, names in _NAMES.items():
+            found = [vocab[n] for n in names if n in vocab]
+            setattr(self, attr, found[0] if found else -1)
+        if min(self.cls_id, self.sep_id, self.pad_id) < 0:
+            raise UserError(f"{path} has none of the start, end or padding tokens pretrainx "
+                            f"knows ({', '.join(_NAMES['cls_id'] + _NAMES['sep_id'])})")
+        if self.unk_id < 0:
+            self.unk_id = self.pad_id
+        named = {getattr(self, a) for a in _NAMES} | {
+            t["id"] for t in spec.get("added_tokens", []) if t.get("special")}
+        self._special = np.array(sorted(named - {-1}), np.int32)
+        self.spaces_are_tokens = spec.get("model", {}).get("type") != "WordPiece"
+        self._word_start = self._starts(vocab, spec.get("model", {}).get("type"))
+
+    def _starts(self, vocab: dict, kind: str) -> np.ndarray:
+        starts = np.zeros(self.vocab_size, bool)
+        for piece, i in vocab.items():
+            if kind == "WordPiece":
+                starts[i] = not piece.startswith("##")
+            else:  # byte-level BPE marks a space with Ġ, SentencePiece with ▁
+                starts[i] = piece.startswith(("\u0120", SP_WORD_START)) or not piece[:1].isalnum()
+        return starts
+
+    def encode(self, text: str) -> list[int]:
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids) -> str:
+        return self._tok.decode(self._id_list(ids), skip_special_tokens=True)
+
+    def id_to_piece(self, i: int) -> str:
+        piece = self._tok.id_to_token(int(i))
+        if piece is None:
+            raise UserError(f"token id {i} out of range [0, {self.vocab_size}) for {self.path}")
+        return piece
