@@ -175,7 +175,6 @@ def run_case(name, trained: pathlib.Path) -> dict:
         shutil.copytree(trained, workdir, symlinks=True)
         (workdir / ".lock").unlink(missing_ok=True)
         args = prepare(workdir, scratch)
-        before = _committed(workdir)
         config, module, tiny, env_devices = "configs/quickstart.py", "pretrainx.main", True, None
         if args and args[0] == "FINETUNE":
             module, config, tiny, args = "pretrainx.main", "configs/finetune_glue.py", False, (
@@ -187,6 +186,7 @@ def run_case(name, trained: pathlib.Path) -> dict:
             workdir, args = pathlib.Path(args[1]), []
         elif args and args[0] == "DEVICES":
             env_devices, args = 2, args[1:]
+        before = _committed(workdir)
         if not any(a.startswith("--workdir=") for a in args):
             args = args + [f"--workdir={workdir}"]
         result = _run(args, module, config, tiny, env_devices)

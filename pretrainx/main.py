@@ -6,6 +6,7 @@ prints what the run would be as one JSON object and exits.
 
 import json
 import os
+import re
 import sys
 
 from absl import app, flags, logging
@@ -64,12 +65,7 @@ def cli_config(argv, example: str = "configs/quickstart.py"):
         cfg.keys()
     except OSError as e:  # config_flags defers a file that failed to load until first use
         spec = flags.FLAGS["config"].config_filename
-        path = spec.partition(":")[0]
-        if ":" in spec and os.path.isfile(spec):
-            raise UserError(f"--config={spec}: the part after the first ':' is the recipe's "
-                            f"argument, so {path} was read; give the recipe a path without "
-                            "':' (move or link it)") from None
-        raise UserError(f"cannot load {spec}: {_first_line(e)}") from None
+        raise UserError(_colon_read(spec) or f"cannot load {spec}: {_first_line(e)}") from None
     return cfg
 
 
@@ -119,16 +115,33 @@ def _parse_flags(argv):
     try:
         return flags.FLAGS(argv)
     except (AttributeError, KeyError) as e:  # unknown key in a --config.a.b=... override
-        key = str(e).strip("\"'")
+        said = str(e.args[0] if e.args else e)
+        said = str(said.args[0]) if isinstance(said, BaseException) else said
+        names = re.findall(r"'([^'\\]+)\\?'|\"([^\"]+)\"", said)
+        key = next((a or b for a, b in names), said.splitlines()[0] if said else "?")
         culprit = next((a for a in argv[1:] if a.startswith("--config.") and key in a), key)
-        _fail(f"unknown config key in {culprit}")
+        hint = re.search(r'Did you mean "([^"]+)"', said)
+        _fail(f"unknown config key in {culprit}"
+              + (f" (did you mean {hint.group(1)}?)" if hint else ""))
     except flags.Error as e:
         cause = _root_cause(e)
         flag = _first_line(e).split(": ")[0]
         _fail(f"{flag}: {type(cause).__name__}: {_first_line(cause)}" if cause is not e
               else _first_line(e))
     except Exception as e:  # a config file that raises while loading
-        _fail(f"cannot load config: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        spec = next((a.split("=", 1)[1] for a in argv[1:] if a.startswith("--config=")), "")
+        _fail(_colon_read(spec) or f"cannot load config: {type(e).__name__}: "
+              f"{str(e).splitlines()[0] if str(e) else ''}")
+
+
+def _colon_read(spec: str) -> str:
+    """What to say of a --config path with a ':' in it ("" if that is not the trouble):
+    ml-collections reads what follows the first ':' as the recipe's argument."""
+    if ":" not in spec or not os.path.isfile(spec):
+        return ""
+    return (f"--config={spec}: the part after the first ':' is the recipe's argument, so "
+            f"{spec.partition(':')[0]} was read; give the recipe a path without ':' (move or "
+            "link it)")
 
 
 def guarded(run_fn):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, xla_flags
 from pretrainx.errors import UserError
 
 TINY = ["--config.total_steps=1", "--config.model.num_layers=1", "--config.model.hidden_size=32",
@@ -24,7 +24,7 @@ OTHER_BOOK = os.path.join(REPO, "pretrainx", "assets", "text",
 
 def run_cli(args, workdir, devices=1):
     env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+               XLA_FLAGS=xla_flags(devices))
     cmd = [sys.executable, "-m", "pretrainx.main", "--config=configs/quickstart.py",
            f"--workdir={workdir}"] + TINY + args
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
@@ -206,11 +206,23 @@ def test_a_config_path_with_a_colon_says_what_was_read(tmp_path):
     folder.mkdir()
     shutil.copy(REPO / "configs" / "quickstart.py", folder / "quickstart.py")
     env = dict(os.environ, JAX_PLATFORMS="cpu")
+    for overrides in ([], ["--config.total_steps=5"]):  # overrides fail earlier, elsewhere
+        result = subprocess.run([sys.executable, "-m", "pretrainx.main",
+                                 f"--config={folder}/quickstart.py", "--describe"] + overrides,
+                                cwd=REPO, env=env, capture_output=True, text=True)
+        assert_one_line_error(result, f"--config={folder}/quickstart.py",
+                              f"so {tmp_path}/runs was read", "without ':'")
+
+
+def test_a_mistyped_override_says_what_was_meant():
+    """The message was ml-collections' KeyError text, escaped quotes and a literal \\n."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
     result = subprocess.run([sys.executable, "-m", "pretrainx.main",
-                             f"--config={folder}/quickstart.py", "--describe"], cwd=REPO,
-                            env=env, capture_output=True, text=True)
-    assert_one_line_error(result, f"--config={folder}/quickstart.py", f"so {tmp_path}/runs was "
-                          "read", "without ':'")
+                             "--config=configs/quickstart.py", "--config.model.nm_layers=2",
+                             "--describe"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert_one_line_error(result, "unknown config key in --config.model.nm_layers=2 (did you "
+                          "mean num_layers?)")
+    assert "\\" not in result.stderr
 
 
 def test_undecodable_bytes_are_replaced_and_counted(tmp_path):
@@ -225,7 +237,7 @@ def test_undecodable_bytes_are_replaced_and_counted(tmp_path):
 
 
 def _run_module(module, args):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1))
     return subprocess.run([sys.executable, "-m", module] + args, cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -284,7 +296,7 @@ def test_cli_bad_distillation_input(name, trained, tmp_path):
     workdir = tmp_path / "w"
     shutil.copytree(trained, workdir)
     before = _snapshot(workdir)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1))
     student = ["--config.total_steps=1", "--config.model.num_layers=1",
                "--config.model.hidden_size=32", "--config.model.num_heads=2",
                "--config.model.mlp_dim=64", "--config.global_batch_size=4",

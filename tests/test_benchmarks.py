@@ -114,3 +114,15 @@ def test_recipes_benchmark_prints_every_recipe():
     for name in ("bert", "crammed", "modernbert"):
         r = out["recipes"][name]
         assert 0 <= r["eval_mlm_accuracy"] <= 1 and r["steps"] >= 1 and "over_bert" in r
+
+
+@pytest.mark.slow
+def test_faults_table_reports_exit_line_and_kept_files():
+    """Two cases of benchmarks/faults.py: a refused override and a damaged checkpoint
+    (the run refuses to start afresh over it), each with its exit code, its one line,
+    and the committed files unchanged."""
+    result, last = _run("faults.py", "--only=unknown config key,newest checkpoint damaged")
+    rows = [json.loads(line) for line in result.stdout.strip().splitlines()]
+    assert [r["exit"] for r in rows] == [2, 2] and last == rows[-1]
+    assert rows[0]["said"].startswith("error: unknown config key in --config.totl_steps=5")
+    assert all(r["committed_unchanged"] for r in rows)

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import REPO, SHARED_DATA
+from conftest import REPO, SHARED_DATA, xla_flags
 from pretrainx import interop
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
@@ -56,7 +56,7 @@ def _torch_inputs(batch):
 
 
 def _export(workdir, output):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags())
     result = subprocess.run([sys.executable, "-m", "pretrainx.export", f"--workdir={workdir}",
                              f"--output={output}"], cwd=REPO, env=env, capture_output=True,
                             text=True, timeout=300)

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, TINY_CLI, read_metrics
+from conftest import REPO, TINY_CLI, read_metrics, xla_flags
 
 EVAL_BOOK = REPO / "pretrainx" / "assets" / "text" / "pg1342_pride_and_prejudice.txt"
 
@@ -36,7 +36,7 @@ def _free_port() -> int:
 
 def _train(workdir, processes: int, devices_per_process: int):
     env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}")
+               XLA_FLAGS=xla_flags(devices_per_process))
     command = [sys.executable, "-m", "pretrainx.main", "--config=configs/quickstart.py",
                f"--workdir={workdir}", *TINY, *(SLICES if processes > 1 else [])]
     if processes > 1:

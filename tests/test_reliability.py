@@ -15,7 +15,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from conftest import ALICE as ALICE_TEXT, REPO, TINY_CLI, override, read_metrics, tiny_bert_config
+from conftest import (ALICE as ALICE_TEXT, REPO, TINY_CLI, override, read_metrics,
+                      tiny_bert_config, xla_flags)
 from pretrainx.errors import UserError
 from pretrainx.train import loop
 from pretrainx.train import phases as phases_lib
@@ -189,7 +190,7 @@ CLI = [sys.executable, "-m", "pretrainx.main", "--config=configs/quickstart.py",
 
 def _env(**extra):
     return dict(os.environ, JAX_PLATFORMS="cpu",
-                XLA_FLAGS="--xla_force_host_platform_device_count=1", **extra)
+                XLA_FLAGS=xla_flags(1), **extra)
 
 
 def _start(workdir, *args, **env):

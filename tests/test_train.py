@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import REPO, read_metrics, tiny_bert_config
+from conftest import REPO, read_metrics, tiny_bert_config, xla_flags
 from pretrainx.train import loop
 
 
@@ -142,7 +142,7 @@ def test_profile_steps_write_a_trace_of_the_train_step(tmp_path):
          "--config.profile_start_step=1", "--config.global_batch_size=8",
          "--config.seq_len=32", "--config.model.num_layers=1", "--config.data.eval_files=",
          "--config.data.dupe_factor=1"],
-        cwd=REPO, env=dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1"),
+        cwd=REPO, env=dict(os.environ, XLA_FLAGS=xla_flags(1)),
         capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     traces = list((tmp_path / "profile" / "plugins" / "profile").glob("*/*.xplane.pb"))
