@@ -43,11 +43,15 @@ def _committed(workdir: pathlib.Path) -> str:
 
 
 def _said(result) -> str:
-    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("error: ")]
-    if lines:
-        return lines[0]
-    out = [ln for ln in (result.stdout + result.stderr).splitlines() if ln.strip()]
-    return out[-1] if out else ""
+    """The line that tells the user what happened: an error, else a warning, else what
+    changed on resume, else the last line."""
+    lines = [ln.strip() for ln in (result.stderr + "\n" + result.stdout).splitlines()
+             if ln.strip()]
+    for wanted in ("error: ", "warning: ", "changed since"):
+        found = [ln for ln in lines if wanted in ln]
+        if found:
+            return found[0]
+    return lines[-1] if lines else ""
 
 
 # name -> (what is done, the test that holds it, prepare(workdir, scratch) -> CLI args)
@@ -120,6 +124,14 @@ def _damage_newest(w, scratch):
     return ["--config.total_steps=4"]
 
 
+def _edit_config_json(w, scratch):
+    path = w / "config.json"
+    cfg = json.loads(path.read_text())
+    cfg["model"]["hidden_act"] = "relu"
+    path.write_text(json.dumps(cfg))
+    return ["EXPORT", f"--output={scratch / 'hf'}"]
+
+
 CASES = {
     "unknown config key": ("--config.totl_steps=5", "test_bad_input::test_cli_bad_input",
                            lambda w, s: ["--config.totl_steps=5"]),
@@ -161,6 +173,12 @@ CASES = {
     "GLUE row too wide": ("a train.tsv row with a tab inside a sentence",
                           "test_finetune::test_bad_glue_files_name_the_file_and_line",
                           _glue_extra_field),
+    "total_steps raised": ("resume with total_steps=4 after a run to 2",
+                           "test_reliability::test_total_steps_changed_on_resume",
+                           lambda w, s: ["--config.total_steps=4"]),
+    "config.json edited, then export": ("WORKDIR/config.json says relu; export",
+                                        "test_interop::test_an_edited_config_json_does_not",
+                                        _edit_config_json),
     "newest checkpoint damaged": ("a file of checkpoint 2 cut to 100 bytes; resume to 4",
                                   "test_reliability::test_a_damaged_newest_checkpoint",
                                   _damage_newest),
@@ -180,6 +198,8 @@ def run_case(name, trained: pathlib.Path) -> dict:
             module, config, tiny, args = "pretrainx.main", "configs/finetune_glue.py", False, (
                 args[1:] + ["--config.epochs=1", "--config.global_batch_size=2",
                             "--config.eval_batch_size=2", "--config.seq_len=32"])
+        elif args and args[0] == "EXPORT":
+            module, config, tiny, args = "pretrainx.export", None, False, args[1:]
         elif args and args[0] == "CONFIG":
             config, args = args[1], []
         elif args and args[0] == "WORKDIR":
@@ -197,7 +217,8 @@ def run_case(name, trained: pathlib.Path) -> dict:
 def _run(args, module, config, tiny, devices):
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}" if devices else "")
-    cmd = [sys.executable, "-m", module, f"--config={config}"] + (TINY if tiny else []) + args
+    cmd = ([sys.executable, "-m", module] + ([f"--config={config}"] if config else [])
+           + (TINY if tiny else []) + args)
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 

@@ -56,9 +56,13 @@ def probe_defaults() -> ml_collections.ConfigDict:
 
 
 def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
-                     learning_rate: float, schedule: str) -> ml_collections.ConfigDict:
+                     learning_rate: float, schedule: str,
+                     **optimizer) -> ml_collections.ConfigDict:
     """The keys every run has (run length and logging, mesh, optimizer, data files),
-    with the values given; an objective's defaults add its model and data keys."""
+    with the values given; an objective's defaults add its model and data keys.
+    `optimizer` holds the family's values of the optimizer keys below (its paper's),
+    so that each key is set once, to its value."""
+    opt = dict(optimizer)
     c = ml_collections.ConfigDict()
     c.seed = 0
     c.objective = objective
@@ -94,31 +98,34 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.sharding_rules = DEFAULT_SHARDING_RULES
 
     c.optimizer = ml_collections.ConfigDict()
-    c.optimizer.name = "adamw"  # adamw | adafactor | adagrad | lamb | stable_adamw
+    # adamw | adafactor | adagrad | lamb | stable_adamw
+    c.optimizer.name = opt.pop("name", "adamw")
     c.optimizer.learning_rate = learning_rate
-    c.optimizer.warmup_steps = 10_000
+    c.optimizer.warmup_steps = opt.pop("warmup_steps", 10_000)
     # bert_linear | warmup_linear | constant | rsqrt | cosine | slanted_triangular |
     # warmup_stable_decay | one_cycle (with the keys the recipes that use them set)
     c.optimizer.schedule = schedule
-    c.optimizer.b1 = 0.9
-    c.optimizer.b2 = 0.999
-    c.optimizer.eps = 1e-6
+    c.optimizer.b1 = opt.pop("b1", 0.9)
+    c.optimizer.b2 = opt.pop("b2", 0.999)
+    c.optimizer.eps = opt.pop("eps", 1e-6)
     # Adam's moments divided by 1 - b^t (Kingma and Ba; optax, fairseq, HF); False is
     # google-research/bert's AdamWeightDecayOptimizer, which has no correction.
-    c.optimizer.bias_correction = True
-    c.optimizer.weight_decay = 0.01
-    c.optimizer.grad_clip = 1.0
-    c.optimizer.stlr_ratio = 32.0  # schedule slanted_triangular: peak / lowest rate (ULMFiT)
+    c.optimizer.bias_correction = opt.pop("bias_correction", True)
+    c.optimizer.weight_decay = opt.pop("weight_decay", 0.01)
+    c.optimizer.grad_clip = opt.pop("grad_clip", 1.0)
+    # schedule slanted_triangular: peak / lowest rate (ULMFiT)
+    c.optimizer.stlr_ratio = opt.pop("stlr_ratio", 32.0)
     # > 0: a wall-clock budget (train/budget.py): the schedule runs over this many hours
     # of elapsed time, total_steps only bounds the run, which ends when the time is spent
-    c.optimizer.budget_hours = 0.0
+    c.optimizer.budget_hours = opt.pop("budget_hours", 0.0)
     # A batch-size ramp by accumulation (train/ramp.py): an update averages up to
     # accumulate_to steps (global_batch_size is then the micro-batch), reached at
     # batch_ramp of the run (of the budget's time, or of total_steps); 0: from the start.
     # batch_ramp_shape: linear (the crammed BERT's) | equal_updates (ModernBERT's).
-    c.optimizer.accumulate_to = 1
-    c.optimizer.batch_ramp = 0.0
-    c.optimizer.batch_ramp_shape = "linear"
+    c.optimizer.accumulate_to = opt.pop("accumulate_to", 1)
+    c.optimizer.batch_ramp = opt.pop("batch_ramp", 0.0)
+    c.optimizer.batch_ramp_shape = opt.pop("batch_ramp_shape", "linear")
+    c.optimizer.update(opt)  # the keys a family's schedule or optimizer adds (NEEDS)
     c.probe = probe_defaults()
 
     c.data = ml_collections.ConfigDict()

@@ -308,6 +308,8 @@ def test_gpt2_export_matches_transformers_and_round_trips(shared_data, tmp_path)
     rows = [tokenizer.encode(s) for s in SENTENCES]
     for s, ids in zip(SENTENCES, rows):
         assert hf_tokenizer(s)["input_ids"] == ids
+    padded = hf_tokenizer(SENTENCES, padding=True)  # it had no pad token: this raised
+    assert padded["input_ids"][2][-1] == tokenizer.eot_id == hf_tokenizer.pad_token_id
     length = max(map(len, rows))
     ids = np.array([r + [tokenizer.eot_id] * (length - len(r)) for r in rows])
     mask = np.array([[1] * len(r) + [0] * (length - len(r)) for r in rows])

@@ -12,17 +12,20 @@ from pretrainx.errors import UserError
 from pretrainx.objectives import mlm
 
 # ---- config ---------------------------------------------------------------------
-def defaults(objective: str, model):
+def defaults(objective: str, model, total_steps: int = 1_000_000, batch: int = 1024,
+             seq_len: int = 128, learning_rate: float = 1e-4, schedule: str = "bert_linear",
+             lower_case: bool = True, mask_prob: float = 0.15, max_predictions: int = 20,
+             **optimizer):
     """BERT-Base's optimizer and masking (Devlin et al. 2019) as a one-length, MLM-only
-    run of the family's `model` keys; objectives that pair segments add
-    `pairing_defaults`."""
-    c = config_lib.shared_config(objective, total_steps=1_000_000, batch=1024, seq_len=128,
-                                 learning_rate=1e-4, schedule="bert_linear")
+    run of the family's `model` keys, where the family passes no value of its own (each
+    key is set once); objectives that pair segments add `pairing_defaults`."""
+    c = config_lib.shared_config(objective, total_steps=total_steps, batch=batch,
+                                 seq_len=seq_len, learning_rate=learning_rate,
+                                 schedule=schedule, **optimizer)
     c.model = model
-    c.data.lower_case = True
-    c.data.mask_prob = 0.15
-    c.data.max_predictions_per_seq = 20
-    c.data.whole_word_masking = False
+    c.data.lower_case = lower_case
+    c.data.mask_prob = mask_prob
+    c.data.max_predictions_per_seq = max_predictions
     return c
 
 

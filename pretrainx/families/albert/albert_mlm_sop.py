@@ -320,19 +320,16 @@ def defaults():
     of 4,096 x 512 tokens (10% of pairs shorter), LAMB lr 0.00176, 3,125 warmup
     steps, linear decay, dropout 0 (v2; v1 had 0.1), 30,000 SentencePiece pieces;
     see configs/albert.py."""
+    c = encoder.defaults(
+        "albert", albert.default_config(), total_steps=125_000, batch=4096, seq_len=512,
+        learning_rate=0.00176, name="lamb", warmup_steps=3125,
+        schedule="bert_linear",  # albert's optimization.py: BERT's, to the letter
+        # 15% of 509 tokens is at most 77; google-research/albert's flag default of 20
+        # would cap the rate at 4% of a 512-token row.
+        max_predictions=80)
     # dupe_factor 40: create_pretraining_data's default (masks are dynamic here)
-    c = encoder.pairing_defaults(encoder.defaults("albert", albert.default_config()),
-                                 dupe_factor=40)
-    del c.data["whole_word_masking"]  # n-grams are whole words by definition
-    c.total_steps, c.global_batch_size, c.seq_len = 125_000, 4096, 512
-    c.optimizer.name = "lamb"
-    c.optimizer.learning_rate = 0.00176
-    c.optimizer.warmup_steps = 3125
-    c.optimizer.schedule = "bert_linear"  # albert's optimization.py: BERT's, to the letter
-    # 15% of 509 tokens is at most 77; google-research/albert's flag default of 20
-    # would cap the rate at 4% of a 512-token row.
-    c.data.max_predictions_per_seq = 80
-    c.data.max_ngram = 3
+    c = encoder.pairing_defaults(c, dupe_factor=40)
+    c.data.max_ngram = 3  # n-grams are whole words: no whole_word_masking key
     return encoder.packing_defaults(c)
 
 

@@ -9,15 +9,14 @@ from pretrainx.families.bert import model as bert
 
 
 def default_config():
-    m = bert.default_config()
-    m.family = "albert"
-    m.vocab_size = 30000
-    m.embedding_size = 128
-    m.share_layers = True
-    m.dropout_rate = 0.0  # v2; v1 had 0.1
-    m.attention_dropout_rate = 0.0
-    m.hidden_act = "gelu_tanh"  # albert's modeling.py gelu (HF: gelu_new)
-    return m
+    return bert.default_config(
+        family="albert",
+        vocab_size=30000,
+        embedding_size=128,
+        share_layers=True,
+        dropout_rate=0.0,  # v2; v1 had 0.1
+        attention_dropout_rate=0.0,
+        hidden_act="gelu_tanh")  # albert's modeling.py gelu (HF: gelu_new)
 
 
 models.register(models.Family(

@@ -207,11 +207,8 @@ def defaults():
     the optimizer is RoBERTa's (Adam b2 0.98, eps 1e-6, weight decay 0.01, polynomial
     decay from 4e-4 after 10K warmup steps, fairseq's BART recipe), no clipping."""
     c = config_lib.shared_config("bart", total_steps=500_000, batch=8000, seq_len=512,
-                                 learning_rate=4e-4, schedule="warmup_linear")
-    c.optimizer.warmup_steps = 10_000
-    c.optimizer.b2 = 0.98
-    c.optimizer.eps = 1e-6
-    c.optimizer.grad_clip = 0.0
+                                 learning_rate=4e-4, schedule="warmup_linear",
+                                 warmup_steps=10_000, b2=0.98, eps=1e-6, grad_clip=0.0)
     c.model = bart.default_config()
     c.data.lower_case = False
     c.data.mask_ratio = 0.3

@@ -23,34 +23,47 @@ from pretrainx.models import heads, layers, mha
 from pretrainx.models import peft as peft_lib
 
 
-def default_config() -> ml_collections.ConfigDict:
-    """BERT-Base's model keys (Devlin et al. 2019, google-research/bert)."""
-    m = ml_collections.ConfigDict()
-    m.family = "bert"
-    m.num_layers = 12
-    m.hidden_size = 768
-    m.num_heads = 12
-    m.mlp_dim = 3072
-    m.vocab_size = 30522
-    m.max_position_embeddings = 512
-    m.type_vocab_size = 2
-    m.dropout_rate = 0.1
-    m.attention_dropout_rate = 0.1
-    m.layer_norm_eps = 1e-12
-    m.initializer_range = 0.02
-    m.hidden_act = "gelu_tanh"  # google-research/bert's gelu is the tanh form
-    m.dtype = "float32"  # compute dtype; parameters stay float32
-    m.remat = "none"  # none | full | dots
-    m.scan_layers = False  # True: one nn.scan over layers (compile time flat in depth)
-    m.float32_attention_logits = False  # True: scores + softmax in float32
+OMIT = object()  # a key a family built on BERT's keys does not have
+
+
+def default_config(**family) -> ml_collections.ConfigDict:
+    """BERT-Base's model keys (Devlin et al. 2019, google-research/bert), with the
+    values `family` gives instead (RoBERTa's, ALBERT's, ...; OMIT leaves a key out), so
+    that each key is set once, to its value."""
+    given, m = dict(family), ml_collections.ConfigDict()
+
+    def put(key, default):
+        value = given.pop(key, default)
+        if value is not OMIT:
+            m[key] = value
+
+    put("family", "bert")
+    put("num_layers", 12)
+    put("hidden_size", 768)
+    put("num_heads", 12)
+    put("mlp_dim", 3072)
+    put("vocab_size", 30522)
+    put("max_position_embeddings", 512)
+    put("type_vocab_size", 2)
+    put("dropout_rate", 0.1)
+    put("attention_dropout_rate", 0.1)
+    put("layer_norm_eps", 1e-12)
+    put("initializer_range", 0.02)
+    put("hidden_act", "gelu_tanh")  # google-research/bert's gelu is the tanh form
+    put("dtype", "float32")  # compute dtype; parameters stay float32
+    put("remat", "none")  # none | full | dots
+    put("scan_layers", False)  # True: one nn.scan over layers (compile time flat in depth)
+    put("float32_attention_logits", False)  # True: scores + softmax in float32
     # models/attention.py: xla | flash | splash | cudnn | auto (kernels: no attention dropout)
-    m.attention_impl = "xla"
+    put("attention_impl", "xla")
     # ALBERT: embedding tables E wide, projected to hidden_size (0: E = hidden_size)
-    m.embedding_size = 0
-    m.share_layers = False  # ALBERT: one layer's parameters for every layer
+    put("embedding_size", 0)
+    put("share_layers", False)  # ALBERT: one layer's parameters for every layer
     # False: the MLM decoder has a kernel of its own (output/kernel), as an HF
     # checkpoint saved with tie_word_embeddings=False has; True ties it to the word table
-    m.tie_output = True
+    put("tie_output", True)
+    for key, value in given.items():  # keys of the family's own (position_offset, ...)
+        m[key] = value
     return m
 
 

@@ -49,22 +49,20 @@ class CrammedMlm(rows.FullSentencesRows, encoder.MlmLoss):
 
 def defaults():
     """bert-o4 with crammed-bert: a day on one GPU (budget 24 hours)."""
-    c = encoder.defaults("crammed", crammed.default_config())
-    c.model.dropout_rate = c.model.attention_dropout_rate = 0.0  # pretrain_in_train_mode False
-    c.seq_len, c.global_batch_size = 128, 128  # the micro-batch; updates take accumulate_to
-    c.total_steps = 900_000  # micro-batch steps: the schedule's resolution and upper bound
-    o = c.optimizer
-    o.learning_rate, o.b2, o.eps, o.weight_decay, o.grad_clip = 1e-3, 0.98, 1e-12, 0.01, 0.5
-    o.warmup_steps = 0
-    o.schedule = "one_cycle"
-    o.cycle_start, o.cycle_falloff = 0.25, 0.25
-    o.budget_hours = 24.0
-    o.accumulate_to = 64  # 64 x 128 = their batch of 8,192
-    o.batch_ramp = 0.6  # the full batch at 60% of the budget
-    c.data.mask_prob = 0.25
-    c.data.max_predictions_per_seq = 32  # 25% of 126 rounds to at most 32
+    model = crammed.default_config(
+        dropout_rate=0.0, attention_dropout_rate=0.0)  # pretrain_in_train_mode False
+    c = encoder.defaults(
+        "crammed", model,
+        total_steps=900_000,  # micro-batch steps: the schedule's resolution and upper bound
+        batch=128, seq_len=128,  # the micro-batch; updates take accumulate_to
+        learning_rate=1e-3, b2=0.98, eps=1e-12, weight_decay=0.01, grad_clip=0.5,
+        warmup_steps=0, schedule="one_cycle", cycle_start=0.25, cycle_falloff=0.25,
+        budget_hours=24.0,
+        accumulate_to=64,  # 64 x 128 = their batch of 8,192
+        batch_ramp=0.6,  # the full batch at 60% of the budget
+        mask_prob=0.25,
+        max_predictions=32)  # 25% of 126 rounds to at most 32
     c.data.eval_mask_prob = 0.0  # 0: evaluate at mask_prob
-    del c.data["whole_word_masking"]
     return c
 
 

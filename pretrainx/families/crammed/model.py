@@ -23,8 +23,10 @@ from pretrainx.models import heads, layers, mha
 from pretrainx.models.gated import GatedMlp
 
 
-def default_config() -> ml_collections.ConfigDict:
-    """crammed-bert.yaml's model keys."""
+def default_config(dropout_rate: float = 0.1,
+                   attention_dropout_rate: float = 0.1) -> ml_collections.ConfigDict:
+    """crammed-bert.yaml's model keys; dropout is fine-tuning's (0.1), the recipe
+    pretrains without it (crammed_mlm passes 0)."""
     m = ml_collections.ConfigDict()
     m.family = "crammed"
     m.num_layers = 16
@@ -36,8 +38,8 @@ def default_config() -> ml_collections.ConfigDict:
     m.layer_norm_eps = 1e-12
     m.initializer_range = 0.02
     m.hidden_act = "gelu"
-    m.dropout_rate = 0.1  # fine-tuning's; the recipe pretrains without dropout
-    m.attention_dropout_rate = 0.1
+    m.dropout_rate = dropout_rate
+    m.attention_dropout_rate = attention_dropout_rate
     m.classifier_width = 1024
     m.dtype = "float32"
     m.remat = "none"

@@ -37,28 +37,21 @@ class DebertaMlm(rows.FullSentencesRows, encoder.MlmLoss):
         return 3.0 * (m.num_layers * layer + emd + head)
 
 
-def paper_defaults(objective: str):
+def paper_defaults(objective: str, model):
     """DeBERTa's pretraining settings, which both of the family's objectives use: the
-    base shape, 1M steps of 2K rows of 512 tokens, Adam (eps 1e-6) at 2e-4 after 10K
-    warmup steps, linear decay, gradients clipped at 1, cased text, 80 predictions."""
-    c = encoder.defaults(objective, deberta.default_config())
-    c.total_steps, c.global_batch_size, c.seq_len = 1_000_000, 2048, 512
-    c.optimizer.learning_rate = 2e-4
-    c.optimizer.warmup_steps = 10_000
-    c.optimizer.schedule = "warmup_linear"
-    c.optimizer.eps = 1e-6
-    c.optimizer.grad_clip = 1.0
-    c.data.lower_case = False
-    c.data.max_predictions_per_seq = 80  # 15% of 510 is at most 77: never binds
-    del c.data["whole_word_masking"]
-    return c
+    base shape (`model`), 1M steps of 2K rows of 512 tokens, Adam (eps 1e-6) at 2e-4
+    after 10K warmup steps, linear decay, gradients clipped at 1, cased text, 80
+    predictions."""
+    return encoder.defaults(
+        objective, model, total_steps=1_000_000, batch=2048, seq_len=512,
+        learning_rate=2e-4, warmup_steps=10_000, schedule="warmup_linear", eps=1e-6,
+        grad_clip=1.0, lower_case=False,
+        max_predictions=80)  # 15% of 510 is at most 77: never binds
 
 
 def defaults():
     """DeBERTa-base's MLM recipe (the paper's table 8, v2's vocabulary), with the EMD."""
-    c = paper_defaults("deberta_mlm")
-    c.model.enhanced_mask_decoder = True
-    return c
+    return paper_defaults("deberta_mlm", deberta.default_config(enhanced_mask_decoder=True))
 
 
 def validate(cfg) -> None:

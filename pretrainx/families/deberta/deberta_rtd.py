@@ -52,8 +52,8 @@ def defaults():
     trained, as the v3 paper says, with DeBERTa's settings: 1M steps of 2K rows of 512
     tokens, Adam (eps 1e-6) at 2e-4 after 10K warmup steps, linear decay, weight decay
     0.01, gradients clipped at 1; see configs/deberta_v3_base.py."""
-    c = deberta_mlm.paper_defaults("deberta_rtd")
-    c.model.generator_layers = 0.5  # of num_layers; the generator keeps the width
+    c = deberta_mlm.paper_defaults("deberta_rtd", deberta.default_config(
+        generator_layers=0.5))  # of num_layers; the generator keeps the width
     c.gen_weight = 1.0
     c.disc_weight = 50.0
     return c

@@ -33,20 +33,17 @@ from pretrainx.models import heads, layers
 from pretrainx.families.bert import model as bert
 
 
-def default_config() -> ml_collections.ConfigDict:
-    """DeBERTa-v3-base's model keys (microsoft/deberta-v3-base's config.json)."""
-    m = bert.default_config()
-    m.family = "deberta"
-    del m["attention_impl"]  # disentangled attention has no fused kernel here: XLA's path
-    m.vocab_size = 128100
-    m.type_vocab_size = 0
-    m.hidden_act = "gelu"
-    m.layer_norm_eps = 1e-7
-    m.position_buckets = 256
-    m.max_relative_positions = 512
-    m.share_att_key = True
-    m.enhanced_mask_decoder = False  # True: the v2 MLM recipe's EMD before the head
-    return m
+def default_config(enhanced_mask_decoder: bool = False,
+                   **objective) -> ml_collections.ConfigDict:
+    """DeBERTa-v3-base's model keys (microsoft/deberta-v3-base's config.json), with an
+    objective's own (`objective`: the generator's depth)."""
+    return bert.default_config(
+        family="deberta",
+        attention_impl=bert.OMIT,  # disentangled attention has no fused kernel: XLA's path
+        vocab_size=128100, type_vocab_size=0, hidden_act="gelu", layer_norm_eps=1e-7,
+        position_buckets=256, max_relative_positions=512, share_att_key=True,
+        # True: the v2 MLM recipe's EMD before the head
+        enhanced_mask_decoder=enhanced_mask_decoder, **objective)
 
 
 def flops_per_layer(cfg, seq_len: int) -> float:

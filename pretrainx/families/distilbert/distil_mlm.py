@@ -272,17 +272,11 @@ def defaults():
     Adam (eps 1e-6, no weight decay) at 5e-4 with 5% warmup and linear decay,
     gradients clipped at 5, loss 5.0 KL(T = 2) + 2.0 MLM + 1.0 cosine, the student's
     position table frozen (--freeze_pos_embs); see configs/distilbert_base.py."""
-    c = encoder.defaults("distil", distilbert.default_config())
-    c.total_steps, c.global_batch_size, c.seq_len = 6_000, 4096, 512
-    c.optimizer.learning_rate = 5e-4
-    c.optimizer.warmup_steps = 300
-    c.optimizer.schedule = "warmup_linear"
-    c.optimizer.eps = 1e-6
-    c.optimizer.weight_decay = 0.0
-    c.optimizer.grad_clip = 5.0
-    c.data.lower_case = True
-    c.data.max_predictions_per_seq = 80  # 15% of 510 is at most 77: never binds
-    del c.data["whole_word_masking"]
+    c = encoder.defaults(
+        "distil", distilbert.default_config(), total_steps=6_000, batch=4096, seq_len=512,
+        learning_rate=5e-4, warmup_steps=300, schedule="warmup_linear", eps=1e-6,
+        weight_decay=0.0, grad_clip=5.0, lower_case=True,
+        max_predictions=80)  # 15% of 510 is at most 77: never binds
     d = c.distill = ml_collections.ConfigDict()
     d.teacher = ""  # a BERT/RoBERTa pretraining workdir or HF directory, with its MLM head
     d.temperature = 2.0

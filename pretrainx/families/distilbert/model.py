@@ -28,13 +28,12 @@ from pretrainx.families.bert import model as bert
 
 def default_config() -> ml_collections.ConfigDict:
     """DistilBERT-base (distilbert-base-uncased): 6 layers of BERT-Base's, exact GeLU."""
-    m = bert.default_config()
-    m.family = "distilbert"
-    m.num_layers = 6
-    m.type_vocab_size = 0  # no token-type embeddings
-    m.hidden_act = "gelu"
-    m.pooler_activation = "relu"  # HF's pre_classifier
-    return m
+    return bert.default_config(
+        family="distilbert",
+        num_layers=6,
+        type_vocab_size=0,  # no token-type embeddings
+        hidden_act="gelu",
+        pooler_activation="relu")  # HF's pre_classifier
 
 
 class Projections(nn.Module):

@@ -170,16 +170,13 @@ def defaults():
     """ELECTRA-Small (Clark et al. 2020; google-research/electra's defaults): a generator
     1/4 as wide trained by MLM and the discriminator by replaced token detection, loss
     MLM + 50 x RTD, one embedding block (E = 128) for both; see configs/electra.py."""
-    c = encoder.defaults("electra", electra.default_config())
-    c.total_steps, c.global_batch_size, c.seq_len = 1_000_000, 128, 128
-    c.optimizer.learning_rate = 5e-4
-    c.optimizer.warmup_steps = 10_000
-    c.optimizer.schedule = "bert_linear"
-    c.optimizer.bias_correction = False  # ELECTRA keeps BERT's AdamWeightDecayOptimizer
+    c = encoder.defaults(
+        "electra", electra.default_config(), total_steps=1_000_000, batch=128, seq_len=128,
+        learning_rate=5e-4, warmup_steps=10_000, schedule="bert_linear",
+        bias_correction=False,  # ELECTRA keeps BERT's AdamWeightDecayOptimizer
+        max_predictions=19)  # int((0.15 + 0.005) * 128), ELECTRA's rule
     c.gen_weight = 1.0  # the generator's MLM loss
     c.disc_weight = 50.0  # the discriminator's replaced token detection loss
-    c.data.max_predictions_per_seq = 19  # int((0.15 + 0.005) * 128), ELECTRA's rule
-    del c.data["whole_word_masking"]
     return c
 
 

@@ -41,12 +41,11 @@ _EVAL_SEEDS = (0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35)
 def default_config() -> ml_collections.ConfigDict:
     """ELECTRA-Small's model keys (google-research/electra): BERT's encoder 256 wide with
     128-wide embeddings, and a generator 1/4 as wide, as deep."""
-    m = bert.default_config()
-    m.family = "electra"
-    m.update(num_layers=12, hidden_size=256, num_heads=4, mlp_dim=1024, embedding_size=128)
-    m.generator_size = 0.25  # of hidden size, FFN size and heads (1/3 for Base)
-    m.generator_layers = 1.0  # of num_layers
-    return m
+    return bert.default_config(
+        family="electra", num_layers=12, hidden_size=256, num_heads=4, mlp_dim=1024,
+        embedding_size=128,
+        generator_size=0.25,  # of hidden size, FFN size and heads (1/3 for Base)
+        generator_layers=1.0)  # of num_layers
 
 
 def generator_config(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:

@@ -190,12 +190,9 @@ def defaults():
     gradients clipped at norm 10, dropout 0.1. bilm-tf trains the softmax by sampling
     8,192 negatives; here it is computed in full."""
     c = config_lib.shared_config("elmo", total_steps=1_000_000, batch=384, seq_len=20,
-                                 learning_rate=0.2, schedule="constant")
-    c.optimizer.name = "adagrad"
-    c.optimizer.warmup_steps = 0
-    c.optimizer.weight_decay = 0.0
-    c.optimizer.grad_clip = 10.0
-    c.optimizer.initial_accumulator = 1.0
+                                 learning_rate=0.2, schedule="constant", name="adagrad",
+                                 warmup_steps=0, weight_decay=0.0, grad_clip=10.0,
+                                 initial_accumulator=1.0)
     c.model = elmo.default_config()
     c.data.lower_case = False
     return c

@@ -156,9 +156,8 @@ def defaults():
     warmup, cosine decay to 0, weight decay 0.01. Steps are not published: 600k
     (about 315B tokens, what open reproductions of the 124M model train)."""
     c = config_lib.shared_config("causal_lm", total_steps=600_000, batch=512, seq_len=1024,
-                                 learning_rate=2.5e-4, schedule="cosine")
-    c.optimizer.warmup_steps = 2000
-    c.optimizer.eps = 1e-8
+                                 learning_rate=2.5e-4, schedule="cosine", warmup_steps=2000,
+                                 eps=1e-8)
     c.model = gpt2.default_config()
     c.data.lower_case = False
     return c

@@ -84,7 +84,8 @@ def to_hf_config(cfg, eot_id: int) -> dict:
             "resid_pdrop": cfg.dropout_rate, "embd_pdrop": cfg.dropout_rate,
             "attn_pdrop": cfg.attention_dropout_rate, "layer_norm_epsilon": cfg.layer_norm_eps,
             "initializer_range": cfg.initializer_range, "bos_token_id": int(eot_id),
-            "eos_token_id": int(eot_id), "tie_word_embeddings": True,
+            "eos_token_id": int(eot_id), "pad_token_id": int(eot_id),
+            "tie_word_embeddings": True,
             "torch_dtype": "float32"}
 
 
@@ -122,8 +123,10 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
     vocab, merges = bpe.files_in(pretrained.tokenizer)
     shutil.copyfile(vocab, os.path.join(output, "vocab.json"))
     shutil.copyfile(merges, os.path.join(output, "merges.txt"))
+    # <|endoftext|> pads too, as our batches pad: HF's GPT-2 has no pad token, so a
+    # padded tokenizer(...) call would fail on the export without one
     special = {"bos_token": bpe.END_OF_TEXT, "eos_token": bpe.END_OF_TEXT,
-               "unk_token": bpe.END_OF_TEXT}
+               "unk_token": bpe.END_OF_TEXT, "pad_token": bpe.END_OF_TEXT}
     max_len = int(pretrained.model.get("max_position_embeddings", 512))
     config = dict(tokenizer_class="GPT2Tokenizer", model_max_length=max_len,
                   add_prefix_space=False)

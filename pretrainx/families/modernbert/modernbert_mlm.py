@@ -100,27 +100,30 @@ class ModernBertMlm(encoder.MlmLoss):
                                                  "examples")
 
 
-def token_schedule(c, *, micro_batch: int, accumulate_to: int, learning_rate: float,
-                   warmup_tokens: float, ramp_tokens: float, total_tokens: float = 1.7e12,
-                   decay_tokens: float = 50e9):
+def schedule_in_tokens(*, seq_len: int, micro_batch: int, accumulate_to: int,
+                       learning_rate: float, warmup_tokens: float, ramp_tokens: float,
+                       total_tokens: float = 1.7e12, decay_tokens: float = 50e9) -> dict:
     """ModernBERT's schedule in tokens, as steps of one micro-batch of `micro_batch`
     rows: the batch warms up from one micro-batch to `accumulate_to` of them over
     `ramp_tokens` (each size taking the same number of updates, as their
     BatchSizeWarmupScheduler), and the rate's warmup and 1 - sqrt decay are counted in
-    the same micro-batch steps, so in tokens (train/ramp.py)."""
-    tokens = c.seq_len * micro_batch
-    c.global_batch_size = micro_batch
-    c.total_steps = round(total_tokens / tokens)
-    o = c.optimizer
-    o.learning_rate = learning_rate
+    the same micro-batch steps, so in tokens (train/ramp.py). Returns the run's
+    total_steps and batch, and the optimizer's keys."""
+    tokens = seq_len * micro_batch
     # Their decay is decoupled from the rate (p -= 1e-5 * lr_t / lr_peak * p); optax's
     # multiplies by lr_t, so 1e-5 / peak gives the same step.
-    o.weight_decay = 1e-5 / learning_rate
-    o.warmup_steps = round(warmup_tokens / tokens)
-    o.decay_steps = round(decay_tokens / tokens)
-    o.accumulate_to = accumulate_to
-    o.batch_ramp = ramp_tokens / total_tokens
-    o.batch_ramp_shape = "equal_updates"
+    optimizer = dict(learning_rate=learning_rate, weight_decay=1e-5 / learning_rate,
+                     warmup_steps=round(warmup_tokens / tokens),
+                     decay_steps=round(decay_tokens / tokens), accumulate_to=accumulate_to,
+                     batch_ramp=ramp_tokens / total_tokens, batch_ramp_shape="equal_updates")
+    return dict(total_steps=round(total_tokens / tokens), batch=micro_batch, **optimizer)
+
+
+def token_schedule(c, **tokens):
+    """`schedule_in_tokens` written into config `c` (at its seq_len): a recipe's."""
+    values = schedule_in_tokens(seq_len=c.seq_len, **tokens)
+    c.total_steps, c.global_batch_size = values.pop("total_steps"), values.pop("batch")
+    c.optimizer.update(values)
     return c
 
 
@@ -130,22 +133,19 @@ def defaults():
     8e-4 with decoupled weight decay 1e-5, warmup over 3B tokens and the trapezoidal
     schedule; 1.7T tokens, the batch warming up from 768 to 4,608 rows over the first
     50B. What is left out is in docs/recipes.md."""
-    c = encoder.defaults("modernbert", modernbert.default_config())
-    c.seq_len = 1024
-    c.optimizer.name = "stable_adamw"
-    c.optimizer.b2, c.optimizer.eps = 0.98, 1e-6
-    c.optimizer.grad_clip = 0.0  # StableAdamW clips each tensor's update instead
-    c.optimizer.schedule = "warmup_stable_decay"
     # steps of 768 rows (786,432 tokens): 2,161,662 of them, 3,815 of warmup, updates of
     # 1 to 6 micro-batches over the first 63,578, the decay over the last 63,578
-    token_schedule(c, micro_batch=768, accumulate_to=6, learning_rate=8e-4,
-                   warmup_tokens=3e9, ramp_tokens=50e9)
-    c.data.lower_case = False
-    c.data.mask_prob = 0.30
-    c.data.max_predictions_per_seq = 320  # 30% of 1,022 rounds to at most 307
+    schedule = schedule_in_tokens(seq_len=1024, micro_batch=768, accumulate_to=6,
+                                  learning_rate=8e-4, warmup_tokens=3e9, ramp_tokens=50e9)
+    c = encoder.defaults(
+        "modernbert", modernbert.default_config(), seq_len=1024, name="stable_adamw",
+        b2=0.98, eps=1e-6,
+        grad_clip=0.0,  # StableAdamW clips each tensor's update instead
+        schedule="warmup_stable_decay", lower_case=False, mask_prob=0.30,
+        max_predictions=320,  # 30% of 1,022 rounds to at most 307
+        **schedule)
     c.data.eval_mask_prob = 0.0  # 0: evaluate at mask_prob
-    c.data.pack_examples = True
-    del c.data["whole_word_masking"]
+    c.data.pack_examples = True  # no whole_word_masking key: pieces are masked
     return c
 
 

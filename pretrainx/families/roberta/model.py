@@ -8,15 +8,14 @@ from pretrainx.families.bert import model as bert
 
 
 def default_config():
-    m = bert.default_config()
-    m.family = "roberta"
-    m.vocab_size = 50265  # GPT-2's 50,257 pieces + <s> <pad> </s> <unk> + <mask>
-    m.max_position_embeddings = 514
-    m.position_offset = 2  # positions start at padding_idx + 1
-    m.type_vocab_size = 1
-    m.layer_norm_eps = 1e-5
-    m.hidden_act = "gelu"
-    return m
+    return bert.default_config(
+        family="roberta",
+        vocab_size=50265,  # GPT-2's 50,257 pieces + <s> <pad> </s> <unk> + <mask>
+        max_position_embeddings=514,
+        position_offset=2,  # positions start at padding_idx + 1
+        type_vocab_size=1,
+        layer_norm_eps=1e-5,
+        hidden_act="gelu")
 
 
 models.register(models.Family(

@@ -46,17 +46,12 @@ def defaults():
     """RoBERTa-base (Liu et al. 2019): MLM only with dynamic masks, FULL-SENTENCES rows
     of 512 tokens that cross documents, byte-level BPE, 500K steps of 8K rows, Adam
     (b2 0.98) at 6e-4 with 24K warmup steps, no clipping; see configs/roberta.py."""
-    c = encoder.defaults("roberta", roberta.default_config())
-    c.total_steps, c.global_batch_size, c.seq_len = 500_000, 8192, 512
-    c.optimizer.learning_rate = 6e-4
-    c.optimizer.warmup_steps = 24_000
-    c.optimizer.schedule = "warmup_linear"
-    c.optimizer.b2 = 0.98
-    c.optimizer.eps = 1e-6
-    c.optimizer.grad_clip = 0.0  # fairseq's recipe: --clip-norm 0.0
-    c.data.lower_case = False
-    c.data.max_predictions_per_seq = 80  # 15% of 510 rounds to at most 77: never binds
-    del c.data["whole_word_masking"]
+    c = encoder.defaults(
+        "roberta", roberta.default_config(), total_steps=500_000, batch=8192, seq_len=512,
+        learning_rate=6e-4, warmup_steps=24_000, schedule="warmup_linear", b2=0.98, eps=1e-6,
+        grad_clip=0.0,  # fairseq's recipe: --clip-norm 0.0
+        lower_case=False,
+        max_predictions=80)  # 15% of 510 rounds to at most 77: never binds
     # pack_examples: rows end with their document (DOC-SENTENCES' rows) and are packed
     # several a row, each isolated; off: the paper's FULL-SENTENCES rows
     return encoder.packing_defaults(c)

@@ -18,12 +18,9 @@ from pretrainx.families.bert import model as bert
 def default_config():
     """SpanBERT-base's model keys: BERT-Base over bert-base-cased's vocabulary, exact
     GeLU, and the SBO head's relative positions (longer spans are clipped)."""
-    m = bert.default_config()
-    m.family = "spanbert"
-    m.vocab_size = 28996  # bert-base-cased
-    m.hidden_act = "gelu"
-    m.sbo_max_span_tokens = 32
-    return m
+    return bert.default_config(family="spanbert",
+                               vocab_size=28996,  # bert-base-cased
+                               hidden_act="gelu", sbo_max_span_tokens=32)
 
 
 class SpanBertForPreTraining(bert.BertForMaskedLM):

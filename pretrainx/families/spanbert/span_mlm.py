@@ -232,16 +232,12 @@ class SpanMlm:
 def defaults():
     """SpanBERT-base (Joshi et al. 2020): span masking + span boundary objective, single
     512-token segments, cased WordPiece, 2.4M steps of 256 rows; see configs/spanbert.py."""
-    c = encoder.defaults("spanbert", spanbert.default_config())
-    c.total_steps, c.global_batch_size, c.seq_len = 2_400_000, 256, 512
-    c.optimizer.learning_rate = 1e-4
-    c.optimizer.warmup_steps = 10_000
-    c.optimizer.schedule = "warmup_linear"
-    c.data.lower_case = False
-    c.data.max_predictions_per_seq = 80
-    c.data.geometric_p = 0.2
+    c = encoder.defaults(
+        "spanbert", spanbert.default_config(), total_steps=2_400_000, batch=256, seq_len=512,
+        learning_rate=1e-4, warmup_steps=10_000, schedule="warmup_linear", lower_case=False,
+        max_predictions=80)
+    c.data.geometric_p = 0.2  # spans are whole words: no whole_word_masking key
     c.data.max_span_words = 10
-    del c.data["whole_word_masking"]  # spans are whole words by definition
     return c
 
 
