@@ -115,8 +115,10 @@ def _parse_flags(argv):
     try:
         return flags.FLAGS(argv)
     except (AttributeError, KeyError) as e:  # unknown key in a --config.a.b=... override
-        said = str(e.args[0] if e.args else e)
-        said = str(said.args[0]) if isinstance(said, BaseException) else said
+        said = e.args[0] if e.args else e  # absl wraps ml-collections' KeyError
+        if isinstance(said, BaseException):
+            said = said.args[0] if said.args else said
+        said = str(said)
         names = re.findall(r"'([^'\\]+)\\?'|\"([^\"]+)\"", said)
         key = next((a or b for a, b in names), said.splitlines()[0] if said else "?")
         culprit = next((a for a in argv[1:] if a.startswith("--config.") and key in a), key)

@@ -20,13 +20,12 @@ RUNTIME_KEYS = ("dtype", "remat", "scan_layers", "float32_attention_logits", "at
 def train(cfg, workdir: str, **kwargs) -> dict:
     """loop.train with init_from and the objective's imported models (a distillation's
     teacher) read through interop; the same keyword arguments."""
-    objectives.validate(cfg)
     init = None
-    if cfg.init_from:
+    if cfg.init_from:  # its model keys and tokenizer first: then the checks see them
         pretrained = interop.load(cfg.init_from)
         cfg = with_model_of(cfg, pretrained)
-        objectives.validate(cfg)
         init = functools.partial(continue_from, pretrained)
+    objectives.validate(cfg)
     imported = {key: interop.load(path) for key, path in objectives.imports(cfg).items()}
     return loop.train(cfg, workdir, init=init, imported=imported or None, **kwargs)
 
@@ -35,7 +34,8 @@ def with_model_of(cfg, pretrained):
     """cfg with the model keys `pretrained` defines (shapes, activation, tied or untied
     output layer, positions), before anything is built. A key the recipe leaves at its
     family's default takes the folder's value; one the recipe set otherwise contradicts
-    the folder and is refused, naming both values. Runtime keys stay the recipe's."""
+    the folder and is refused, naming both values. Runtime keys stay the recipe's. An
+    empty data.tokenizer takes the folder's (and its lower-casing)."""
     if pretrained.family != cfg.model.family:
         raise UserError(f"init_from {cfg.init_from} is a {pretrained.family} model; this config "
                         f"trains {cfg.model.family}")
@@ -51,8 +51,12 @@ def with_model_of(cfg, pretrained):
         with cfg.unlocked():
             cfg.model[key] = value
         taken.append(f"{key}={value}")
+    if not cfg.data.tokenizer:
+        with cfg.unlocked():
+            cfg.data.tokenizer, cfg.data.lower_case = pretrained.tokenizer, pretrained.lower_case
+        taken.append(f"data.tokenizer={pretrained.tokenizer}")
     if taken:
-        metrics_lib.log(f"  model keys from {pretrained.source}: {', '.join(taken)}")
+        metrics_lib.log(f"  keys from {pretrained.source}: {', '.join(taken)}")
     return cfg
 
 

@@ -374,6 +374,39 @@ def test_continued_pretraining_takes_the_folders_model_untied_head_included(tmp_
     assert np.asarray(after.params["output"]["kernel"]).tobytes() == decoder.T.tobytes()
 
 
+@pytest.mark.slow
+def test_the_continuation_recipe_needs_only_a_folder_a_corpus_and_a_step_count(
+        shared_data, tmp_path):
+    """configs/continue_mlm.py with init_from (an HF BERT whose shapes, activation and
+    untied output layer differ from the recipe's), a corpus and a step count: the keys
+    and the tokenizer come from the folder, the imported model is evaluated before the
+    first step, the export loads in transformers with the continued weights."""
+    from conftest import load_config
+    from pretrainx import pretrain
+    torch.manual_seed(0)
+    theirs, files = _tiny_hf("bert", tie=False)
+    theirs.save_pretrained(tmp_path / "hf")
+    for name, source in files.items():
+        (tmp_path / "hf" / name).write_bytes(open(source, "rb").read())
+    cfg = load_config("continue_mlm.py", "bert")
+    cfg.init_from = str(tmp_path / "hf")
+    cfg.data.train_files = ",".join(str(p) for p in sorted(
+        (shared_data / "corpus" / "gutenberg").glob("*.txt")))
+    cfg.total_steps = 2
+    pretrain.train(cfg, str(tmp_path / "w"), devices=jax.devices()[:1])
+    records = [json.loads(line) for line in (tmp_path / "w" / "metrics.jsonl").open()]
+    evals = [r["step"] for r in records if r.get("split") == "eval"]
+    assert evals[0] == 0 and evals[-1] == 2  # before and after
+    _export(tmp_path / "w", tmp_path / "out")
+    again = transformers.BertForMaskedLM.from_pretrained(tmp_path / "out").eval()
+    continued = interop.load(str(tmp_path / "w"))
+    assert continued.model.tie_output is False and continued.model.hidden_act == "gelu"
+    assert np.array_equal(again.cls.predictions.decoder.weight.detach().numpy(),
+                          np.asarray(continued.params["output"]["kernel"]).T)
+    assert not np.array_equal(again.cls.predictions.decoder.weight.detach().numpy(),
+                              theirs.cls.predictions.decoder.weight.detach().numpy())
+
+
 def test_export_writes_what_an_adapter_returns_whatever_its_memory_order(
         pretrained_workdir, tmp_path, monkeypatch):
     """An adapter may hand back transposed views (torch's [out, in] of our [in, out]);

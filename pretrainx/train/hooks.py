@@ -128,11 +128,14 @@ class Evaluate(Hook):
         self.metrics, self.last, self.stop = metrics, None, stop
 
     def after_step(self, run, step_metrics):
-        cfg = run.cfg
-        last = run.finished
-        if (run.step % cfg.eval_every and not last) or self.stop():
+        if (run.step % run.cfg.eval_every and not run.finished) or self.stop():
             return []  # asked to stop: the checkpoint first, not an evaluation
-        result, by_source = run.phases.evaluate(run.phase, run.state.params, cfg.eval_steps,
+        return self.now(run)
+
+    def now(self, run) -> list:
+        """Evaluate the parameters as they are (also before the first step of a run that
+        continues another model's training: its "before")."""
+        result, by_source = run.phases.evaluate(run.phase, run.state.params, run.cfg.eval_steps,
                                                 stop=self.stop)
         if self.stop():
             metrics_lib.log(f"evaluation at step {run.step} left unfinished: the run is "

@@ -68,6 +68,8 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
              hooks_lib.SaveBeforeEvaluation(checkpoint), evaluate,
              hooks_lib.PhaseSwitch(metrics), checkpoint, probe]
     try:
+        if cfg.init_from and run.step == 0 < run.end:  # the imported model, as it came
+            evaluate.now(run)
         while run.step < run.end:
             batch = run.next_batch()
             for hook in hooks:
