@@ -139,7 +139,7 @@ CASES = {
                        lambda w, s: ["--config.data.train_files=/nonexistent/*.txt"]),
     "empty corpus": ("an empty text file", "test_bad_input::test_empty_corpus",
                      _file("empty.txt", b"")),
-    "binary corpus": ("a gzip'd file named .txt", "test_bad_input::test_cli_bad_input",
+    "binary corpus": ("a binary file named .txt", "test_bad_input::test_cli_bad_input",
                       _file("binary.txt", bytes(range(256)) * 64)),
     "vocab: duplicate line": ("a WordPiece vocab.txt with a line twice",
                               "test_bad_input::test_a_wordpiece_vocab_whose_ids_would_shift",
