@@ -237,3 +237,5 @@ def test_a_tokenizer_json_alone_gives_transformers_ids(kind, tmp_path):
     # marks a word by the space before it, which the first word lacks)
     starts = ours.word_start_mask(np.asarray(ours.encode("the cat sat on the mat")))
     assert starts.sum() == 6 - (kind == "byte-level")
+    # only byte-level BPE spells a space into a token: sentences of a document join with one
+    assert ours.spaces_are_tokens == (kind == "byte-level")

@@ -49,7 +49,9 @@ class FastTokenizer(Tokenizer):
         named = {getattr(self, a) for a in _NAMES} | {
             t["id"] for t in spec.get("added_tokens", []) if t.get("special")}
         self._special = np.array(sorted(named - {-1}), np.int32)
-        self.spaces_are_tokens = spec.get("model", {}).get("type") != "WordPiece"
+        # byte-level BPE spells a word's space into its token (" the"): corpus.tokenize
+        # then joins a document's sentences with one; SentencePiece's marks need not
+        self.spaces_are_tokens = "ByteLevel" in json.dumps(spec.get("pre_tokenizer"))
         self._word_start = self._starts(vocab, spec.get("model", {}).get("type"))
 
     def _starts(self, vocab: dict, kind: str) -> np.ndarray:
