@@ -6,7 +6,7 @@ import functools
 
 import jax
 
-from pretrainx import interop, models, objectives
+from pretrainx import interop, objectives
 from pretrainx.errors import UserError
 from pretrainx.train import loop
 from pretrainx.train import metrics as metrics_lib
@@ -33,13 +33,13 @@ def train(cfg, workdir: str, **kwargs) -> dict:
 def with_model_of(cfg, pretrained):
     """cfg with the model keys `pretrained` defines (shapes, activation, tied or untied
     output layer, positions), before anything is built. A key the recipe leaves at its
-    family's default takes the folder's value; one the recipe set otherwise contradicts
+    objective's default takes the folder's value; one the recipe set otherwise contradicts
     the folder and is refused, naming both values. Runtime keys stay the recipe's. An
     empty data.tokenizer takes the folder's (and its lower-casing)."""
     if pretrained.family != cfg.model.family:
         raise UserError(f"init_from {cfg.init_from} is a {pretrained.family} model; this config "
                         f"trains {cfg.model.family}")
-    defaults = models.family(cfg.model.family).default_config()
+    defaults = objectives.default_config(cfg.objective).model  # where a recipe starts
     cfg = cfg.copy_and_resolve_references()
     taken = []
     for key, value in pretrained.model.items():
