@@ -32,8 +32,7 @@ class FastTokenizer(Tokenizer):
         self.path = path
         try:
             self._tok = tokenizers.Tokenizer.from_file(path)
-            with open(path, encoding="utf-8") as f:
-                spec = json.load(f)
+            spec = json.loads(self._tok.to_str())
         except Exception as e:  # the library's errors are plain Exceptions
             raise UserError(f"cannot read {path}: {str(e).splitlines()[0][:200]}") from None
         vocab = self._tok.get_vocab(with_added_tokens=True)

@@ -28,8 +28,6 @@ def load_tokenizer(path: str, lower_case: bool = True, layout: str = "") -> Toke
     a byte-level vocabulary the ids that family trains it under.
     """
     path = os.path.expanduser(path)
-    if path.endswith("tokenizer.json") and os.path.isfile(path):  # ids are the file's
-        return FastTokenizer(path)
     byte_level = bpe.files_in(path)
     if byte_level:
         tokenizer = bpe.ByteLevelBPETokenizer(*byte_level)
@@ -38,7 +36,7 @@ def load_tokenizer(path: str, lower_case: bool = True, layout: str = "") -> Toke
         path = _tokenizer_file_in(path)
     elif not os.path.exists(path):
         raise UserError(f"tokenizer file not found: {path}")
-    if path.endswith("tokenizer.json"):
+    if path.endswith("tokenizer.json"):  # ids are the file's: no family layout
         return FastTokenizer(path)
     if path.endswith(".txt"):
         return WordPieceTokenizer(path, lower_case=lower_case)

@@ -47,7 +47,9 @@ class _QuietWriterFailures(logging.Filter):
             return True
         if "No space left on device" in text or "RESOURCE_EXHAUSTED" in text:
             return False
-        return not any(c._folder_problem() for c in list(self.checkpointers))
+        # stat calls only (no probe write), and only for what would be printed
+        return record.levelno < logging.WARNING or not any(
+            c._folder_problem(probe=False) for c in list(self.checkpointers))
 
 
 _QUIET = _QuietWriterFailures()
@@ -166,8 +168,9 @@ class Checkpointer:
                 f"it; committed checkpoints left: {self._committed() or 'none'}; the run "
                 "stops (run the same command to resume from them)") from None
 
-    def _folder_problem(self) -> str | None:
-        """What is wrong with a local checkpoints folder, or None."""
+    def _folder_problem(self, probe: bool = True) -> str | None:
+        """What is wrong with a local checkpoints folder, or None; `probe`: also write
+        and remove a file to find one that cannot be written."""
         if self._held is None:
             return None
         if not os.path.lexists(self.directory):
@@ -176,6 +179,8 @@ class Checkpointer:
             return "was replaced by a file"
         if os.stat(self.directory).st_ino != os.fstat(self._held).st_ino:
             return "was removed (or moved away)"
+        if not probe:
+            return None
         try:
             check_writable(self.directory)
         except UserError as e:

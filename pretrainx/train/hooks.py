@@ -152,6 +152,11 @@ class Evaluate(Hook):
         return logged
 
 
+def phase_ends(run) -> bool:
+    """This step is the last of a phase with another after it."""
+    return run.phase.end <= run.step < run.cfg.total_steps
+
+
 class PhaseSwitch(Hook):
     """At a phase's last step, the next phase's data; switched before saving, so the
     saved data position is the next phase's."""
@@ -160,7 +165,7 @@ class PhaseSwitch(Hook):
         self.metrics = metrics
 
     def after_step(self, run, step_metrics):
-        if run.phase.end <= run.step < run.cfg.total_steps:
+        if phase_ends(run):
             run.phase = config_lib.phase_at(run.cfg, run.step)
             run.iterator = run.phases.train_iterator(run.phase)
             self.metrics.phase_started()
@@ -188,8 +193,7 @@ class Checkpoint(Hook):
         """A save due at this step, written before the evaluation (asynchronously, so the
         two overlap): a kill during a long evaluation loses nothing. Not at a phase's
         last step, where the saved data position must be the next phase's."""
-        switching = run.phase.end <= run.step < run.cfg.total_steps
-        if self._due(run) and not switching:
+        if self._due(run) and not phase_ends(run):
             self._save(run, force=run.step == run.end)
 
     def after_step(self, run, step_metrics):
