@@ -97,6 +97,22 @@ def test_metrics_records_carry_the_contract(tmp_path):
     assert (tmp_path / "checkpoints" / "2").is_dir()
 
 
+def test_tensorboard_scalars_are_written_without_importing_torch(tmp_path):
+    """tensorboardX imports PyTorch when it is installed; the writer keeps it out (1.8 s of
+    every run's start-up) and still writes each record's scalars under its split."""
+    pytest.importorskip("tensorboardX")
+    code = ("import sys; from pretrainx.train.metrics import MetricsWriter; "
+            f"w = MetricsWriter({str(tmp_path)!r}, 2, enabled=True); "
+            "w.write({'step': 1, 'loss': 2.5}); w.write({'step': 2, 'split': 'eval', "
+            "'mlm_accuracy': 0.5}); w.close(); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, timeout=120, env=dict(os.environ, XLA_FLAGS=xla_flags(1)))
+    assert out.returncode == 0 and out.stdout.split()[-1] == "False", out.stderr[-2000:]
+    events = (tmp_path / "tensorboard").glob("events.*")
+    data = b"".join(p.read_bytes() for p in events)
+    assert b"train/loss" in data and b"eval/mlm_accuracy" in data
+
+
 @pytest.mark.slow
 def test_two_phase_recipe_switches_and_resumes_at_the_boundary(tmp_path):
     """90/10 becomes 50/50 here: steps 1-2 at length 64, steps 3-4 at 128 with a
