@@ -4,6 +4,7 @@ within 0.01 of float32's at every step (measured 2026-11-25 over 24 steps: at mo
 9.3e-4 for T5, 2.8e-4 for GPT-2; XLA:CPU accumulates bf16 matmuls in float32, as the
 TPU's MXU does), and T5's eval loss within 0.01 of float32's."""
 
+import jax
 import numpy as np
 import pytest
 
@@ -12,7 +13,7 @@ from pretrainx.train import loop
 
 
 def _run(cfg, workdir):
-    loop.train(cfg, str(workdir))
+    loop.train(cfg, str(workdir), devices=jax.devices()[:1])
     losses = np.array([r["loss"] for r in read_metrics(workdir)])
     evals = read_metrics(workdir, "eval")
     return losses, (evals[-1]["loss"] if evals else None)

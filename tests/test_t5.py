@@ -277,7 +277,7 @@ def test_t5_resume_is_exact_and_accumulation_matches(tmp_path):
 def test_t5_loss_falls_on_real_text(tmp_path):
     cfg = tiny_t5_config(total_steps=40, log_every=10, eval_every=40, checkpoint_every=40,
                          **{"optimizer.learning_rate": 3e-3, "optimizer.warmup_steps": 5})
-    result = loop.train(cfg, str(tmp_path))
+    result = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
     losses = _losses(tmp_path)
     assert losses[-1] < losses[0] - 1.5, losses
     assert result["eval"]["cross_entropy"] < np.log(4224) - 1.5
@@ -294,7 +294,7 @@ def test_adafactor_with_t5_schedule_trains(tmp_path):
                                             "optimizer.learning_rate": 0.01,
                                             "optimizer.warmup_steps": 100,
                                             "optimizer.weight_decay": 0.0})
-    loop.train(tiny, str(tmp_path))
+    loop.train(tiny, str(tmp_path), devices=jax.devices()[:1])
     losses = _losses(tmp_path)
     assert len(losses) == 3 and all(np.isfinite(losses)) and losses[-1] < losses[0]
 

@@ -64,9 +64,9 @@ def test_gradient_accumulation_matches_full_batch(tmp_path):
     """Without dropout, 2 micro-batches give the update of one full batch."""
     no_dropout = {"model.dropout_rate": 0.0, "model.attention_dropout_rate": 0.0}
     full = tiny_bert_config(total_steps=3, global_batch_size=16, **no_dropout)
-    loop.train(full, str(tmp_path / "full"))
+    loop.train(full, str(tmp_path / "full"), devices=jax.devices()[:1])
     acc = tiny_bert_config(total_steps=3, global_batch_size=16, micro_batches=2, **no_dropout)
-    loop.train(acc, str(tmp_path / "acc"))
+    loop.train(acc, str(tmp_path / "acc"), devices=jax.devices()[:1])
     np.testing.assert_allclose(_losses(tmp_path / "full"), _losses(tmp_path / "acc"),
                                rtol=0, atol=1e-5)
 
@@ -76,7 +76,7 @@ def test_loss_falls_on_real_text(tmp_path):
     cfg = tiny_bert_config(total_steps=60, global_batch_size=16, checkpoint_every=60,
                            eval_every=60, log_every=10, **{"optimizer.learning_rate": 2e-3,
                                                             "optimizer.warmup_steps": 10})
-    result = loop.train(cfg, str(tmp_path))
+    result = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
     losses = _losses(tmp_path)
     assert losses[-1] < losses[0] - 1.0, losses
     # Held-out book: better than the untrained model's log(vocab) = 8.3 by a margin.
@@ -86,7 +86,7 @@ def test_loss_falls_on_real_text(tmp_path):
 
 def test_metrics_records_carry_the_contract(tmp_path):
     cfg = tiny_bert_config(total_steps=2, eval_every=2, checkpoint_every=2)
-    loop.train(cfg, str(tmp_path))
+    loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
     train = read_metrics(tmp_path)
     for key in ("step", "loss", "learning_rate", "mlm_loss", "mlm_accuracy", "nsp_loss",
                 "nsp_accuracy", "grad_norm", "tokens_per_sec", "mfu"):
@@ -120,11 +120,12 @@ def test_two_phase_recipe_switches_and_resumes_at_the_boundary(tmp_path):
     cfg = tiny_bert_config(total_steps=4, checkpoint_every=2, global_batch_size=16, **{
         "phase2.fraction": 0.5, "phase2.seq_len": 128, "phase2.global_batch_size": 8,
         "phase2.max_predictions_per_seq": 20})
-    loop.train(cfg, str(tmp_path / "straight"))
+    one = jax.devices()[:1]
+    loop.train(cfg, str(tmp_path / "straight"), devices=one)
     records = read_metrics(tmp_path / "straight")
     assert [(r["seq_len"], r["global_batch_size"]) for r in records] == [(64, 16)] * 2 + [(128, 8)] * 2
-    loop.train(cfg, str(tmp_path / "resumed"), stop_at=2)
-    loop.train(cfg, str(tmp_path / "resumed"))
+    loop.train(cfg, str(tmp_path / "resumed"), stop_at=2, devices=one)
+    loop.train(cfg, str(tmp_path / "resumed"), devices=one)
     assert _losses(tmp_path / "straight") == _losses(tmp_path / "resumed")
 
 
@@ -136,7 +137,7 @@ def test_bfloat16_compute_trains_and_keeps_float32_parameters_and_moments(tmp_pa
     import orbax.checkpoint as ocp
     cfg = tiny_bert_config(total_steps=4, checkpoint_every=4, **{
         "model.dtype": "bfloat16", "optimizer.learning_rate": 2e-3})
-    loop.train(cfg, str(tmp_path))
+    loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
     losses = _losses(tmp_path)
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
     state = ocp.StandardCheckpointer().restore(tmp_path / "checkpoints" / "4" / "state")
