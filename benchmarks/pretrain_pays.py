@@ -148,14 +148,15 @@ def pretrain(work: pathlib.Path, args) -> dict:
 def finetune_config(setting: str, model: dict, tokenizer: str, init_from: str, seed: int,
                     lr: float, shrink=(0, 0)):
     """`shrink` (rows, epochs), for the smoke test: at most that many labelled rows (a
-    fifth held out) and that many epochs; 0 keeps the setting's."""
+    fifth held out) and dev rows, and that many epochs; 0 keeps the setting's."""
     import ml_collections
     from pretrainx.finetune.config import finetune_config as base
     task, rows, held_out, seq_len, epochs, batch = SETTINGS[setting]
+    c = base()
     if shrink[0]:
         rows, held_out, batch = min(rows, shrink[0]), min(rows, shrink[0]) // 5, 8
+        c.data.max_eval_examples = shrink[0]
     epochs = shrink[1] or epochs
-    c = base()
     c.task, c.init_from, c.seed = task, init_from, seed
     c.data.glue_dir = str(SHARED / "glue")
     c.data.tokenizer = tokenizer

@@ -10,15 +10,18 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, xla_flags
 
 BOOKS = ",".join(str(REPO / "pretrainx" / "assets" / "text" / name) for name in
                  ("pg11_alice_in_wonderland.txt", "pg1661_adventures_of_sherlock_holmes.txt"))
 
 
 def _run(script, *args, timeout=600):
+    # one CPU device: the contract, not the figures (8 simulated devices on 2 cores
+    # only add compile and thread work)
     result = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args],
-                            cwd=REPO, capture_output=True, text=True, timeout=timeout)
+                            cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                            env=dict(os.environ, XLA_FLAGS=xla_flags(1)))
     assert result.returncode == 0, f"{script} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
     return result, json.loads(result.stdout.strip().splitlines()[-1])
 
