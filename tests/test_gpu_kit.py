@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, xla_flags
+from conftest import REPO
 
 
 def _wheels():
@@ -60,8 +60,7 @@ def test_the_run_step_dry_runs_its_whole_path_on_the_cpu(tmp_path):
     """Families, kernels and the timed quickstart through `pytest -m gpu` on the CPU
     (cuDNN's comparisons skip), the benchmark at the tiny sizes (ours in bf16, HF under
     autocast where torch is), and the four files a borrowed machine sends back."""
-    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
-    env["XLA_FLAGS"] = xla_flags(1)  # the tests' compile flags, one device as on a GPU box
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
     done = subprocess.run([sys.executable, "launch/gpu_kit.py", "run", "--dry_run",
                            "--budget_s=400", "--sizes=tiny", "--out", str(tmp_path)],
                           cwd=REPO, env=env,
