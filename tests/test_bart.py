@@ -205,6 +205,7 @@ def test_one_sentence_is_left_in_place_and_bad_ratios_are_named(shared_data):
         objectives.validate(cfg)
 
 
+@pytest.mark.slow
 def test_loss_falls_sharded_equals_unsharded_and_exports(shared_data, tmp_path):
     """On the novels the loss falls from log(50265); a (data, fsdp) mesh of 8 logs the
     losses of one device; the run exports as BartForConditionalGeneration with

@@ -48,6 +48,7 @@ def _inputs(seed, rows=4, lengths=(9, 6, 9, 4)):
     return tokens, segments
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [4, 5])
 def test_greedy_and_beam_search_write_what_transformers_generate_writes(seed):
     """12 new tokens from </s>, greedy and by beam search (2-4 beams; length penalties 0.5,

@@ -107,6 +107,7 @@ def _same(a, b):
                                       for x, y in zip(la, lb))
 
 
+@pytest.mark.slow
 def test_teacher_is_frozen_without_optimizer_state_and_sharded_equals_unsharded(teacher,
                                                                                 tmp_path):
     """The teacher (and the student's frozen position table) are bit-identical after
@@ -163,6 +164,7 @@ def test_teacher_is_frozen_without_optimizer_state_and_sharded_equals_unsharded(
         assert "type_embed" not in tuned.params["bert"]
 
 
+@pytest.mark.slow
 def test_layer_distillation_with_a_projection_trains(teacher, tmp_path):
     """TinyBERT's terms alone (the others weighted 0): a narrower student (32 wide)
     learns through W_e / W_h, and the attention and hidden errors fall. (Attention
@@ -181,6 +183,7 @@ def test_layer_distillation_with_a_projection_trains(teacher, tmp_path):
     assert "projection" in _restore_state(str(tmp_path))["params"]
 
 
+@pytest.mark.slow
 def test_soft_targets_over_every_position(teacher, tmp_path):
     """distill.soft_targets=all (HF's script): the KL term reads every real token and
     the MLM term still the masked ones; the first step's MLM loss is the masked run's."""

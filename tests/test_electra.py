@@ -233,6 +233,7 @@ def _restore_params(workdir):
         manager.close()
 
 
+@pytest.mark.slow
 def test_loss_falls_sharded_equals_unsharded_and_finetuning_takes_the_discriminator(tmp_path):
     quiet = {"model.dropout_rate": 0.0, "model.attention_dropout_rate": 0.0}
     one, mesh = str(tmp_path / "one"), str(tmp_path / "mesh")

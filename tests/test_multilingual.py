@@ -95,6 +95,7 @@ def _small_run(multilingual, **overrides):
     return cfg
 
 
+@pytest.mark.slow
 def test_mixed_run_resumes_exactly_and_evaluates_each_language(multilingual, tmp_path):
     """Stopped after step 3 and resumed, a temperature-mixed run logs the very losses of
     the straight run; every eval writes the overall record and one per language, the

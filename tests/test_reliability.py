@@ -464,6 +464,7 @@ def test_a_stop_asked_during_evaluation_ends_it_and_saves_the_step(tmp_path, mon
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4, 5, 6]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_due_at_an_evaluation_step_is_saved_before_it(tmp_path, monkeypatch):
     """Where a save and an evaluation fall on one step the save comes first (it was
     written after the evaluation, so a kill during a long one lost every step since the

@@ -130,6 +130,7 @@ def test_gradual_unfreezing_one_epoch_moves_only_the_head(shared_data, pretraine
             _depth_of(names, before["bert"])).tobytes(), names
 
 
+@pytest.mark.slow
 def test_task_text_continues_pretraining(shared_data, pretrained_workdir, tmp_path):
     """ULMFiT's stage 2: a pretrained workdir continues MLM on SST-2's own sentences
     (data.format auto reads the .tsv, data.text_field names the column), starting from
