@@ -16,19 +16,20 @@ BOOKS = ",".join(str(REPO / "pretrainx" / "assets" / "text" / name) for name in
                  ("pg11_alice_in_wonderland.txt", "pg1661_adventures_of_sherlock_holmes.txt"))
 
 
-def _run(script, *args, timeout=600):
-    # one CPU device: the contract, not the figures (8 simulated devices on 2 cores
-    # only add compile and thread work)
+def _run(script, *args, timeout=600, devices=1):
+    # one CPU device by default: the contract, not the figures (8 simulated devices on 2
+    # cores only add compile and thread work)
     result = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args],
                             cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                            env=dict(os.environ, XLA_FLAGS=xla_flags(1)))
+                            env=dict(os.environ, XLA_FLAGS=xla_flags(devices)))
     assert result.returncode == 0, f"{script} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
     return result, json.loads(result.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.slow
 def test_soak_keeps_its_promises():
-    _, out = _run("soak.py", "--steps=40", "--checkpoint_every=10", "--keep=2")
+    # on 8 devices: on one, 40 steps can end before the memory sampler's first sample
+    _, out = _run("soak.py", "--steps=40", "--checkpoint_every=10", "--keep=2", devices=8)
     assert out["checkpoints_left"] == [30, 40] and out["rss_end_over_warm"] > 0
 
 
