@@ -1,28 +1,65 @@
-"""A table of named entries filled by the modules that define them.
+"""One entry per model family, registered by its `families/<name>/spec.py`.
 
-Each kind of plug-in (model families, objectives, HuggingFace adapters) has one
-`Registry`; the modules of `pretrainx/families/<name>/` call `register` at import, and
-the first lookup imports every module of every family, so a new family or objective is
-found without an edit anywhere else. Generic code asks an entry for a trait; it never compares a
-name.
+A family's `Family` entry carries every trait generic code may ask of it: its model's
+(defaults, fine-tuning, sampling), its objectives', its HF adapter's and the other
+checkpoint layouts it reads. The first lookup imports every `families/*/spec.py`, so a
+new family is found without an edit anywhere else. Generic code asks an entry for a
+trait; it never compares a name. The objectives, adapters and formats are read through
+`View`s of the one table, so each floor asks for what it knows by its own name.
 """
 
+import dataclasses
 import importlib
 import pathlib
+from typing import Callable
 
 from pretrainx.errors import UserError
 
 
-PLUGINS = "pretrainx.families"  # where every registered entry is defined
+PLUGINS = "pretrainx.families"  # where every family's spec.py is
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A model family (config key `model.family`) and all it brings."""
+    name: str
+    default_config: Callable  # () -> the family's model.* keys, the paper's values
+    # (model_cfg, head, num_labels, peft) -> the module that fine-tuning trains; None:
+    # this family does not fine-tune
+    finetune_model: Callable | None = None
+    # fine-tuning by generating label words: "never" (heads only), "always" (T5) or
+    # "optional" (BART: heads, or words with the fine-tuning key text_to_text)
+    text_to_text: str = "never"
+    # a text-to-text pair's ids: "eos" (T5: text </s>, the decoder starts at 0) or
+    # "bos_eos" (BART: <s> text </s> on both sides, the decoder starts at </s>)
+    text_framing: str = "eos"
+    # (model_cfg, params, tokens, segment_ids, length, eos_id, pad_id, num_beams) ->
+    # [batch, length] ids the decoder writes: text-to-text predictions
+    generate: Callable | None = None
+    peft: bool = False  # takes LoRA, adapters, prefix and prompt tuning
+    max_positions: str = ""  # the model key that bounds a fine-tuning length
+    # (model_cfg) -> the model with a key-value cache that `python -m pretrainx.generate`
+    # samples from (sampling.py); None: this family is not sampled token by token
+    causal_sampling: Callable | None = None
+    # (model_cfg, head) -> the pretraining model whose "mlm_logits" fill [MASK]
+    # (notebook.fill_mask; head: the checkpoint's, pretrain or mlm); None: it has none
+    fill_mask: Callable | None = None
+    # the ids this family gives a byte-level vocabulary (data.bpe.LAYOUTS; "": the file's)
+    tokenizer_layout: str = ""
+    objectives: tuple = ()  # objectives.Entry, one per config `objective` it trains
+    hf: tuple = ()  # interop.hf.Adapter: how HF holds its models (none: HF has none)
+    formats: tuple = ()  # interop.Format: other projects' checkpoint layouts it reads
 
 
 class Registry:
-    def __init__(self, what: str, package: str = PLUGINS):
-        self.package, self.what = package, what
+    """Named entries (anything with a `name`), filled by the modules that define them."""
+
+    def __init__(self, what: str, package: str = PLUGINS, module: str = "spec"):
+        self.package, self.module, self.what = package, module, what
         self._entries, self._found = {}, False
 
     def register(self, entry):
-        """Add `entry` (anything with a `name`); returns it, so a module can keep it."""
+        """Add `entry`; returns it, so a module can keep it."""
         if entry.name in self._entries and self._entries[entry.name] is not entry:
             raise ValueError(f"{self.what} {entry.name!r} is registered twice")
         self._entries[entry.name] = entry
@@ -33,7 +70,7 @@ class Registry:
             self._found = True
             package = importlib.import_module(self.package)
             for folder in package.__path__:  # a family's folder needs no __init__.py
-                for path in sorted(pathlib.Path(folder).glob("*/*.py")):
+                for path in sorted(pathlib.Path(folder).glob(f"*/{self.module}.py")):
                     importlib.import_module(
                         f"{self.package}.{path.parent.name}.{path.stem}")
 
@@ -52,9 +89,31 @@ class Registry:
         return entry
 
     def names(self) -> list:
-        self._discover()
-        return sorted(self._entries)
+        return sorted(entry.name for entry in self.entries())
 
     def entries(self) -> list:
         self._discover()
         return [self._entries[n] for n in sorted(self._entries)]
+
+
+class View(Registry):
+    """The entries one trait of every family holds (its objectives, its HF adapters),
+    by their own names: read-only, filled by the families' registration."""
+
+    def __init__(self, what: str, families: Registry, trait: str):
+        super().__init__(what)
+        self.families, self.trait = families, trait
+
+    def register(self, entry):
+        raise TypeError(f"a {self.what} is registered in its family's spec.py")
+
+    def find(self, name):
+        return next((e for e in self.entries() if e.name == name), None)
+
+    def entries(self) -> list:
+        found = [e for family in self.families.entries() for e in getattr(family, self.trait)]
+        return sorted(found, key=lambda e: e.name)
+
+
+FAMILIES = Registry("model family")
+register = FAMILIES.register

@@ -106,10 +106,20 @@ def test_no_import_cycles():
     assert not cycles, cycles[:3]
 
 
-def test_every_family_has_a_folder_that_registers_it():
-    from pretrainx import models
-    folders = {p.parent.name for p in (PACKAGE / "families").glob("*/model.py")}
-    assert set(models.FAMILIES.names()) <= folders, set(models.FAMILIES.names()) - folders
+def test_every_family_is_one_entry_registered_by_its_folders_spec():
+    """One Family entry per folder with a spec.py, and every objective, HF adapter and
+    checkpoint format belongs to one family's entry (no second table to register in)."""
+    from pretrainx import registry
+    folders = {p.parent.name for p in (PACKAGE / "families").glob("*/spec.py")}
+    assert set(registry.FAMILIES.names()) == folders
+    for family in registry.FAMILIES.entries():
+        assert all(adapter.name == family.name for adapter in family.hf), family.name
+    objectives = [o.name for f in registry.FAMILIES.entries() for o in f.objectives]
+    assert len(objectives) == len(set(objectives)) and len(objectives) >= len(folders)
+    registers = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                       if ".register(" in p.read_text(encoding="utf-8")
+                       and p.name != "spec.py" and p.name != "registry.py")
+    assert not registers, f"registered outside a family's spec.py: {registers}"
 
 
 def test_no_module_is_over_400_lines():

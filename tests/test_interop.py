@@ -518,6 +518,31 @@ def test_untied_output_layers_import_and_export_as_untied(tmp_path, family):
         assert np.abs(again(input_ids=torch.tensor([ids])).logits.numpy() - reference).max() <= 1e-5
 
 
+def test_an_untied_spanbert_exports_its_own_output_layer(tmp_path):
+    """SpanBERT exports as a BERT directory: an untied SpanBERT writes its own output
+    layer, not the word table under tie_word_embeddings=false (its adapter listed no
+    tied pair, so the table's copy was written and transformers computed other logits)."""
+    import dataclasses
+    torch.manual_seed(0)
+    theirs, files = _tiny_hf("bert", tie=False)
+    folder = tmp_path / "hf"
+    theirs.save_pretrained(folder)
+    for name, source in files.items():
+        (folder / name).write_bytes(open(source, "rb").read())
+    pretrained = interop.load(str(folder))
+    model = pretrained.model.copy_and_resolve_references()
+    model.family = "spanbert"
+    span = dataclasses.replace(pretrained, model=model)
+    ids = load_tokenizer(pretrained.tokenizer).encode(SENTENCES[1])[:40]
+    with torch.no_grad():
+        reference = theirs(input_ids=torch.tensor([ids])).logits.numpy()
+    out = tmp_path / "out"
+    interop.hf.save(span, str(out))
+    again = type(theirs).from_pretrained(out).eval()
+    with torch.no_grad():
+        assert np.abs(again(input_ids=torch.tensor([ids])).logits.numpy() - reference).max() <= 1e-5
+
+
 def test_a_folder_with_only_a_tokenizer_json_imports(tmp_path):
     """ModernBERT's release ships its tokenizer as tokenizer.json alone (a byte-level
     BPE with [CLS] [SEP] [PAD] [MASK] [UNK] added): the import reads it, and its ids

@@ -1,5 +1,5 @@
 """Model families, one folder each (no __init__.py needed): a family's model, its
-objective(s) and its HF adapter live in `families/<name>/` and register themselves at
-import. The registries (models.FAMILIES, objectives.OBJECTIVES, interop.hf.ADAPTERS,
-interop.FORMATS) import every module here on their first lookup; nothing outside this
+objective(s), its HF adapter and its `spec.py` live in `families/<name>/`. The spec
+holds the run's defaults and checks and registers the family's one `registry.Family`
+entry; the first lookup imports every `families/*/spec.py`. Nothing outside this
 package names a family."""

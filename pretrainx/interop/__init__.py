@@ -6,7 +6,7 @@ import os
 from typing import Callable
 
 from pretrainx.errors import UserError
-from pretrainx.registry import Registry
+from pretrainx import registry
 import pretrainx.interop.hf as hf
 import pretrainx.interop.workdir as workdir
 # What the rest of pretrainx uses, in one place:
@@ -23,7 +23,7 @@ class Format:
     load: Callable  # (path) -> Pretrained
 
 
-FORMATS = Registry("checkpoint format")
+FORMATS = registry.View("checkpoint format", registry.FAMILIES, "formats")
 
 
 def load(path: str) -> Pretrained:

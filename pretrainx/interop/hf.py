@@ -1,7 +1,7 @@
 """HuggingFace model directories: config.json, safetensors (or PyTorch) weights and
 tokenizer files, read and written without importing `transformers`.
 
-Each family that HF holds registers an `Adapter` (interop/hf_FAMILY.py): how its
+Each family that HF holds lists an `Adapter` (families/NAME/hf.py) in its entry: how its
 tensors, config.json and tokenizer files map to ours. This module reads and writes
 the files and picks the adapter by config.json's `model_type` or by our family.
 """
@@ -22,9 +22,9 @@ import pretrainx.interop.hf_tensors as hf_tensors
 from pretrainx.interop.pretrained import Pretrained, read_json
 from pretrainx import models
 from pretrainx.models import layers, peft as peft_lib
-from pretrainx.registry import Registry
+from pretrainx import registry
 
-ADAPTERS = Registry("HF adapter")
+ADAPTERS = registry.View("HF adapter", registry.FAMILIES, "hf")
 OUTPUT_KERNEL = ("output", "kernel")  # layers.output_layer's kernel, [embed, vocab]
 
 

@@ -1,8 +1,9 @@
-"""Objectives by config key `objective`, each registered by its family's folder.
+"""Objectives by config key `objective`, each held by its family's entry.
 
-A family's objective module (pretrainx/families/<name>/) registers an `Entry`
-(contract.py) at import; the first lookup imports every family, so adding an
-objective edits no table here. This package holds what objectives share.
+A family's spec.py (pretrainx/families/<name>/) lists its objectives' `Entry`s
+(contract.py) in the one `Family` it registers; the first lookup imports every
+family, so adding an objective edits no table here. This package holds what
+objectives share.
 """
 
 import ml_collections
@@ -12,10 +13,9 @@ from pretrainx.data import sources
 from pretrainx.errors import UserError
 from pretrainx.models import attention
 from pretrainx.objectives.contract import Entry  # noqa: F401  (what modules register)
-from pretrainx.registry import Registry
+from pretrainx import registry
 
-OBJECTIVES = Registry("objective")
-register = OBJECTIVES.register
+OBJECTIVES = registry.View("objective", registry.FAMILIES, "objectives")
 
 
 def get(name: str) -> Entry:

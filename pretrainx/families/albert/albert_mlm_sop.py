@@ -35,10 +35,7 @@ length in words (`ngram_words`), for `--stats`; the model does not read them.
 
 import numpy as np
 
-from pretrainx import config as config_lib
-from pretrainx import objectives
 from pretrainx.errors import UserError
-from pretrainx.families.albert import model as albert
 from pretrainx.families.bert import model as bert
 from pretrainx.objectives import encoder, mlm, nsp, packed_pairs
 
@@ -311,33 +308,3 @@ class AlbertMlmSop(packed_pairs.Packing):
     def show(self, batch, count: int) -> list:
         return encoder.show_rows(self.tokenizer, batch, count, packed_pairs.label_text(
             batch, _LABEL, lambda label: "Swapped" if label == SWAPPED else "InOrder"))
-
-
-def defaults():
-    """ALBERT-base v2 (Lan et al. 2020, google-research/albert): BERT's encoder with
-    128-wide factorised embeddings and one layer's parameters shared by all 12,
-    n-gram masking (n <= 3) and sentence-order prediction instead of NSP; 125K steps
-    of 4,096 x 512 tokens (10% of pairs shorter), LAMB lr 0.00176, 3,125 warmup
-    steps, linear decay, dropout 0 (v2; v1 had 0.1), 30,000 SentencePiece pieces;
-    see configs/albert.py."""
-    c = encoder.defaults(
-        "albert", albert.default_config(), total_steps=125_000, batch=4096, seq_len=512,
-        learning_rate=0.00176, name="lamb", warmup_steps=3125,
-        schedule="bert_linear",  # albert's optimization.py: BERT's, to the letter
-        # 15% of 509 tokens is at most 77; google-research/albert's flag default of 20
-        # would cap the rate at 4% of a 512-token row.
-        max_predictions=80)
-    # dupe_factor 40: create_pretraining_data's default (masks are dynamic here)
-    c = encoder.pairing_defaults(c, dupe_factor=40)
-    c.data.max_ngram = 3  # n-grams are whole words: no whole_word_masking key
-    return encoder.packing_defaults(c)
-
-
-def validate(cfg) -> None:
-    encoder.validate(cfg)
-    config_lib.check_positive(cfg, "data.dupe_factor", "data.max_ngram")
-    encoder.validate_packing(cfg)
-
-
-objectives.register(objectives.Entry(name="albert", build=AlbertMlmSop, defaults=defaults,
-                                     validate=validate, as_pretrained=encoder.pretrained_encoder))

@@ -100,5 +100,5 @@ def _write(pretrained, params, tokenizer):
 TIED = (("predictions.decoder.weight",
          "albert.embeddings.word_embeddings.weight"),)
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="albert", tied=TIED, model_type="albert", read=_read,
-                                        write=_write, write_tokenizer=hf_bert.write_tokenizer))
+ADAPTER = hf_lib.Adapter(name="albert", tied=TIED, model_type="albert", read=_read,
+                         write=_write, write_tokenizer=hf_bert.write_tokenizer)

@@ -4,7 +4,6 @@ all 12 (bert.py's embedding_size and share_layers), dropout 0 and 30,000 Sentenc
 pieces. The pretraining model is bert.BertForPreTraining, its two-way head read as
 sentence-order prediction."""
 
-from pretrainx import models
 from pretrainx.families.bert import model as bert
 
 
@@ -17,8 +16,3 @@ def default_config():
         dropout_rate=0.0,  # v2; v1 had 0.1
         attention_dropout_rate=0.0,
         hidden_act="gelu_tanh")  # albert's modeling.py gelu (HF: gelu_new)
-
-
-models.register(models.Family(
-    name="albert", default_config=default_config, finetune_model=bert.finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model))

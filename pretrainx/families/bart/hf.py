@@ -158,6 +158,6 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
 TIED = (("lm_head.weight",
          "model.shared.weight"),)
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="bart", tied=TIED, can_untie=False,
-                                        model_type="bart", read=_read, write=_write,
-                                        write_tokenizer=_write_tokenizer))
+ADAPTER = hf_lib.Adapter(name="bart", tied=TIED, can_untie=False,
+                         model_type="bart", read=_read, write=_write,
+                         write_tokenizer=_write_tokenizer)

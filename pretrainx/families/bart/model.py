@@ -13,7 +13,6 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx import models
 from pretrainx.models import decoding, layers, mha
 
 POSITION_OFFSET = 2
@@ -285,10 +284,3 @@ def flops_per_example(cfg: ml_collections.ConfigDict, inputs_length: int,
     dec = cfg.num_decoder_layers * (targets_length * (dec_self + dec_cross + ff)
                                     + inputs_length * 2 * d * d)
     return 3.0 * 2.0 * (enc + dec + targets_length * d * v)
-
-
-models.register(models.Family(name="bart", default_config=default_config,
-                              finetune_model=finetune_model, text_to_text="optional",
-                              text_framing="bos_eos", generate=generate,
-                              max_positions="max_position_embeddings",
-                              tokenizer_layout="fairseq"))

@@ -178,12 +178,6 @@ def write_tokenizer(pretrained, tokenizer, output, extra: dict | None = None) ->
 TIED = (("cls.predictions.decoder.weight",
          "bert.embeddings.word_embeddings.weight"),)
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="bert", tied=TIED, model_type="bert", read=_read,
-                                        write=_write, write_tokenizer=write_tokenizer,
-                                        check=_check))
-# SpanBERT writes a BERT directory; reading one gives family bert (model_type is bert).
-hf_lib.ADAPTERS.register(hf_lib.Adapter(
-    name="spanbert", model_type="", read=_read, write=_write, write_tokenizer=write_tokenizer,
-    check=_check,
-    caveat=lambda pretrained: "SpanBERT's span boundary head (sbo_*) has no place in HF's "
-    "BertForMaskedLM and is not written; the encoder and MLM head are"))
+ADAPTER = hf_lib.Adapter(name="bert", tied=TIED, model_type="bert", read=_read,
+                         write=_write, write_tokenizer=write_tokenizer,
+                         check=_check)

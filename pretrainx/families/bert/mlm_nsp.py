@@ -6,11 +6,8 @@ by the example's global position, so every epoch sees fresh masks and a resumed
 run sees the same ones.
 """
 
-import ml_collections
 import numpy as np
 
-from pretrainx import config as config_lib
-from pretrainx import objectives
 from pretrainx.families.bert import model as bert
 from pretrainx.objectives import encoder, mlm, nsp, packed_pairs
 
@@ -121,29 +118,3 @@ class MlmNsp(packed_pairs.Packing):
 
     def flops_per_token(self, phase) -> float:
         return bert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
-
-
-def defaults():
-    """BERT-Base pretraining as the paper and google-research/bert run it: 1M steps, 90%
-    at length 128 (batch 1024, 20 predictions) then 10% at 512 (batch 256, 80)."""
-    # AdamWeightDecayOptimizer has no bias correction
-    c = encoder.pairing_defaults(encoder.defaults("bert", bert.default_config(),
-                                                  bias_correction=False))
-    c.data.whole_word_masking = False  # the later release's option: whole words masked
-    c.phase2 = ml_collections.ConfigDict()
-    c.phase2.fraction = 0.1  # last 10% of steps at length 512; 0 turns it off
-    c.phase2.seq_len = 512
-    c.phase2.global_batch_size = 256
-    c.phase2.max_predictions_per_seq = 80
-    return encoder.packing_defaults(c)
-
-
-def validate(cfg) -> None:
-    encoder.validate(cfg)
-    config_lib.check_positive(cfg, "data.dupe_factor")
-    encoder.validate_packing(cfg)
-
-
-objectives.register(objectives.Entry(name="bert", build=MlmNsp, defaults=defaults,
-                                     validate=validate,
-                                     as_pretrained=encoder.pretrained_encoder))

@@ -18,7 +18,6 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx import models
 from pretrainx.models import heads, layers, mha
 from pretrainx.models import peft as peft_lib
 
@@ -297,8 +296,3 @@ def fill_mask_model(cfg, head: str) -> nn.Module:
 def finetune_model(cfg, head: str, num_labels: int, peft) -> BertForFineTuning:
     """What BERT-like families (RoBERTa, SpanBERT, ALBERT, ELECTRA) fine-tune."""
     return BertForFineTuning(cfg, head, num_labels, peft)
-
-
-models.register(models.Family(
-    name="bert", default_config=default_config, finetune_model=finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=fill_mask_model))

@@ -103,5 +103,5 @@ def load(path: str):
                       head=head, source=prefix)
 
 
-interop.FORMATS.register(interop.Format(
-    name="google-research BERT checkpoint", marker="bert_config.json", load=load))
+FORMAT = interop.Format(
+    name="google-research BERT checkpoint", marker="bert_config.json", load=load)

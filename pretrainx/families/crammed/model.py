@@ -18,7 +18,6 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx import models
 from pretrainx.models import heads, layers, mha
 from pretrainx.models.gated import GatedMlp
 
@@ -156,8 +155,3 @@ def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
     h = cfg.hidden_size
     per_layer = 2 * (4 * h * h + 3 * h * cfg.mlp_dim) + 2 * 2 * seq_len * h
     return 3.0 * (cfg.num_layers * per_layer + max_predictions * 2 * h * cfg.vocab_size / seq_len)
-
-
-models.register(models.Family(
-    name="crammed", default_config=default_config, finetune_model=finetune_model,
-    max_positions="max_position_embeddings"))

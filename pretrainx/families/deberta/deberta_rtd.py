@@ -12,13 +12,9 @@ parameters as HF's DebertaV2Model holds them: DeBERTa-v3-base 184M (86M backbone
 
 import jax
 
-from pretrainx import config as config_lib
-from pretrainx import objectives
-from pretrainx.errors import UserError
 from pretrainx.families.deberta import model as deberta
 from pretrainx.families.deberta import rtd_model as deberta_rtd
 from pretrainx.objectives import encoder, rows, rtd
-from pretrainx.families.deberta import deberta_mlm
 
 
 class DebertaRtd(rows.FullSentencesRows, rtd.RtdLoss):
@@ -44,30 +40,3 @@ class DebertaRtd(rows.FullSentencesRows, rtd.RtdLoss):
         layers_total = m.num_layers + deberta_rtd.generator_config(m).num_layers
         head = phase.max_predictions * 2 * (h * h + h * m.vocab_size) / s
         return 3.0 * (layers_total * deberta.flops_per_layer(m, s) + head + 2 * (h * h + h))
-
-
-def defaults():
-    """DeBERTa-v3-base: the v3 checkpoints' shape (12 x 768, 128,100 SentencePiece ids,
-    256 position buckets up to 512), a generator of half the depth, loss MLM + 50 x RTD,
-    trained, as the v3 paper says, with DeBERTa's settings: 1M steps of 2K rows of 512
-    tokens, Adam (eps 1e-6) at 2e-4 after 10K warmup steps, linear decay, weight decay
-    0.01, gradients clipped at 1; see configs/deberta_v3_base.py."""
-    c = deberta_mlm.paper_defaults("deberta_rtd", deberta.default_config(
-        generator_layers=0.5))  # of num_layers; the generator keeps the width
-    c.gen_weight = 1.0
-    c.disc_weight = 50.0
-    return c
-
-
-def validate(cfg) -> None:
-    deberta_mlm.validate(cfg)
-    config_lib.check_fraction(cfg, "model.generator_layers", 0.0, 1.0, closed_high=True)
-    for name in ("gen_weight", "disc_weight"):
-        if cfg[name] < 0:
-            raise UserError(f"{name}={cfg[name]} must be >= 0")
-
-
-objectives.register(objectives.Entry(
-    name="deberta_rtd", build=DebertaRtd, defaults=defaults, validate=validate,
-    as_pretrained=lambda model_cfg, params: (*deberta_rtd.as_pretrained(model_cfg, params),
-                                             "pretrain")))

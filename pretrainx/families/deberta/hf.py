@@ -138,7 +138,7 @@ def _caveat(pretrained) -> str:
 TIED = (("cls.predictions.decoder.weight",
          "deberta.embeddings.word_embeddings.weight"),)
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(
+ADAPTER = hf_lib.Adapter(
     name="deberta", tied=TIED, model_type="deberta-v2", read=_read,
     write=_write, write_tokenizer=hf_bert.write_tokenizer,
-    companions=_companions, caveat=_caveat))
+    companions=_companions, caveat=_caveat)

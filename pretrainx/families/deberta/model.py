@@ -28,7 +28,6 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx import models
 from pretrainx.models import heads, layers
 from pretrainx.families.bert import model as bert
 
@@ -265,8 +264,3 @@ def finetune_model(cfg, head: str, num_labels: int, peft):
     """Full fine-tuning only: the family has no PEFT (fine-tuning refuses a method first)."""
     del peft
     return DebertaForFineTuning(cfg, head, num_labels)
-
-
-models.register(models.Family(
-    name="deberta", default_config=default_config, finetune_model=finetune_model,
-    max_positions="max_position_embeddings"))

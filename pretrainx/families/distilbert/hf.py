@@ -107,7 +107,7 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
 TIED = (("vocab_projector.weight",
          "distilbert.embeddings.word_embeddings.weight"),)
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(
+ADAPTER = hf_lib.Adapter(
     name="distilbert", tied=TIED, model_type="distilbert", read=_read,
     write=_write, write_tokenizer=_write_tokenizer,
-    check=_check))
+    check=_check)

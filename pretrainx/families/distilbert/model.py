@@ -21,7 +21,6 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx import models
 from pretrainx.models import layers
 from pretrainx.families.bert import model as bert
 
@@ -139,8 +138,3 @@ def student_from_teacher(teacher_params: dict, num_layers: int, every: int = 2) 
         out["bert"][f"layer_{i}"] = encoder[f"layer_{i * every}"]
     out.update({k: teacher_params[k] for k in ("mlm_transform", "mlm_norm", "mlm_bias")})
     return out
-
-
-models.register(models.Family(
-    name="distilbert", default_config=default_config, finetune_model=bert.finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model))

@@ -27,10 +27,7 @@ ELECTRA's input_mask). The model (families/electra/model.py) samples the replace
 import jax
 import numpy as np
 
-from pretrainx import config as config_lib
-from pretrainx import objectives
 from pretrainx.data import corpus
-from pretrainx.errors import UserError
 from pretrainx.families.electra import model as electra
 from pretrainx.objectives import encoder, mlm, rtd
 
@@ -166,35 +163,8 @@ class ElectraRtd(rtd.RtdLoss):
         return encoder.show_rows(self.tokenizer, batch, count)
 
 
-def defaults():
-    """ELECTRA-Small (Clark et al. 2020; google-research/electra's defaults): a generator
-    1/4 as wide trained by MLM and the discriminator by replaced token detection, loss
-    MLM + 50 x RTD, one embedding block (E = 128) for both; see configs/electra.py."""
-    c = encoder.defaults(
-        "electra", electra.default_config(), total_steps=1_000_000, batch=128, seq_len=128,
-        learning_rate=5e-4, warmup_steps=10_000, schedule="bert_linear",
-        bias_correction=False,  # ELECTRA keeps BERT's AdamWeightDecayOptimizer
-        max_predictions=19)  # int((0.15 + 0.005) * 128), ELECTRA's rule
-    c.gen_weight = 1.0  # the generator's MLM loss
-    c.disc_weight = 50.0  # the discriminator's replaced token detection loss
-    return c
-
-
-def validate(cfg) -> None:
-    encoder.validate(cfg)
-    for name in ("model.generator_size", "model.generator_layers"):
-        config_lib.check_fraction(cfg, name, 0.0, 1.0, closed_high=True)
-    for name in ("gen_weight", "disc_weight"):
-        if cfg[name] < 0:
-            raise UserError(f"{name}={cfg[name]} must be >= 0")
-
-
 def as_pretrained(model_cfg, params):
     """The discriminator is the model others fine-tune (under "bert"); the generator
     and both heads come along for export (families/electra/model.py:as_pretrained)."""
     model, params = electra.as_pretrained(model_cfg, params)
     return model, params, "pretrain"
-
-
-objectives.register(objectives.Entry(name="electra", build=ElectraRtd, defaults=defaults,
-                                     validate=validate, as_pretrained=as_pretrained))

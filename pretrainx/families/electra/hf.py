@@ -129,7 +129,7 @@ def _caveat(pretrained) -> str:
 TIED = (("generator_lm_head.weight",
          "electra.embeddings.word_embeddings.weight"),)
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(
+ADAPTER = hf_lib.Adapter(
     name="electra", tied=TIED, can_untie=False, model_type="electra", read=_read, write=_write,
     write_tokenizer=hf_bert.write_tokenizer, check=_check, companions=_companions,
-    caveat=_caveat))
+    caveat=_caveat)

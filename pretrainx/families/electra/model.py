@@ -31,7 +31,6 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx import models
 from pretrainx.models import dropout, layers
 from pretrainx.families.bert import model as bert
 
@@ -247,8 +246,3 @@ def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
     total += max_predictions * 2 * (g * e + e * cfg.vocab_size) / seq_len
     total += 2 * (h * h + h)
     return 3.0 * total
-
-
-models.register(models.Family(
-    name="electra", default_config=default_config, finetune_model=bert.finetune_model,
-    peft=True, max_positions="max_position_embeddings"))

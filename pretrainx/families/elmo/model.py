@@ -18,9 +18,8 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx import charset, models
+from pretrainx import charset
 from pretrainx.models import layers
-
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -222,6 +221,3 @@ def flops_per_token(cfg) -> float:
     lstm = 2 * 4 * cfg.lstm_dim * 2 * cfg.projection_dim + 2 * cfg.lstm_dim * cfg.projection_dim
     softmax = 2 * cfg.projection_dim * cfg.vocab_size
     return 3.0 * (encoder + 2 * cfg.num_layers * lstm + 2 * softmax)
-
-
-models.register(models.Family(name="elmo", default_config=default_config))

@@ -12,8 +12,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from pretrainx import config as config_lib
-from pretrainx import objectives
 from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.families.gpt2 import model as gpt2
@@ -147,32 +145,3 @@ class CausalLM:
             texts.append(f"--- row {row} ({int(batch['segment_ids'][row].max())} documents)\n"
                          + self.tokenizer.decode(batch["inputs"][row][real]))
         return texts
-
-
-def defaults():
-    """GPT-2 small (124M) as Radford et al. (2019) describe it: context 1024, batch 512,
-    50,257 byte-level BPE tokens, pre-LN, dropout 0.1. The paper leaves the optimizer
-    to GPT-1's (Radford et al. 2018): Adam, peak lr 2.5e-4 after a 2,000-step linear
-    warmup, cosine decay to 0, weight decay 0.01. Steps are not published: 600k
-    (about 315B tokens, what open reproductions of the 124M model train)."""
-    c = config_lib.shared_config("causal_lm", total_steps=600_000, batch=512, seq_len=1024,
-                                 learning_rate=2.5e-4, schedule="cosine", warmup_steps=2000,
-                                 eps=1e-8)
-    c.model = gpt2.default_config()
-    c.data.lower_case = False
-    return c
-
-
-def validate(cfg) -> None:
-    config_lib.check_positive(cfg, "model.hidden_size", "model.num_heads", "model.mlp_dim",
-                              "model.max_position_embeddings")
-    config_lib.check_divisible(cfg)
-    m = cfg.model
-    if cfg.seq_len > m.max_position_embeddings:
-        raise UserError(f"seq_len={cfg.seq_len} exceeds model.max_position_embeddings="
-                        f"{m.max_position_embeddings}")
-
-
-objectives.register(objectives.Entry(
-    name="causal_lm", build=CausalLM, defaults=defaults, validate=validate,
-    as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")))

@@ -137,5 +137,5 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
 TIED = (("lm_head.weight",
          "transformer.wte.weight"),)
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="gpt2", tied=TIED, model_type="gpt2", read=_read,
-                                        write=_write, write_tokenizer=_write_tokenizer))
+ADAPTER = hf_lib.Adapter(name="gpt2", tied=TIED, model_type="gpt2", read=_read,
+                         write=_write, write_tokenizer=_write_tokenizer)

@@ -13,9 +13,7 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx import models
 from pretrainx.models import layers, mha
-
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -114,7 +112,3 @@ def flops_per_token(cfg, seq_len: int) -> float:
     h, mlp, n = cfg.hidden_size, cfg.mlp_dim, cfg.num_layers
     per_layer = 2 * (4 * h * h + 2 * h * mlp) + 2 * 2 * seq_len * h
     return 3.0 * (n * per_layer + 2 * h * cfg.vocab_size)
-
-
-models.register(models.Family(name="gpt2", default_config=default_config,
-                              causal_sampling=lambda cfg: GPT2(cfg, decode=True)))

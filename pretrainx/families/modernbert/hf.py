@@ -184,6 +184,6 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
 TIED = (("decoder.weight",
          "model.embeddings.tok_embeddings.weight"),)
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(
+ADAPTER = hf_lib.Adapter(
     name="modernbert", tied=TIED, model_type="modernbert", read=_read,
-    write=_write, write_tokenizer=_write_tokenizer))
+    write=_write, write_tokenizer=_write_tokenizer)

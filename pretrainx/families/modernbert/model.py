@@ -22,7 +22,6 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx import models
 from pretrainx.models import heads, layers, mha
 from pretrainx.models.gated import GatedMlp
 
@@ -197,8 +196,3 @@ def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
     dense = cfg.num_layers * 2 * (4 * h * h + 3 * h * mlp)
     head = max_predictions * 2 * (h * h + h * cfg.vocab_size) / seq_len
     return 3.0 * (dense + attention + head)
-
-
-models.register(models.Family(
-    name="modernbert", default_config=default_config, finetune_model=finetune_model,
-    max_positions="max_position_embeddings"))

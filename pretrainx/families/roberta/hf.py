@@ -106,6 +106,6 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
 TIED = (("lm_head.decoder.weight",
          "roberta.embeddings.word_embeddings.weight"),)
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="roberta", tied=TIED, model_type="roberta", read=_read,
-                                        write=_write, write_tokenizer=_write_tokenizer,
-                                        check=_check))
+ADAPTER = hf_lib.Adapter(name="roberta", tied=TIED, model_type="roberta", read=_read,
+                         write=_write, write_tokenizer=_write_tokenizer,
+                         check=_check)

@@ -3,7 +3,6 @@ exact GeLU, LayerNorm eps 1e-5, one token type, and 514 learned positions number
 from padding_idx + 1 = 2, as fairseq and HF's RobertaModel number them. The
 pretraining model is bert.BertForMaskedLM (no pooler, no NSP)."""
 
-from pretrainx import models
 from pretrainx.families.bert import model as bert
 
 
@@ -16,9 +15,3 @@ def default_config():
         type_vocab_size=1,
         layer_norm_eps=1e-5,
         hidden_act="gelu")
-
-
-models.register(models.Family(
-    name="roberta", default_config=default_config, finetune_model=bert.finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model,
-    tokenizer_layout="fairseq"))

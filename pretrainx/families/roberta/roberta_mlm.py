@@ -12,10 +12,8 @@ static copies. 15% of the non-special tokens are chosen; of those 80% become
 """
 
 
-from pretrainx import objectives
 from pretrainx.data import bpe, corpus
 from pretrainx.families.bert import model as bert
-from pretrainx.families.roberta import model as roberta
 from pretrainx.objectives import encoder, rows
 
 
@@ -40,28 +38,3 @@ class RobertaMlm(rows.FullSentencesRows, encoder.MlmLoss):
         per_layer = 2 * (4 * h * h + 2 * h * m.mlp_dim) + 2 * 2 * phase.seq_len * h
         head = phase.max_predictions * 2 * (h * h + h * m.vocab_size)
         return 3.0 * (n * per_layer + head / phase.seq_len)
-
-
-def defaults():
-    """RoBERTa-base (Liu et al. 2019): MLM only with dynamic masks, FULL-SENTENCES rows
-    of 512 tokens that cross documents, byte-level BPE, 500K steps of 8K rows, Adam
-    (b2 0.98) at 6e-4 with 24K warmup steps, no clipping; see configs/roberta.py."""
-    c = encoder.defaults(
-        "roberta", roberta.default_config(), total_steps=500_000, batch=8192, seq_len=512,
-        learning_rate=6e-4, warmup_steps=24_000, schedule="warmup_linear", b2=0.98, eps=1e-6,
-        grad_clip=0.0,  # fairseq's recipe: --clip-norm 0.0
-        lower_case=False,
-        max_predictions=80)  # 15% of 510 rounds to at most 77: never binds
-    # pack_examples: rows end with their document (DOC-SENTENCES' rows) and are packed
-    # several a row, each isolated; off: the paper's FULL-SENTENCES rows
-    return encoder.packing_defaults(c)
-
-
-def validate(cfg) -> None:
-    encoder.validate(cfg)
-    encoder.validate_packing(cfg)
-
-
-objectives.register(objectives.Entry(name="roberta", build=RobertaMlm, defaults=defaults,
-                                     validate=validate,
-                                     as_pretrained=encoder.pretrained_mlm))

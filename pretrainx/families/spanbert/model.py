@@ -10,7 +10,6 @@ decoder (embedding^T + bias) as the MLM head.
 
 import jax.numpy as jnp
 
-from pretrainx import models
 from pretrainx.models import layers
 from pretrainx.families.bert import model as bert
 
@@ -63,8 +62,3 @@ def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
     per_layer = 2 * (4 * h * h + 2 * h * cfg.mlp_dim) + 2 * 2 * seq_len * h
     head = max_predictions * 2 * ((h * h + h * cfg.vocab_size) + (4 * h * h + h * cfg.vocab_size))
     return 3.0 * (n * per_layer + head / seq_len)
-
-
-models.register(models.Family(
-    name="spanbert", default_config=default_config, finetune_model=bert.finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model))

@@ -24,8 +24,6 @@ masked tokens.
 
 import numpy as np
 
-from pretrainx import config as config_lib
-from pretrainx import objectives
 from pretrainx.data import corpus
 from pretrainx.families.spanbert import model as spanbert
 from pretrainx.objectives import encoder, mlm, rows
@@ -227,25 +225,3 @@ class SpanMlm:
 
     def show(self, batch, count: int) -> list:
         return encoder.show_rows(self.tokenizer, batch, count)
-
-
-def defaults():
-    """SpanBERT-base (Joshi et al. 2020): span masking + span boundary objective, single
-    512-token segments, cased WordPiece, 2.4M steps of 256 rows; see configs/spanbert.py."""
-    c = encoder.defaults(
-        "spanbert", spanbert.default_config(), total_steps=2_400_000, batch=256, seq_len=512,
-        learning_rate=1e-4, warmup_steps=10_000, schedule="warmup_linear", lower_case=False,
-        max_predictions=80)
-    c.data.geometric_p = 0.2  # spans are whole words: no whole_word_masking key
-    c.data.max_span_words = 10
-    return c
-
-
-def validate(cfg) -> None:
-    encoder.validate(cfg)
-    config_lib.check_positive(cfg, "data.max_span_words", "model.sbo_max_span_tokens")
-    config_lib.check_fraction(cfg, "data.geometric_p", 0.0, 1.0, closed_high=True)
-
-
-objectives.register(objectives.Entry(name="spanbert", build=SpanMlm, defaults=defaults,
-                                     validate=validate, as_pretrained=encoder.pretrained_mlm))

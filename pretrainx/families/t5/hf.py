@@ -155,5 +155,5 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
     return ["spiece.model"] + hf_lib.write_tokenizer_config(output, config, special)
 
 
-hf_lib.ADAPTERS.register(hf_lib.Adapter(name="t5", model_type="t5", read=_read, write=_write,
-                                        write_tokenizer=_write_tokenizer))
+ADAPTER = hf_lib.Adapter(name="t5", model_type="t5", read=_read, write=_write,
+                         write_tokenizer=_write_tokenizer)

@@ -21,9 +21,7 @@ import ml_collections
 import numpy as np
 from flax import linen as nn
 
-from pretrainx import models
 from pretrainx.models import decoding, layers, mha
-
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -258,7 +256,6 @@ def flops_per_example(cfg: ml_collections.ConfigDict, inputs_length: int,
     return 3.0 * 2.0 * (enc + dec + targets_length * d * v)
 
 
-
 def generate(cfg, params, tokens, segment_ids, length: int, eos_id: int, pad_id: int,
              num_beams: int = 1):
     """[batch, length] greedy outputs from id 0, the decoder rerun on the prefix (no cache:
@@ -267,7 +264,3 @@ def generate(cfg, params, tokens, segment_ids, length: int, eos_id: int, pad_id:
     if num_beams != 1:
         raise ValueError("T5 decodes greedily here (num_beams=1)")
     return decoding.encoder_decoder(T5(cfg), params, tokens, segment_ids, length)
-
-models.register(models.Family(name="t5", default_config=default_config,
-                              finetune_model=lambda cfg, head, num_labels, peft: T5(cfg),
-                              text_to_text="always", generate=generate))

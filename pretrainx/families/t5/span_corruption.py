@@ -13,8 +13,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from pretrainx import config as config_lib
-from pretrainx import objectives
 from pretrainx.data import corpus, packing
 from pretrainx.errors import UserError
 from pretrainx.families.t5 import model as t5
@@ -237,45 +235,3 @@ class SpanCorruption:
         return {"noise_density": totals["noise_tokens"] / max(totals["raw_tokens"], 1),
                 "mean_noise_span_length": totals["noise_tokens"] / max(totals["noise_spans"], 1),
                 "inputs_length": inputs_length, "targets_length": targets_length}
-
-
-def defaults():
-    """T5 1.0 Base, span corruption, packed 128 x 512 inputs, 2^19 steps (the T5 paper).
-
-    The optimizer defaults to AdamW with linear warmup and decay; T5's own is
-    `optimizer.name=adafactor`, `optimizer.schedule=rsqrt`, `learning_rate=0.01`,
-    `warmup_steps=10000` (configs/t5.py:base,adafactor).
-    """
-    c = config_lib.shared_config("t5", total_steps=2 ** 19, batch=128, seq_len=512,
-                                 learning_rate=1e-3, schedule="warmup_linear")
-    # seq_len is the encoder inputs; targets length follows from the noise arithmetic
-    c.z_loss = 0.0  # T5X's auxiliary log(Z)^2 term; 1e-4 when on
-    c.model = t5.default_config()
-    # data.tokenizer: a SentencePiece model (T5's spiece.model or one we trained)
-    c.data.lower_case = False
-    c.data.noise_density = 0.15
-    c.data.mean_noise_span_length = 3.0
-    c.data.num_sentinels = 100
-    c.data.docs_per_concat = 128  # t5 reduce_concat_tokens: documents joined before splitting
-    c.data.max_doc_tokens = 65536  # t5 select_random_chunk
-    return c
-
-
-def validate(cfg) -> None:
-    config_lib.check_positive(cfg, "model.hidden_size", "model.num_heads", "model.mlp_dim",
-                              "model.num_decoder_layers", "model.head_dim",
-                              "data.num_sentinels", "data.docs_per_concat",
-                              "data.max_doc_tokens", "model.relative_attention_num_buckets",
-                              "model.relative_attention_max_distance")
-    config_lib.choice(cfg.model.feed_forward, "model.feed_forward", ("relu", "gated-gelu"))
-    config_lib.check_fraction(cfg, "data.noise_density", 0.0, 1.0)
-    if cfg.data.mean_noise_span_length < 1.0:
-        raise UserError(f"data.mean_noise_span_length={cfg.data.mean_noise_span_length} "
-                        "must be >= 1")
-    if cfg.z_loss < 0:
-        raise UserError(f"z_loss={cfg.z_loss} must be >= 0")
-
-
-objectives.register(objectives.Entry(
-    name="t5", build=SpanCorruption, defaults=defaults, validate=validate,
-    as_pretrained=lambda model_cfg, params: (model_cfg, params, "seq2seq")))

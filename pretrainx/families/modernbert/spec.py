@@ -1,0 +1,75 @@
+"""ModernBERT's entry (Warner et al. 2024): its encoder (RoPE, local and global layers,
+GeGLU) and fine-tuning head, packed MLM at 30% with ModernBERT-base's token schedule,
+HF's ModernBertForMaskedLM layout."""
+
+import math
+
+from pretrainx import config as config_lib
+from pretrainx import objectives, registry
+from pretrainx.errors import UserError
+from pretrainx.families.modernbert import hf, modernbert_mlm
+from pretrainx.families.modernbert import model as modernbert
+from pretrainx.objectives import encoder
+
+
+def defaults():
+    """ModernBERT-base's pretraining (Warner et al. 2024, section 2.2 and appendix):
+    1024-token packed rows, 30% masking, StableAdamW (b1 0.9, b2 0.98, eps 1e-6) at
+    8e-4 with decoupled weight decay 1e-5, warmup over 3B tokens and the trapezoidal
+    schedule; 1.7T tokens, the batch warming up from 768 to 4,608 rows over the first
+    50B. What is left out is in docs/recipes.md."""
+    # steps of 768 rows (786,432 tokens): 2,161,662 of them, 3,815 of warmup, updates of
+    # 1 to 6 micro-batches over the first 63,578, the decay over the last 63,578
+    schedule = modernbert_mlm.schedule_in_tokens(
+        seq_len=1024, micro_batch=768, accumulate_to=6, learning_rate=8e-4,
+        warmup_tokens=3e9, ramp_tokens=50e9)
+    c = encoder.defaults(
+        "modernbert", modernbert.default_config(), seq_len=1024, name="stable_adamw",
+        b2=0.98, eps=1e-6,
+        grad_clip=0.0,  # StableAdamW clips each tensor's update instead
+        schedule="warmup_stable_decay", lower_case=False, mask_prob=0.30,
+        max_predictions=320,  # 30% of 1,022 rounds to at most 307
+        **schedule)
+    c.data.eval_mask_prob = 0.0  # 0: evaluate at mask_prob
+    c.data.pack_examples = True  # no whole_word_masking key: pieces are masked
+    return c
+
+
+def validate(cfg) -> None:
+    encoder.validate(cfg)
+    m = cfg.model
+    if m.scan_layers:
+        raise UserError("model.scan_layers=True: ModernBERT's layers differ in window and "
+                        "RoPE base, so they are unrolled; set model.scan_layers=False")
+    if m.hidden_size % m.num_heads or (m.hidden_size // m.num_heads) % 2:
+        raise UserError(f"model.hidden_size={m.hidden_size} over model.num_heads={m.num_heads} "
+                        "must give an even head size (RoPE rotates pairs)")
+    if m.get("attention_impl", "xla") == "flash":
+        raise UserError("model.attention_impl=flash has no sliding window for ModernBERT's "
+                        "local layers; use splash (TPU), cudnn (GPU), xla or auto")
+    if not isinstance(m.local_attention, int) or m.local_attention < 2 or m.local_attention % 2:
+        raise UserError(f"model.local_attention={m.local_attention!r} must be an even "
+                        "window width >= 2")
+    rate = cfg.data.eval_mask_prob
+    if not 0.0 <= rate <= 1.0:
+        raise UserError(f"data.eval_mask_prob={rate} must be in [0, 1] (0: data.mask_prob)")
+    for phase in config_lib.phases(cfg):
+        need = math.ceil(cfg.data.mask_prob * (phase.seq_len - 2))
+        if phase.max_predictions < min(need, phase.seq_len) * 0.9:
+            raise UserError(f"data.max_predictions_per_seq={phase.max_predictions} cuts "
+                            f"mask_prob={cfg.data.mask_prob} of {phase.seq_len} tokens "
+                            f"({need} predictions) by more than 10%")
+    opt = cfg.optimizer
+    if opt.schedule == "warmup_stable_decay" and not 0 < opt.get("decay_steps", 0) <= \
+            cfg.total_steps - opt.warmup_steps:
+        raise UserError(f"optimizer.decay_steps={opt.get('decay_steps', 0)} must be in "
+                        f"(0, total_steps - warmup_steps = {cfg.total_steps - opt.warmup_steps}]")
+
+
+registry.register(registry.Family(
+    name="modernbert", default_config=modernbert.default_config,
+    finetune_model=modernbert.finetune_model, max_positions="max_position_embeddings",
+    objectives=(objectives.Entry(name="modernbert", build=modernbert_mlm.ModernBertMlm,
+                                 defaults=defaults, validate=validate,
+                                 as_pretrained=encoder.pretrained_mlm),),
+    hf=(hf.ADAPTER,)))

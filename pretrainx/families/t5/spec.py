@@ -1,0 +1,55 @@
+"""T5's entry (Raffel et al. 2020): the encoder-decoder, fine-tuned text to text and
+decoded by its generate, span corruption at T5 1.0 Base's run, HF's T5 layout."""
+
+from pretrainx import config as config_lib
+from pretrainx import objectives, registry
+from pretrainx.errors import UserError
+from pretrainx.families.t5 import hf, span_corruption
+from pretrainx.families.t5 import model as t5
+
+
+def defaults():
+    """T5 1.0 Base, span corruption, packed 128 x 512 inputs, 2^19 steps (the T5 paper).
+
+    The optimizer defaults to AdamW with linear warmup and decay; T5's own is
+    `optimizer.name=adafactor`, `optimizer.schedule=rsqrt`, `learning_rate=0.01`,
+    `warmup_steps=10000` (configs/t5.py:base,adafactor).
+    """
+    c = config_lib.shared_config("t5", total_steps=2 ** 19, batch=128, seq_len=512,
+                                 learning_rate=1e-3, schedule="warmup_linear")
+    # seq_len is the encoder inputs; targets length follows from the noise arithmetic
+    c.z_loss = 0.0  # T5X's auxiliary log(Z)^2 term; 1e-4 when on
+    c.model = t5.default_config()
+    # data.tokenizer: a SentencePiece model (T5's spiece.model or one we trained)
+    c.data.lower_case = False
+    c.data.noise_density = 0.15
+    c.data.mean_noise_span_length = 3.0
+    c.data.num_sentinels = 100
+    c.data.docs_per_concat = 128  # t5 reduce_concat_tokens: documents joined before splitting
+    c.data.max_doc_tokens = 65536  # t5 select_random_chunk
+    return c
+
+
+def validate(cfg) -> None:
+    config_lib.check_positive(cfg, "model.hidden_size", "model.num_heads", "model.mlp_dim",
+                              "model.num_decoder_layers", "model.head_dim",
+                              "data.num_sentinels", "data.docs_per_concat",
+                              "data.max_doc_tokens", "model.relative_attention_num_buckets",
+                              "model.relative_attention_max_distance")
+    config_lib.choice(cfg.model.feed_forward, "model.feed_forward", ("relu", "gated-gelu"))
+    config_lib.check_fraction(cfg, "data.noise_density", 0.0, 1.0)
+    if cfg.data.mean_noise_span_length < 1.0:
+        raise UserError(f"data.mean_noise_span_length={cfg.data.mean_noise_span_length} "
+                        "must be >= 1")
+    if cfg.z_loss < 0:
+        raise UserError(f"z_loss={cfg.z_loss} must be >= 0")
+
+
+registry.register(registry.Family(
+    name="t5", default_config=t5.default_config,
+    finetune_model=lambda cfg, head, num_labels, peft: t5.T5(cfg),
+    text_to_text="always", generate=t5.generate,
+    objectives=(objectives.Entry(
+        name="t5", build=span_corruption.SpanCorruption, defaults=defaults, validate=validate,
+        as_pretrained=lambda model_cfg, params: (model_cfg, params, "seq2seq")),),
+    hf=(hf.ADAPTER,)))
