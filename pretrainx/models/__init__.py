@@ -2,7 +2,7 @@
 
 A family's entry (registry.Family) says what generic code may ask of it: the model
 keys with its paper's values, and whether (and how) it fine-tunes and samples.
-RoBERTa, SpanBERT, ALBERT and ELECTRA reuse BERT's modules and register entries of
+RoBERTa, SpanBERT, ALBERT and ELECTRA reuse BERT's modules and have entries of
 their own, so that their runs fine-tune and export with their own model keys.
 """
 

@@ -12,7 +12,7 @@ from pretrainx import config as config_lib
 from pretrainx.data import sources
 from pretrainx.errors import UserError
 from pretrainx.models import attention
-from pretrainx.objectives.contract import Entry  # noqa: F401  (what modules register)
+from pretrainx.objectives.contract import Entry  # noqa: F401  (what a spec lists)
 from pretrainx import registry
 
 OBJECTIVES = registry.View("objective", registry.FAMILIES, "objectives")

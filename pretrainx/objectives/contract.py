@@ -1,4 +1,4 @@
-"""What an objective is: the contract every entry of the objectives registry keeps.
+"""What an objective is: the contract every objective a family's spec lists keeps.
 
 An objective owns its model, how text becomes its examples, and how the model's
 outputs become a loss. The train loop, the planner and the data CLI reach a family
@@ -80,7 +80,7 @@ class Inspection(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    """An objective as the registry holds it (config key `objective`)."""
+    """An objective as its family's entry holds it (config key `objective`)."""
 
     name: str
     build: Callable  # (cfg, tokenizer or None) -> Objective (+ Inspection)
