@@ -2,10 +2,10 @@
 their checks, the phases of a run, and loading recipe files.
 
 A family's own keys and checks live in its spec (`pretrainx/families/NAME/spec.py`,
-read through `pretrainx.objectives`); a recipe in `configs/` starts from the objective's defaults and
-states only what differs. A key the objective's defaults lack is a typo and is
-refused, so that a sweep over a misspelt field fails loudly instead of silently
-training the default.
+read through `pretrainx.objectives`); a recipe in `configs/` starts from the
+objective's defaults and states only what differs. A key the objective's defaults
+lack is a typo and is refused, so that a sweep over a misspelt field fails loudly
+instead of silently training the default.
 """
 
 import importlib.util
