@@ -58,6 +58,9 @@ class Objective(Protocol):
     def describe(self, phase) -> dict:
         """Extra --describe fields and the start-of-run phase line (e.g. max predictions)."""
 
+    # Optional: `flops_symbols(phase)`, the values of the symbols `flops_formula` names
+    # beyond the model's keys (a generator's width, a target length): --describe prints
+    # them, and tests/test_flops.py evaluates the formula with them against the code.
     # Optional: `frozen`, paths of parameter subtrees that are part of the model but not
     # trained (no gradient step, no optimizer state: a distillation's teacher).
 

@@ -232,8 +232,9 @@ def show_rows(tokenizer, batch, count: int, label=None) -> list:
 
 
 class MlmLoss:
-    """The loss half of an MLM-only objective (RoBERTa, DeBERTa's MLM): the mean
-    cross-entropy over the real masked positions of the global batch."""
+    """The loss part of an MLM-only objective (RoBERTa, DeBERTa's MLM, the crammed BERT,
+    ModernBERT; assembled.py): the mean cross-entropy over the real masked positions of
+    the global batch."""
 
     def loss_sums(self, outputs, batch) -> dict:
         return mlm.mlm_loss_and_metrics(outputs["mlm_logits"], batch["masked_lm_ids"],

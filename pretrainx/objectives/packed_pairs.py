@@ -24,19 +24,18 @@ LOOKBACK = 64  # open rows first-fit searches (data/packing.py)
 TOKEN_KEYS = ("input_ids", "token_type_ids")  # per-token arrays an example may carry
 
 
-class Packing:
-    """What an objective that may pack its examples (data.pack_examples) says of itself;
-    the objective sets self.cfg."""
+def packs(cfg) -> bool:
+    """Whether a run packs its examples several to a row (data.pack_examples: a key of
+    the objectives that can, off where absent)."""
+    return bool(cfg.data.get("pack_examples", False))
 
-    @property
-    def packed(self) -> bool:
-        return bool(self.cfg.data.get("pack_examples", False))
 
-    def describe(self, phase) -> dict:
-        out = {"max_predictions_per_seq": phase.max_predictions}
-        if self.packed:
-            out["max_examples_per_row"] = self.cfg.data.max_examples_per_row
-        return out
+def describe(cfg, phase) -> dict:
+    """The --describe fields of an objective that may pack its examples."""
+    out = {"max_predictions_per_seq": phase.max_predictions}
+    if packs(cfg):
+        out["max_examples_per_row"] = cfg.data.max_examples_per_row
+    return out
 
 
 def weights_key(label_key: str) -> str:

@@ -130,17 +130,16 @@ def full_sentences_transform(tokenizer, data_cfg, phase):
     return fn
 
 
-class FullSentencesRows(packed_pairs.Packing):
-    """The data half of an objective on FULL-SENTENCES rows with dynamic masking
-    (RoBERTa, DistilBERT, DeBERTa): examples, the batch transform, --stats and --show.
-    The objective sets self.cfg, self.tokenizer and self.corpus. With
-    data.pack_examples (an objective that declares it: RoBERTa), rows stay inside their
-    documents and are packed several to a row, each isolated (packed_pairs.py)."""
+class FullSentencesRows:
+    """The data part of an objective on FULL-SENTENCES rows with dynamic masking
+    (RoBERTa, DistilBERT, DeBERTa, the crammed BERT; assembled.py): examples, the batch
+    transform, --stats and --show. With data.pack_examples (an objective that declares
+    it: RoBERTa), rows stay inside their documents and are packed several to a row,
+    each isolated (packed_pairs.py)."""
 
-    token_features = ("input_ids",)
-
-    def examples(self, files, phase, train: bool) -> list:
-        return self.corpus.examples(self, files, phase, train)
+    def __init__(self, cfg, tokenizer):
+        self.cfg, self.tokenizer = cfg, tokenizer
+        self.packed = packed_pairs.packs(cfg)
 
     def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
         """Rows that run on across documents, a </s> (or [SEP]) between two; packed:
@@ -152,9 +151,10 @@ class FullSentencesRows(packed_pairs.Packing):
                                            self.cfg.data.max_examples_per_row, label_key=None)
         return rows
 
-    def transform(self, phase, train: bool):
-        """(row, rng) -> padded row with a fresh mask (dynamic masking)."""
-        fn = full_sentences_transform(self.tokenizer, self.cfg.data, phase)
+    def transform(self, phase, train: bool, data_cfg=None):
+        """(row, rng) -> padded row with a fresh mask (dynamic masking); `data_cfg`: the
+        masking keys when they are not the run's (an eval at another rate)."""
+        fn = full_sentences_transform(self.tokenizer, data_cfg or self.cfg.data, phase)
         if not self.packed:
             return fn
         return packed_pairs.packed_transform(fn, phase.seq_len, self.cfg.data.max_examples_per_row,
@@ -168,6 +168,9 @@ class FullSentencesRows(packed_pairs.Packing):
                 batch_size, phase.seq_len, self.cfg.data.max_examples_per_row,
                 phase.max_predictions, label_key=None))
         return batch
+
+    def describe(self, phase) -> dict:
+        return packed_pairs.describe(self.cfg, phase)
 
     def batch_stats(self, batch) -> dict:
         return full_sentences_stats(batch, self.tokenizer)

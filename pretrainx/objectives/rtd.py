@@ -61,8 +61,11 @@ def eval_metrics(totals, gen_weight: float, disc_weight: float) -> dict:
 
 
 class RtdLoss:
-    """The loss half of a replaced-token-detection objective; self.cfg holds gen_weight
-    and disc_weight."""
+    """The loss part of a replaced-token-detection objective (ELECTRA, DeBERTa-v3;
+    assembled.py), weighing the generator's MLM and the discriminator's terms."""
+
+    def __init__(self, gen_weight: float, disc_weight: float):
+        self.gen_weight, self.disc_weight = gen_weight, disc_weight
 
     def loss_sums(self, outputs, batch) -> dict:
         return loss_sums(outputs, batch)
@@ -72,10 +75,10 @@ class RtdLoss:
 
     def loss(self, sums, norms):
         """gen_weight x mean MLM cross-entropy + disc_weight x mean token BCE."""
-        return loss(sums, norms, self.cfg.gen_weight, self.cfg.disc_weight)
+        return loss(sums, norms, self.gen_weight, self.disc_weight)
 
     def metrics(self, sums, norms) -> dict:
         return metrics(sums, norms)
 
     def eval_metrics(self, totals) -> dict:
-        return eval_metrics(totals, self.cfg.gen_weight, self.cfg.disc_weight)
+        return eval_metrics(totals, self.gen_weight, self.disc_weight)

@@ -34,6 +34,8 @@ def describe(cfg) -> dict:
                     "global_batch_size": p.global_batch_size} for p in config_lib.phases(cfg)],
         "flops_per_token": objective.flops_per_token(phase),
         "flops_per_token_formula": objective.flops_formula,
+        **({"flops_per_token_symbols": objective.flops_symbols(phase)}
+           if hasattr(objective, "flops_symbols") else {}),
         **({"accumulate_to": cfg.optimizer.accumulate_to, "batch_ramp": cfg.optimizer.batch_ramp,
             "batch_ramp_shape": cfg.optimizer.batch_ramp_shape}
            if ramp.accumulating(cfg.optimizer) else {}),

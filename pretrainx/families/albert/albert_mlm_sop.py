@@ -37,12 +37,11 @@ import numpy as np
 
 from pretrainx.errors import UserError
 from pretrainx.families.bert import model as bert
-from pretrainx.objectives import encoder, mlm, nsp, packed_pairs
+from pretrainx.objectives import assembled, encoder, mlm, nsp, packed_pairs, pairs
 
 IN_ORDER = 0
 SWAPPED = 1
 _LABEL = "sentence_order_label"
-_PAIR_KEYS = ("input_ids", "token_type_ids", _LABEL)
 _NGRAM_KEYS = ("ngram_start", "ngram_words")
 
 
@@ -182,7 +181,19 @@ def mask_ngrams(input_ids, rng, *, vocab_size, mask_id, special_ids, word_starts
     return dict(out, input_ids=masked, masked_lm_weights=weights)
 
 
-class AlbertMlmSop(packed_pairs.Packing):
+def ngram_masking(tokenizer, data_cfg):
+    """mask(padded, rng, special ids, max_predictions): mask_ngrams at data.mask_prob
+    with n-grams of up to data.max_ngram words."""
+    def mask(padded, rng, specials, max_predictions):
+        return mask_ngrams(padded, rng, vocab_size=tokenizer.vocab_size,
+                           mask_id=tokenizer.mask_id, special_ids=specials,
+                           word_starts=tokenizer.word_start_mask(padded),
+                           max_predictions=max_predictions, mask_prob=data_cfg.mask_prob,
+                           max_ngram=data_cfg.max_ngram)
+    return mask
+
+
+class AlbertMlmSop(assembled.Assembled):
     """BERT's model and pipeline with ALBERT's pairs, masks and SOP loss. The model is
     families/bert/model.py with model.embedding_size and model.share_layers; its 2-way head on
     the pooled [CLS] (named `nsp`, as BERT's) classifies sentence order."""
@@ -190,91 +201,17 @@ class AlbertMlmSop(packed_pairs.Packing):
                      "+ (P*2*(h*E + E*V) + 2*(h^2 + 2*h)) / seq), P = max_predictions_per_seq")
 
     def __init__(self, cfg, tokenizer):
-        self.cfg, self.tokenizer = cfg, tokenizer
-        self.model = bert.BertForPreTraining(cfg.model)
-        self.corpus = encoder.masked_corpus(cfg, tokenizer)
-
-    # ---- data -------------------------------------------------------------
-    def examples(self, files, phase, train: bool) -> list:
-        return self.corpus.examples(self, files, phase, train)
-
-    def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
-        """SOP pairs for `phase.seq_len`; `dupe_factor` independent pairings for training."""
-        tok = self.tokenizer
-        pairs = mlm.pairings(
-            self.cfg, phase, train, group,
-            lambda rng: create_sop_examples(docs, phase.seq_len, self.cfg.data.short_seq_prob,
-                                            rng, tok.cls_id, tok.sep_id), _PAIR_KEYS)
-        if self.packed:
-            return packed_pairs.pack_pairs(pairs, phase.seq_len,
-                                           self.cfg.data.max_examples_per_row, _LABEL)
-        return pairs
-
-    def transform(self, phase, train: bool):
-        """(pair, rng) -> padded, n-gram-masked example of length phase.seq_len."""
-        tok, data = self.tokenizer, self.cfg.data
-        specials = encoder.unmasked_specials(tok)
-        seq_len, max_pred = phase.seq_len, phase.max_predictions
-
-        def fn(example, rng):
-            padded, types, attention = mlm.pad_pair(example, seq_len, tok.pad_id)
-            masked = mask_ngrams(padded, rng, vocab_size=tok.vocab_size, mask_id=tok.mask_id,
-                                 special_ids=specials, word_starts=tok.word_start_mask(padded),
-                                 max_predictions=max_pred, mask_prob=data.mask_prob,
-                                 max_ngram=data.max_ngram)
-            return dict(masked, token_type_ids=types, attention_mask=attention,
-                        sentence_order_label=np.int32(example[_LABEL]))
-
-        if not self.packed:
-            return fn
-        return packed_pairs.packed_transform(
-            fn, seq_len, data.max_examples_per_row, max_pred, tok.pad_id, label_key=_LABEL,
-            offset_keys=("ngram_start",), copy_keys=("ngram_words",))
-
-    def example_batch(self, batch_size: int, phase) -> dict:
-        out = encoder.example_batch(batch_size, phase)
-        out[_LABEL] = np.zeros((batch_size,), np.int32)
-        for key in _NGRAM_KEYS:
-            out[key] = np.zeros((batch_size, phase.max_predictions), np.int32)
-        if self.packed:
-            out.update(packed_pairs.example_batch_extras(
-                batch_size, phase.seq_len, self.cfg.data.max_examples_per_row,
-                phase.max_predictions, _LABEL, _NGRAM_KEYS))
-        return out
-
-    # ---- loss -------------------------------------------------------------
-    def loss_sums(self, outputs, batch) -> dict:
-        sums = mlm.mlm_loss_and_metrics(outputs["mlm_logits"], batch["masked_lm_ids"],
-                                        batch["masked_lm_weights"])
-        sop = nsp.nsp_loss_and_metrics(outputs["nsp_logits"], batch[_LABEL],
-                                       batch.get(packed_pairs.weights_key(_LABEL)))
-        sums.update(sop_loss_sum=sop["nsp_loss_sum"], sop_correct_sum=sop["nsp_correct_sum"],
-                    sop_count=sop["nsp_count"])
-        return sums
-
-    def normalizers(self, batch) -> dict:
-        """Global-batch denominators: real masked positions and examples."""
-        return {"mlm": encoder.mlm_normalizer(batch),
-                "sop": packed_pairs.example_count(batch, _LABEL)}
-
-    def loss(self, sums, norms):
-        """Mean MLM cross-entropy over real masked positions + mean SOP cross-entropy."""
-        return sums["mlm_loss_sum"] / norms["mlm"] + sums["sop_loss_sum"] / norms["sop"]
-
-    def metrics(self, sums, norms) -> dict:
-        return {**encoder.mlm_metrics(sums, norms), **encoder.pair_metrics(sums, norms, "sop")}
-
-    def eval_metrics(self, totals) -> dict:
-        out = {**encoder.mlm_eval_metrics(totals), **encoder.pair_eval_metrics(totals, "sop")}
-        out["loss"] = out["mlm_loss"] + out["sop_loss"]
-        return out
+        rows = pairs.PairRows(cfg, tokenizer, make_pairs=create_sop_examples,
+                              mask=ngram_masking(tokenizer, cfg.data), label_key=_LABEL,
+                              prediction_keys=_NGRAM_KEYS, offset_keys=("ngram_start",))
+        super().__init__(cfg, tokenizer, bert.BertForPreTraining(cfg.model),
+                         encoder.masked_corpus(cfg, tokenizer), data=rows,
+                         losses=pairs.PairLoss(_LABEL, "sop"))
 
     def flops_per_token(self, phase) -> float:
         return bert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
 
     # ---- statistics (python -m pretrainx.data --stats) ----------------------
-    token_features = ("input_ids",)
-
     def batch_stats(self, batch) -> dict:
         chosen = batch["masked_lm_weights"] > 0
         counts = mlm.masking_counts(batch, self.tokenizer.mask_id,

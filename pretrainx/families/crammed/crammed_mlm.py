@@ -11,20 +11,19 @@ tokens. What else differs is in docs/recipes.md#crammed-bert.
 
 from pretrainx.data import corpus
 from pretrainx.families.crammed import model as crammed
-from pretrainx.objectives import encoder, rows
+from pretrainx.objectives import assembled, encoder, rows
 
 
-class CrammedMlm(rows.FullSentencesRows, encoder.MlmLoss):
+class CrammedMlm(assembled.Assembled):
     flops_formula = ("3 * (L * (2*(4*h^2 + 3*h*mlp) + 4*seq*h) + P*2*h*V / seq), "
                      "P = max_predictions_per_seq")
 
     def __init__(self, cfg, tokenizer):
-        self.cfg = cfg
-        self.model = crammed.CrammedForMaskedLM(cfg.model)
         if tokenizer is not None:
             encoder.check_row_tokenizer(tokenizer, cfg, "the crammed BERT", "[CLS] text [SEP]")
-        self.tokenizer = tokenizer
-        self.corpus = corpus.Corpus(cfg, tokenizer)
+        super().__init__(cfg, tokenizer, crammed.CrammedForMaskedLM(cfg.model),
+                         corpus.Corpus(cfg, tokenizer),
+                         data=rows.FullSentencesRows(cfg, tokenizer), losses=encoder.MlmLoss())
 
     def describe(self, phase) -> dict:
         o = self.cfg.optimizer
@@ -38,7 +37,7 @@ class CrammedMlm(rows.FullSentencesRows, encoder.MlmLoss):
         if not train and data.eval_mask_prob:
             data = data.copy_and_resolve_references()
             data.mask_prob = data.eval_mask_prob
-        return rows.full_sentences_transform(self.tokenizer, data, phase)
+        return self.data.transform(phase, train, data)
 
     def flops_per_token(self, phase) -> float:
         return crammed.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)

@@ -9,20 +9,26 @@ at 1, dropout 0.1; the v2 vocabulary (128K SentencePiece pieces).
 """
 
 from pretrainx.families.deberta import model as deberta
-from pretrainx.objectives import encoder, rows
+from pretrainx.objectives import assembled, encoder, rows
 
 
-class DebertaMlm(rows.FullSentencesRows, encoder.MlmLoss):
-    flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h + 2*2*seq*2B*h) "
-                     "+ 2 x the last layer (EMD) + P*2*(h^2 + h*V)/seq), B = position_buckets")
+class DebertaMlm(assembled.Assembled):
+    flops_formula = ("3 * ((L + EMD) * (2*(4*h^2 + 2*h*mlp) + 4*seq*h + 8*B*h + 8*B*h^2/seq) "
+                     "+ P*2*(h^2 + h*V)/seq), B = position_buckets (c2p and p2c read 2B "
+                     "relative rows), EMD = 2 passes of the last layer with the enhanced mask "
+                     "decoder, else 0")
 
     def __init__(self, cfg, tokenizer):
-        self.cfg, self.tokenizer = cfg, tokenizer
-        self.model = deberta.DebertaForMaskedLM(cfg.model)
-        self.corpus = encoder.masked_corpus(cfg, tokenizer, vocab_must_fit=True)
+        super().__init__(cfg, tokenizer, deberta.DebertaForMaskedLM(cfg.model),
+                         encoder.masked_corpus(cfg, tokenizer, vocab_must_fit=True),
+                         data=rows.FullSentencesRows(cfg, tokenizer), losses=encoder.MlmLoss())
 
     def describe(self, phase) -> dict:
         return {"max_predictions_per_seq": phase.max_predictions}
+
+    def flops_symbols(self, phase) -> dict:
+        m = self.cfg.model
+        return {"B": m.position_buckets, "EMD": 2 if m.enhanced_mask_decoder else 0}
 
     def flops_per_token(self, phase) -> float:
         """DeBERTa's layers (families/deberta/model.py: flops_per_layer), the EMD's two extra passes

@@ -14,17 +14,19 @@ import jax
 
 from pretrainx.families.deberta import model as deberta
 from pretrainx.families.deberta import rtd_model as deberta_rtd
-from pretrainx.objectives import encoder, rows, rtd
+from pretrainx.objectives import assembled, encoder, rows, rtd
 
 
-class DebertaRtd(rows.FullSentencesRows, rtd.RtdLoss):
-    flops_formula = ("3 * (generator + discriminator DeBERTa layers (BERT's terms + c2p/p2c "
-                     "over 2B relative rows) + P*2*(h^2 + h*V)/seq + 2*(h^2 + h))")
+class DebertaRtd(assembled.Assembled):
+    flops_formula = ("3 * ((L + L_gen) * (2*(4*h^2 + 2*h*mlp) + 4*seq*h + 8*B*h + 8*B*h^2/seq) "
+                     "+ P*2*(h^2 + h*V)/seq + 2*(h^2 + h)), L_gen = the generator's layers, "
+                     "B = position_buckets (c2p and p2c read 2B relative rows)")
 
     def __init__(self, cfg, tokenizer):
-        self.cfg, self.tokenizer = cfg, tokenizer
-        self.model = deberta_rtd.DebertaV3ForPreTraining(cfg.model)
-        self.corpus = encoder.masked_corpus(cfg, tokenizer, vocab_must_fit=True)
+        super().__init__(cfg, tokenizer, deberta_rtd.DebertaV3ForPreTraining(cfg.model),
+                         encoder.masked_corpus(cfg, tokenizer, vocab_must_fit=True),
+                         data=rows.FullSentencesRows(cfg, tokenizer),
+                         losses=rtd.RtdLoss(cfg.gen_weight, cfg.disc_weight))
 
     def describe(self, phase) -> dict:
         shapes = jax.eval_shape(lambda: self.model.init(
@@ -33,6 +35,10 @@ class DebertaRtd(rows.FullSentencesRows, rtd.RtdLoss):
         return {"max_predictions_per_seq": phase.max_predictions,
                 "generator": f"L{gen.num_layers}/H{gen.hidden_size}/A{gen.num_heads}",
                 **deberta_rtd.split_counts(shapes["params"])}
+
+    def flops_symbols(self, phase) -> dict:
+        m = self.cfg.model
+        return {"B": m.position_buckets, "L_gen": deberta_rtd.generator_config(m).num_layers}
 
     def flops_per_token(self, phase) -> float:
         m, s = self.cfg.model, phase.seq_len

@@ -32,7 +32,7 @@ from pretrainx.data import bpe, corpus
 from pretrainx.errors import UserError
 from pretrainx.families.bert import model as bert
 from pretrainx.families.distilbert import model as distilbert
-from pretrainx.objectives import encoder, mlm, rows
+from pretrainx.objectives import assembled, encoder, mlm, rows
 
 TEACHER = "distill.teacher"  # the config key, and the teacher's name among the imports
 
@@ -96,23 +96,26 @@ def check_teacher(cfg, teacher) -> None:
                         f"{m.num_layers} student layers need at least {2 * m.num_layers - 1}")
 
 
-class DistilMlm(rows.FullSentencesRows):
-    flops_formula = ("3 * student(L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) + P*2*(h^2 + h*V)/seq)"
-                     " + teacher(same terms, forward only)")
+class DistilMlm(assembled.Assembled):
+    """FULL-SENTENCES rows (rows.py) and the distillation loss, its own."""
+
+    flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) + P_soft*2*(h^2 + h*V)/seq) "
+                     "+ L_t * (2*(4*h_t^2 + 2*h_t*mlp_t) + 4*seq*h_t) + P_soft*2*(h_t^2 + h_t*V)/seq"
+                     ", the student trained and the teacher's forward pass (L_t, h_t, mlp_t; 0 "
+                     "without a teacher), P_soft = seq with soft_targets=all, else P")
 
     def __init__(self, cfg, tokenizer, imported=None):
-        self.cfg = cfg
         self.teacher = (imported or {}).get(TEACHER)
         self.layer_map = parse_layer_map(cfg.distill.layer_map)
         self.all_positions = cfg.distill.soft_targets == "all"
         if self.teacher is None:  # --describe, --stats, the planner: the student alone
-            self.model = bert.BertForMaskedLM(cfg.model)
+            model = bert.BertForMaskedLM(cfg.model)
         else:
             check_teacher(cfg, self.teacher)
             project = cfg.model.hidden_size != self.teacher.model.hidden_size
-            self.model = distilbert.Distillation(cfg.model, self.teacher.model, project,
-                                                 self.all_positions,
-                                                 read_probs=cfg.distill.alpha_att > 0)
+            model = distilbert.Distillation(cfg.model, self.teacher.model, project,
+                                            self.all_positions,
+                                            read_probs=cfg.distill.alpha_att > 0)
         # In the parameters, never in the optimizer: the teacher, and the student's
         # position table where DistilBERT freezes it.
         self.frozen = (("teacher",),) + ((("student", "bert", "position_embed"),)
@@ -122,8 +125,8 @@ class DistilMlm(rows.FullSentencesRows):
             tokenizer = bpe.LAYOUTS[layout](tokenizer) if layout else tokenizer
             encoder.require_mask(tokenizer, "mask")
             encoder.require_vocab_fits(tokenizer, cfg)
-        self.tokenizer = tokenizer
-        self.corpus = corpus.Corpus(cfg, tokenizer)
+        super().__init__(cfg, tokenizer, model, corpus.Corpus(cfg, tokenizer),
+                         data=rows.FullSentencesRows(cfg, tokenizer))
 
     def adopt(self, params: dict, imported: dict) -> dict:
         """A fresh run's parameters: the teacher's in "teacher", and the student from
@@ -209,6 +212,12 @@ class DistilMlm(rows.FullSentencesRows):
         out = {k: float(v) for k, v in self.metrics(host, norms).items()}
         return {"loss": float(self.loss(host, norms)), **out,
                 "teacher_mlm_loss": host["teacher_mlm_loss_sum"] / n}
+
+    def flops_symbols(self, phase) -> dict:
+        t = self.teacher.model if self.teacher is not None else None
+        return {"P_soft": phase.seq_len if self.all_positions else phase.max_predictions,
+                "L_t": t.num_layers if t else 0, "h_t": t.hidden_size if t else 0,
+                "mlp_t": t.mlp_dim if t else 0}
 
     def flops_per_token(self, phase) -> float:
         def forward(m):

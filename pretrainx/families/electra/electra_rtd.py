@@ -29,7 +29,7 @@ import numpy as np
 
 from pretrainx.data import corpus
 from pretrainx.families.electra import model as electra
-from pretrainx.objectives import encoder, mlm, rtd
+from pretrainx.objectives import assembled, encoder, mlm, rtd
 
 ONE_SEGMENT_PROB = 0.1  # ExampleBuilder: "small chance to only have one segment"
 RANDOM_LENGTH_PROB = 0.05  # "small chance for random-length instead of max_length"
@@ -88,18 +88,20 @@ def build_examples(docs, max_length: int, rng, cls_id: int, sep_id: int) -> list
     return out
 
 
-class ElectraRtd(rtd.RtdLoss):
-    flops_formula = ("3 * (sum over generator and discriminator of L * (2*(4*h^2 + 2*h*mlp) "
-                     "+ 4*seq*h) + 2*E*h if E != h, + P*2*(g*E + E*V) / seq + 2*(H^2 + H)), "
-                     "P = max_predictions_per_seq")
+class ElectraRtd(assembled.Assembled):
+    """Its own rows of one or two segments and RTD's loss part (rtd.RtdLoss)."""
+
+    flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) + 2*E*h*(E != h) "
+                     "+ L_gen * (2*(4*g^2 + 2*g*mlp_gen) + 4*seq*g) + 2*E*g*(E != g) "
+                     "+ P*2*(g*E + E*V)/seq + 2*(h^2 + h)), g, mlp_gen, L_gen = the "
+                     "generator's width, MLP width and layers, P = max_predictions_per_seq")
 
     def __init__(self, cfg, tokenizer):
-        self.cfg = cfg
-        self.model = electra.ElectraForPreTraining(cfg.model)
         if tokenizer is not None:
             encoder.check_row_tokenizer(tokenizer, cfg, "ELECTRA", "[CLS] A [SEP] B [SEP]")
-        self.tokenizer = tokenizer
-        self.corpus = corpus.Corpus(cfg, tokenizer)
+        super().__init__(cfg, tokenizer, electra.ElectraForPreTraining(cfg.model),
+                         corpus.Corpus(cfg, tokenizer),
+                         losses=rtd.RtdLoss(cfg.gen_weight, cfg.disc_weight))
 
     def describe(self, phase) -> dict:
         shapes = jax.eval_shape(lambda: self.model.init(
@@ -109,9 +111,6 @@ class ElectraRtd(rtd.RtdLoss):
                 "generator": f"L{gen.num_layers}/H{gen.hidden_size}/A{gen.num_heads}"
                              f"/I{gen.mlp_dim}",
                 **electra.split_counts(shapes["params"])}
-
-    def examples(self, files, phase, train: bool) -> list:
-        return self.corpus.examples(self, files, phase, train)
 
     def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
         key = [self.cfg.seed, phase.seq_len, int(train)] + ([group] if group else [])
@@ -138,12 +137,14 @@ class ElectraRtd(rtd.RtdLoss):
     def example_batch(self, batch_size: int, phase) -> dict:
         return encoder.example_batch(batch_size, phase)
 
+    def flops_symbols(self, phase) -> dict:
+        gen = electra.generator_config(self.cfg.model)
+        return {"g": gen.hidden_size, "mlp_gen": gen.mlp_dim, "L_gen": gen.num_layers}
+
     def flops_per_token(self, phase) -> float:
         return electra.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
 
     # ---- statistics (python -m pretrainx.data --stats) ----------------------
-    token_features = ("input_ids",)
-
     def batch_stats(self, batch) -> dict:
         counts = mlm.masking_counts(batch, self.tokenizer.mask_id,
                                     encoder.unmasked_specials(self.tokenizer))

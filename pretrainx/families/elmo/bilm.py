@@ -22,8 +22,10 @@ DIRECTIONS = ("forward", "backward")
 
 
 class BiLM:
-    flops_formula = ("3 * (sum_w 2*w*d_char*n_w*(chars-w+1) + highway*4*F^2 + 2*F*P"
-                     " + 2*L*(16*H*P + 2*H*P) + 4*P*V), F = sum n_w")
+    flops_formula = ("3 * (CNN + highway*4*F^2 + 2*F*proj + 2*L*(16*H*proj + 2*H*proj) "
+                     "+ 4*proj*V), CNN = the sum over filters (w, n_w) of "
+                     "2*w*d_char*n_w*(chars - w + 1), F = the sum of n_w, H = lstm_dim, "
+                     "proj = projection_dim")
     token_features = ("inputs",)
 
     def __init__(self, cfg, tokenizer):
@@ -128,6 +130,14 @@ class BiLM:
             out[f"{d}_accuracy"] = float(totals[f"{d}_correct_sum"]) / n
         out["loss"] = 0.5 * sum(losses)
         return out
+
+    def flops_symbols(self, phase) -> dict:
+        m = self.cfg.model
+        filters = elmo.parse_filters(m.filters)
+        return {"CNN": sum(2 * w * m.char_embed_dim * n * (m.max_chars - w + 1)
+                           for w, n in filters),
+                "F": sum(n for _, n in filters), "highway": m.num_highway, "H": m.lstm_dim,
+                "proj": m.projection_dim}
 
     def flops_per_token(self, phase) -> float:
         return elmo.flops_per_token(self.cfg.model)

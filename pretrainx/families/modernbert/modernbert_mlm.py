@@ -16,22 +16,21 @@ import numpy as np
 
 from pretrainx.data import corpus
 from pretrainx.families.modernbert import model as modernbert
-from pretrainx.objectives import encoder, mlm, rows
+from pretrainx.objectives import assembled, encoder, mlm, rows
 
 
-class ModernBertMlm(encoder.MlmLoss):
+class ModernBertMlm(assembled.Assembled):
+    """Its own packed document rows and MLM's loss part (encoder.MlmLoss)."""
+
     flops_formula = ("3 * (L * 2*(4*h^2 + 3*h*mlp) + 4*h*(G*seq + (L - G)*min(seq, W + 1)) "
                      "+ P*2*(h^2 + h*V) / seq), G = ceil(L / global_attn_every_n_layers) "
                      "global layers, W = local_attention")
-    token_features = ("input_ids",)
 
     def __init__(self, cfg, tokenizer):
-        self.cfg = cfg
-        self.model = modernbert.ModernBertForMaskedLM(cfg.model)
         if tokenizer is not None:
             encoder.check_row_tokenizer(tokenizer, cfg, "ModernBERT", "[CLS] text [SEP]")
-        self.tokenizer = tokenizer
-        self.corpus = corpus.Corpus(cfg, tokenizer)
+        super().__init__(cfg, tokenizer, modernbert.ModernBertForMaskedLM(cfg.model),
+                         corpus.Corpus(cfg, tokenizer), losses=encoder.MlmLoss())
 
     def describe(self, phase) -> dict:
         return {"max_predictions_per_seq": phase.max_predictions,
@@ -41,9 +40,6 @@ class ModernBertMlm(encoder.MlmLoss):
         return modernbert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
 
     # ---- data -------------------------------------------------------------
-    def examples(self, files, phase, train: bool) -> list:
-        return self.corpus.examples(self, files, phase, train)
-
     def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
         examples = rows.document_examples(docs, self.cfg, phase, train, group, self.tokenizer)
         if self.cfg.data.pack_examples:

@@ -14,23 +14,22 @@ static copies. 15% of the non-special tokens are chosen; of those 80% become
 
 from pretrainx.data import bpe, corpus
 from pretrainx.families.bert import model as bert
-from pretrainx.objectives import encoder, rows
+from pretrainx.objectives import assembled, encoder, rows
 
 
-class RobertaMlm(rows.FullSentencesRows, encoder.MlmLoss):
+class RobertaMlm(assembled.Assembled):
     flops_formula = ("3 * (L * (2*(4*h^2 + 2*h*mlp) + 4*seq*h) "
                      "+ P*2*(h^2 + h*V) / seq), P = max_predictions_per_seq")
 
     def __init__(self, cfg, tokenizer):
-        self.cfg = cfg
-        self.model = bert.BertForMaskedLM(cfg.model)
         if tokenizer is not None:
             # GPT-2's vocabulary takes RoBERTa's layout (<s> <pad> </s> <unk> first, <mask>)
             tokenizer = bpe.roberta_ids(tokenizer)
             encoder.require_mask(tokenizer, "mask")
             encoder.require_vocab_fits(tokenizer, cfg)
-        self.tokenizer = tokenizer
-        self.corpus = corpus.Corpus(cfg, tokenizer)
+        super().__init__(cfg, tokenizer, bert.BertForMaskedLM(cfg.model),
+                         corpus.Corpus(cfg, tokenizer),
+                         data=rows.FullSentencesRows(cfg, tokenizer), losses=encoder.MlmLoss())
 
     def flops_per_token(self, phase) -> float:
         m = self.cfg.model

@@ -57,7 +57,9 @@ def show_segments(batch, count: int, decode, labels: tuple) -> list:
 class SpanCorruption:
     flops_formula = ("3 * 2 * (L_enc * S_in * (4*d*inner + ff + 2*S_in*inner) + L_dec * "
                      "(S_tgt * (6*d*inner + 2*S_tgt*inner + 2*S_in*inner + ff) + "
-                     "S_in * 2*d*inner) + S_tgt*d*V) / S_in; ff = 2 or 3 (gated) * d*mlp")
+                     "S_in * 2*d*inner) + S_tgt*d*V) / S_in, ff = 2 or 3 (gated) * d*mlp, "
+                     "inner = heads x head_dim, S_in and S_tgt the inputs' and targets' "
+                     "lengths")
 
     def __init__(self, cfg, tokenizer):
         self.cfg = cfg
@@ -185,6 +187,13 @@ class SpanCorruption:
                "accuracy": float(totals["correct_sum"]) / n}
         out["loss"] = out["cross_entropy"] + out["z_loss"]
         return out
+
+    def flops_symbols(self, phase) -> dict:
+        m = self.cfg.model
+        _, inputs_length, targets_length = self.lengths(phase)
+        return {"S_in": inputs_length, "S_tgt": targets_length,
+                "inner": m.num_heads * m.head_dim,
+                "ff": (3 if m.feed_forward == "gated-gelu" else 2) * m.hidden_size * m.mlp_dim}
 
     def flops_per_token(self, phase) -> float:
         """Per input token, so that the loop's tokens/s (inputs) x this = FLOPs/s."""
