@@ -89,19 +89,24 @@ def span(doc, start, end):
     return (doc_index, sentence_ids[start], sentence_ids[end - 1] + 1)
 
 
+def target_lengths(rng, short_seq_prob: float, max_num_tokens: int):
+    """() -> the next pair's target length: a random one in [2, max_num_tokens] with
+    probability short_seq_prob, else max_num_tokens. Drawn per pair, as the paper says
+    ("10% of the time"); the original draws it once per document, which skews NSP
+    labels on corpora of short documents."""
+    def draw():
+        if rng.random() < short_seq_prob:
+            return int(rng.integers(2, max_num_tokens + 1))
+        return max_num_tokens
+    return draw
+
+
 def _document_examples(docs, k, max_seq_length, short_seq_prob, rng, cls_id, sep_id):
     """create_instances_from_document for docs[k]; see the module docstring."""
     doc = docs[k]
     sentences = doc[2]
     max_num_tokens = max_seq_length - 3
-
-    def draw_target():
-        # Per sequence, as the paper says ("10% of the time"); the original draws it
-        # once per document, which skews NSP labels on corpora of short documents.
-        if rng.random() < short_seq_prob:
-            return int(rng.integers(2, max_num_tokens + 1))
-        return max_num_tokens
-
+    draw_target = target_lengths(rng, short_seq_prob, max_num_tokens)
     target_seq_length = draw_target()
     examples = []
     chunk_start, current_length = 0, 0

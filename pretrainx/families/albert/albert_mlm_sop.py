@@ -55,12 +55,7 @@ def ngram_probs(max_ngram: int) -> np.ndarray:
 def _document_pairs(doc, max_seq_length, short_seq_prob, rng, cls_id, sep_id):
     sentences = doc[2]
     max_num_tokens = max_seq_length - 3
-
-    def draw_target():
-        if rng.random() < short_seq_prob:
-            return int(rng.integers(2, max_num_tokens + 1))
-        return max_num_tokens
-
+    draw_target = nsp.target_lengths(rng, short_seq_prob, max_num_tokens)
     target = draw_target()
     examples = []
     chunk_start, current_length, i = 0, 0, 0
