@@ -14,6 +14,7 @@ from flax import linen as nn
 from conftest import ALICE, REPO, load_config, override, read_metrics
 from pretrainx import config as config_lib
 from pretrainx import objectives
+from pretrainx.data import packing
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.objectives import packed_pairs
 from pretrainx.objectives import rows as rows_lib
@@ -85,7 +86,7 @@ def test_packed_examples_get_the_losses_they_get_alone(name, shared_data):
     assert len(short) == 9
     if label is not None:
         assert len({int(e[label]) for e in short}) == 2
-    rows = packed_pairs.pack_pairs(short, 128, 3, label)
+    rows = packing.pack_pairs(short, 128, 3, label)
     assert len(rows) == 3 and all(len(r["lengths"]) == 3 for r in rows)
     alone_fn, packed_fn = single.transform(phase, True), packed_objective.transform(phase, True)
     packed = [packed_fn(r, np.random.default_rng(i)) for i, r in enumerate(rows)]

@@ -21,7 +21,7 @@ from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.interop import hf
 from pretrainx.errors import UserError
 from pretrainx.families.modernbert import model as modernbert
-from pretrainx.objectives import rows
+from pretrainx.data import packing
 from pretrainx.train import loop, optim
 
 SPM = str(REPO / "pretrainx" / "assets" / "spm_4k.model")
@@ -113,7 +113,7 @@ def test_packed_documents_never_see_each_other():
     tokenizer = load_tokenizer(SPM)
     cfg = _tiny_model()
     examples = [np.asarray(r, np.int32) for r in _alice_rows(tokenizer, [30, 21, 12])]
-    packed = rows.pack_examples(examples, 64)
+    packed = packing.pack_examples(examples, 64)
     assert len(packed) == 1
     row = packed[0]
     n = row["input_ids"].size

@@ -11,6 +11,9 @@ from typing import Sequence
 
 import numpy as np
 
+LOOKBACK = 64  # open rows first-fit searches when packing a corpus (plan_rows)
+TOKEN_KEYS = ("input_ids", "token_type_ids")  # per-token arrays a packed example may carry
+
 
 def plan_rows(lengths: Sequence[Sequence[int]], capacity: Sequence[int],
               lookback: int | None = None) -> list[list[int]]:
@@ -69,3 +72,34 @@ def shift_right_by_segment(targets: np.ndarray, segments: np.ndarray, start_id: 
     starts[1:] = segments[1:] != segments[:-1]
     shifted[starts] = start_id
     return np.where(segments > 0, shifted, 0).astype(np.int32)
+
+
+def pack_examples(examples, seq_len: int) -> list:
+    """Rows of seq_len holding several examples first-fit (plan_rows), each with
+    `segment_ids` (1, 2, ... per example, 0 on padding) and `positions` that restart:
+    what keeps packed examples from seeing each other (Krell et al. 2021)."""
+    plan = plan_rows([[e.size] for e in examples], [seq_len], lookback=LOOKBACK)
+    rows = []
+    for members in plan:
+        ids, segments, positions = pack_feature([examples[i] for i in members], seq_len)
+        n = int((segments > 0).sum())
+        rows.append({"input_ids": ids[:n], "segment_ids": segments[:n], "positions": positions[:n]})
+    return rows
+
+
+def pack_pairs(examples: list, seq_len: int, max_examples: int,
+               label_key: str | None = "next_sentence_label") -> list:
+    """Rows of at most `max_examples` examples and seq_len tokens, as flat arrays (so
+    prepared storage holds them as any example): the examples' token arrays end to end,
+    each example's length and (label_key: None for single segments) its label."""
+    plan = plan_rows([[e["input_ids"].size, 1] for e in examples],
+                     [seq_len, max_examples], lookback=LOOKBACK)
+    keys = [k for k in TOKEN_KEYS if k in examples[0]] if examples else []
+    rows = []
+    for members in plan:
+        row = {k: np.concatenate([examples[i][k] for i in members]) for k in keys}
+        row["lengths"] = np.asarray([examples[i]["input_ids"].size for i in members], np.int32)
+        if label_key is not None:
+            row[label_key] = np.asarray([examples[i][label_key] for i in members], np.int32)
+        rows.append(row)
+    return rows

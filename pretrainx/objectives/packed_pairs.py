@@ -11,17 +11,14 @@ real tokens, so the row keeps max_predictions_per_seq slots plus one per example
 the rounding (Krell et al. likewise size the budget by the pack, not by the example),
 and a packed batch's per-example losses are the unpacked batch's
 (tests/test_bert_packing.py).
-Rows are planned first-fit from lengths alone (data/packing.py), so the packed
-dataset stays random-access and resumable.
+Rows are planned and packed first-fit from lengths alone (data/packing.py: pack_pairs),
+so the packed dataset stays random-access and resumable; this module masks them.
 """
 
 import jax.numpy as jnp
 import numpy as np
 
 from pretrainx.data import packing
-
-LOOKBACK = 64  # open rows first-fit searches (data/packing.py)
-TOKEN_KEYS = ("input_ids", "token_type_ids")  # per-token arrays an example may carry
 
 
 def packs(cfg) -> bool:
@@ -66,24 +63,6 @@ def label_text(batch, label_key: str, name):
     return lambda row: " ".join(name(label) for label in labels[row][real[row]])
 
 
-def pack_pairs(examples: list, seq_len: int, max_examples: int,
-               label_key: str | None = "next_sentence_label") -> list:
-    """Rows of at most `max_examples` examples and seq_len tokens, as flat arrays (so
-    prepared storage holds them as any example): the examples' token arrays end to end,
-    each example's length and (label_key: None for single segments) its label."""
-    plan = packing.plan_rows([[e["input_ids"].size, 1] for e in examples],
-                             [seq_len, max_examples], lookback=LOOKBACK)
-    keys = [k for k in TOKEN_KEYS if k in examples[0]] if examples else []
-    rows = []
-    for members in plan:
-        row = {k: np.concatenate([examples[i][k] for i in members]) for k in keys}
-        row["lengths"] = np.asarray([examples[i]["input_ids"].size for i in members], np.int32)
-        if label_key is not None:
-            row[label_key] = np.asarray([examples[i][label_key] for i in members], np.int32)
-        rows.append(row)
-    return rows
-
-
 def masked_row(row: dict, rngs, mask_one, seq_len: int, max_examples: int,
                max_predictions: int, pad_id: int, label_key: str | None = "next_sentence_label",
                offset_keys: tuple = (), copy_keys: tuple = ()) -> dict:
@@ -107,7 +86,7 @@ def masked_row(row: dict, rngs, mask_one, seq_len: int, max_examples: int,
     offset = filled = 0
     for e in range(k):
         n = int(row["lengths"][e])
-        example = {key: row[key][offset:offset + n] for key in TOKEN_KEYS if key in row}
+        example = {key: row[key][offset:offset + n] for key in packing.TOKEN_KEYS if key in row}
         if label_key is not None:
             example[label_key] = row[label_key][e]
         alone = mask_one(example, rngs[e])

@@ -10,6 +10,7 @@ cross-entropy on the pair's label, each a mean over the global batch.
 
 import numpy as np
 
+from pretrainx.data import packing
 from pretrainx.objectives import encoder, mlm, nsp, packed_pairs
 
 PAIR_KEYS = ("input_ids", "token_type_ids")  # what a pair keeps besides its label
@@ -37,7 +38,7 @@ class PairRows:
             lambda rng: self.make_pairs(docs, phase.seq_len, data.short_seq_prob, rng,
                                         tok.cls_id, tok.sep_id), PAIR_KEYS + (self.label_key,))
         if self.packed:
-            return packed_pairs.pack_pairs(pairs, phase.seq_len, data.max_examples_per_row,
+            return packing.pack_pairs(pairs, phase.seq_len, data.max_examples_per_row,
                                            self.label_key)
         return pairs
 

@@ -76,19 +76,6 @@ def document_examples(docs, cfg, phase, train: bool, group: int, tokenizer) -> l
     return out
 
 
-def pack_examples(examples, seq_len: int) -> list:
-    """Rows of seq_len holding several examples first-fit (packing.plan_rows), each with
-    `segment_ids` (1, 2, ... per example, 0 on padding) and `positions` that restart:
-    what keeps packed examples from seeing each other (Krell et al. 2021)."""
-    plan = packing.plan_rows([[e.size] for e in examples], [seq_len], lookback=64)
-    rows = []
-    for members in plan:
-        ids, segments, positions = packing.pack_feature([examples[i] for i in members], seq_len)
-        n = int((segments > 0).sum())
-        rows.append({"input_ids": ids[:n], "segment_ids": segments[:n], "positions": positions[:n]})
-    return rows
-
-
 def full_sentences_stats(batch, tokenizer) -> dict:
     """--stats counts of FULL-SENTENCES MLM rows (RoBERTa's, DistilBERT's): masking,
     examples (segments) a row, and documents: a </s> followed by a token of its own
@@ -147,7 +134,7 @@ class FullSentencesRows:
         rows = sentence_rows(docs, self.cfg, phase, train, group, self.tokenizer,
                              cross_documents=not self.packed)
         if self.packed:
-            return packed_pairs.pack_pairs(rows, phase.seq_len,
+            return packing.pack_pairs(rows, phase.seq_len,
                                            self.cfg.data.max_examples_per_row, label_key=None)
         return rows
 

@@ -14,7 +14,7 @@ tokens, 80/10/10, the MLM head only at the masked positions. `data.eval_mask_pro
 
 import numpy as np
 
-from pretrainx.data import corpus
+from pretrainx.data import corpus, packing
 from pretrainx.families.modernbert import model as modernbert
 from pretrainx.objectives import assembled, encoder, mlm, rows
 
@@ -43,7 +43,7 @@ class ModernBertMlm(assembled.Assembled):
     def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
         examples = rows.document_examples(docs, self.cfg, phase, train, group, self.tokenizer)
         if self.cfg.data.pack_examples:
-            return rows.pack_examples(examples, phase.seq_len)
+            return packing.pack_examples(examples, phase.seq_len)
         return [{"input_ids": e, "segment_ids": np.ones(e.size, np.int32),
                  "positions": np.arange(e.size, dtype=np.int32)} for e in examples]
 
