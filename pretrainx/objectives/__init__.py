@@ -32,7 +32,7 @@ def build(cfg, tokenizer, imported: dict | None = None):
 def imports(cfg) -> dict:
     """{config key: path} of the models `cfg`'s objective reads besides init_from; a
     key left empty is refused in one line."""
-    entry = get(cfg.get("objective", "bert"))
+    entry = get(cfg.objective)
     wanted = entry.imports(cfg) if entry.imports else {}
     for key, path in wanted.items():
         if not path:
@@ -49,7 +49,7 @@ def default_config(name: str) -> ml_collections.ConfigDict:
 def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """Refuse what cannot train, naming the key: unknown keys, the checks every run
     shares, then the objective's own. Returns cfg for chaining."""
-    entry = get(cfg.get("objective", "bert"))
+    entry = get(cfg.objective)
     config_lib.check_keys(cfg, entry.defaults())
     config_lib.validate_shared(cfg)
     attention.validate(cfg.model)

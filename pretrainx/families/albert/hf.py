@@ -32,7 +32,7 @@ def name_pairs(model_cfg, head: str) -> list:
     pairs = t.embedding_pairs(("bert",), "albert.embeddings.")
     if bert.factorised(model_cfg):
         pairs += t.dense_pairs(("bert", "embedding_projection"), _PROJECTION)
-    shared = model_cfg.get("share_layers", False)
+    shared = model_cfg.share_layers
     for i in range(1 if shared else model_cfg.num_layers):
         ours = ("bert", "layer_shared" if shared else f"layer_{i}")
         pairs += t.layer_pairs(ours, f"albert.encoder.albert_layer_groups.{i}.albert_layers.0.",

@@ -51,7 +51,7 @@ def _attention(cfg, dtype, name, decode=False, static_kv=False):
         dropout_rate=cfg.attention_dropout_rate, dtype=dtype,
         kernel_init=nn.initializers.normal(cfg.initializer_range),
         float32_logits=cfg.float32_attention_logits, decode=decode, static_kv=static_kv,
-        impl=cfg.get("attention_impl", "xla"), name=name)
+        impl=cfg.attention_impl, name=name)
 
 
 class FeedForward(nn.Module):
@@ -217,7 +217,7 @@ class BartForFineTuning(Bart):
         ids, segments = batch["input_ids"], batch["attention_mask"]
         positions = _counting(ids)
         encoded = self.encode(ids, segments, positions, deterministic)
-        start = jnp.full_like(ids[:, :1], self.cfg.get("decoder_start_id", 2))
+        start = jnp.full_like(ids[:, :1], self.cfg.decoder_start_id)
         shifted = jnp.concatenate([start, ids[:, :-1]], axis=1)
         x = self.decode(encoded, segments, shifted, segments, positions, deterministic,
                         states_only=True)
@@ -264,7 +264,7 @@ def generate(cfg, params, tokens, segment_ids, length: int, eos_id: int, pad_id:
                                       mutable=["cache"])
         return logits[:, -1], changed["cache"]
 
-    start = jnp.full((rows,), cfg.get("decoder_start_id", eos_id), jnp.int32)
+    start = jnp.full((rows,), cfg.decoder_start_id, jnp.int32)
     if num_beams == 1:
         return decoding.greedy(step, created["cache"], start, length, eos_id, pad_id,
                                forced_eos)

@@ -159,7 +159,7 @@ def write_tokenizer(pretrained, tokenizer, output, extra: dict | None = None) ->
     """vocab.txt as BertTokenizer reads it, or a SentencePiece model with BERT's
     [CLS]/[SEP]/[MASK] pieces as AlbertTokenizer reads it; `extra` adds to
     tokenizer_config.json."""
-    max_len = int(pretrained.model.get("max_position_embeddings", 512))
+    max_len = int(pretrained.model.max_position_embeddings)
     if pretrained.tokenizer.endswith(".txt"):
         shutil.copyfile(pretrained.tokenizer, os.path.join(output, "vocab.txt"))
         config = {"tokenizer_class": "BertTokenizer", "do_lower_case": pretrained.lower_case,

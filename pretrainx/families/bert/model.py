@@ -68,7 +68,7 @@ def default_config(**family) -> ml_collections.ConfigDict:
 
 def embedding_size(cfg) -> int:
     """E: the width of the embedding tables (hidden_size unless factorised)."""
-    return cfg.get("embedding_size", 0) or cfg.hidden_size
+    return cfg.embedding_size or cfg.hidden_size
 
 
 def factorised(cfg) -> bool:
@@ -90,7 +90,7 @@ class BertLayer(nn.Module):
             dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
             float32_logits=cfg.float32_attention_logits, lora=tuning.lora,
             lora_targets=tuning.lora_targets, prefix_length=tuning.prefix_length,
-            impl=cfg.get("attention_impl", "xla"), name="attention")(x, x, attn_bias,
+            impl=cfg.attention_impl, name="attention")(x, x, attn_bias,
                                                                    deterministic)
         if tuning.adapter_size:  # Houlsby: after each sub-layer's projection, before the residual
             attn = peft_lib.Adapter(tuning.adapter_size, self.dtype, name="attention_adapter")(attn)
@@ -133,7 +133,7 @@ class BertEncoder(nn.Module):
                                                      dtype=self.dtype, kernel_init=init)
         self.layers = layers.layer_stack(BertLayer, cfg, self.dtype, cfg.num_layers, "layer",
                                          static_argnums=(3,),
-                                         shared=cfg.get("share_layers", False), peft=self.peft)
+                                         shared=cfg.share_layers, peft=self.peft)
         if self.peft.prompt_length:
             self.prompt = self.param("prompt", nn.with_logical_partitioning(
                 init, ("prefix", "embed")), (self.peft.prompt_length, width),

@@ -79,7 +79,7 @@ def model_config(path: str, base):
             cfg = json.load(f)
     except (OSError, ValueError) as e:
         raise UserError(f"cannot read {config_file}: {e}") from None
-    if cfg.get("hidden_act", "gelu") == "gelu":
+    if cfg.get("hidden_act", "gelu") == "gelu":  # the file's, not ours
         cfg = dict(cfg, hidden_act="gelu_new")
     return hf_bert.model_config_from_hf(cfg, base, config_file)
 

@@ -71,7 +71,7 @@ class CrammedLayer(nn.Module):
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, use_bias=False, dtype=self.dtype,
             kernel_init=init, float32_logits=cfg.float32_attention_logits,
-            impl=cfg.get("attention_impl", "xla"), name="attention")(h, h, mask, deterministic)
+            impl=cfg.attention_impl, name="attention")(h, h, mask, deterministic)
         x = x + layers.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
         h = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="mlp_norm")(x)

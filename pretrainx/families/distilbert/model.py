@@ -82,7 +82,7 @@ class Distillation:
         self.student = bert.BertForMaskedLM(student_cfg)
         teacher = ml_collections.ConfigDict(teacher_cfg.to_dict())
         teacher.dtype = student_cfg.dtype  # the teacher computes in the student's dtype
-        teacher.attention_impl = student_cfg.get("attention_impl", "xla")
+        teacher.attention_impl = student_cfg.attention_impl
         teacher.scan_layers, teacher.remat = False, "none"
         self.teacher = bert.BertForMaskedLM(teacher)
         self.projections = (Projections(teacher.hidden_size, jnp.dtype(student_cfg.dtype))

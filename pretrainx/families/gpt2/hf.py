@@ -127,7 +127,7 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
     # padded tokenizer(...) call would fail on the export without one
     special = {"bos_token": bpe.END_OF_TEXT, "eos_token": bpe.END_OF_TEXT,
                "unk_token": bpe.END_OF_TEXT, "pad_token": bpe.END_OF_TEXT}
-    max_len = int(pretrained.model.get("max_position_embeddings", 512))
+    max_len = int(pretrained.model.max_position_embeddings)
     config = dict(tokenizer_class="GPT2Tokenizer", model_max_length=max_len,
                   add_prefix_space=False)
     return ["vocab.json", "merges.txt"] + hf_lib.write_tokenizer_config(output, config, special)

@@ -85,7 +85,7 @@ class ModernBertLayer(nn.Module):
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, use_bias=False, dtype=self.dtype,
             kernel_init=init, out_init=out_init, float32_logits=cfg.float32_attention_logits,
-            impl=cfg.get("attention_impl", "xla"),
+            impl=cfg.attention_impl,
             rope_theta=cfg.global_rope_theta if glob else cfg.local_rope_theta,
             name="attention")(h, h, mask, deterministic, positions)
         attn = layers.Dropout(cfg.attention_dropout_rate)(attn, deterministic=deterministic)

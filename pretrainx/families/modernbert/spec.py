@@ -44,7 +44,7 @@ def validate(cfg) -> None:
     if m.hidden_size % m.num_heads or (m.hidden_size // m.num_heads) % 2:
         raise UserError(f"model.hidden_size={m.hidden_size} over model.num_heads={m.num_heads} "
                         "must give an even head size (RoPE rotates pairs)")
-    if m.get("attention_impl", "xla") == "flash":
+    if m.attention_impl == "flash":
         raise UserError("model.attention_impl=flash has no sliding window for ModernBERT's "
                         "local layers; use splash (TPU), cudnn (GPU), xla or auto")
     if not isinstance(m.local_attention, int) or m.local_attention < 2 or m.local_attention % 2:
@@ -60,9 +60,9 @@ def validate(cfg) -> None:
                             f"mask_prob={cfg.data.mask_prob} of {phase.seq_len} tokens "
                             f"({need} predictions) by more than 10%")
     opt = cfg.optimizer
-    if opt.schedule == "warmup_stable_decay" and not 0 < opt.get("decay_steps", 0) <= \
+    if opt.schedule == "warmup_stable_decay" and not 0 < opt.decay_steps <= \
             cfg.total_steps - opt.warmup_steps:
-        raise UserError(f"optimizer.decay_steps={opt.get('decay_steps', 0)} must be in "
+        raise UserError(f"optimizer.decay_steps={opt.decay_steps} must be in "
                         f"(0, total_steps - warmup_steps = {cfg.total_steps - opt.warmup_steps}]")
 
 

@@ -65,7 +65,7 @@ def _check(pretrained) -> None:
 
 def _write(pretrained, params, tokenizer):
     m, head = pretrained.model, pretrained.head
-    if tokenizer.pad_id + 1 != m.get("position_offset", 0):
+    if tokenizer.pad_id + 1 != m.position_offset:
         raise UserError(f"{pretrained.source}: HF's RoBERTa numbers positions from <pad> + 1 = "
                         f"{tokenizer.pad_id + 1}; this model's model.position_offset is "
                         f"{m.get('position_offset', 0)}")

@@ -127,7 +127,7 @@ def _attention(cfg, dtype, name):
         use_bias=False, dtype=dtype, scale_queries=False,
         float32_logits=cfg.float32_attention_logits,
         kernel_init=normal(d_model ** -0.5), query_init=normal((d_model * head_dim) ** -0.5),
-        out_init=normal(inner ** -0.5), impl=cfg.get("attention_impl", "xla"), name=name)
+        out_init=normal(inner ** -0.5), impl=cfg.attention_impl, name=name)
 
 
 class EncoderLayer(nn.Module):
