@@ -39,6 +39,10 @@ _CACHE = pathlib.Path(os.environ.get("PRETRAINX_TEST_CACHE",
 jax.config.update("jax_compilation_cache_dir", str(_CACHE / "jax"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
+# The CLI runs that tests start in subprocesses share the cache through the environment.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE / "jax"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+
 
 def pytest_collection_modifyitems(items):
     """The tests marked slow (those that train for 12 s or more) first, each file's in
@@ -46,9 +50,7 @@ def pytest_collection_modifyitems(items):
     instead of one worker finishing a two-minute test while the other waits. Every
     worker sorts the same collection the same way, as pytest-xdist requires."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-# The CLI runs that tests start in subprocesses share the cache through the environment.
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE / "jax"))
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # ../shared/data beside the checkout; PRETRAINX_SHARED_DATA where it does not travel (the
