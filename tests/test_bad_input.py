@@ -270,6 +270,19 @@ def test_export_of_an_unsupported_hf_directory(tmp_path):
                           "unsupported architecture LlamaForCausalLM", supported)
 
 
+
+def test_import_of_deberta_v1_says_which_deberta_is_read(tmp_path):
+    """DeBERTa v1's layout is not DeBERTa-v2's: a v1 folder is refused by name, with
+    the model_type that is read, not lumped in with architectures nobody supports."""
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text(
+        '{"model_type": "deberta", "architectures": ["DebertaForMaskedLM"]}')
+    result = _run_module("pretrainx.export", [f"--workdir={tmp_path / 'hf'}",
+                                              f"--output={tmp_path / 'out'}"])
+    assert_one_line_error(result, str(tmp_path / "hf" / "config.json"), "DeBERTa v1",
+                          "model_type deberta-v2")
+    assert not (tmp_path / "out").exists()
+
 DISTIL_CASES = {  # name: (arguments, words the error line must contain)
     "teacher and student vocabularies differ": (["--config.model.vocab_size=4104"],
                                                 ["model.vocab_size=4096", "vocabularies"]),

@@ -52,6 +52,9 @@ class Adapter:
     # whether our model holds an untied output layer (model.tie_output=False, its
     # kernel at OUTPUT_KERNEL); an untied file of an adapter without one is refused
     can_untie: bool = True
+    # {config.json model_type: why not}: a relative's layout this family does not read
+    # (DeBERTa v1 beside v2/v3), refused with the family's own words
+    refuses: dict = dataclasses.field(default_factory=dict)
 
 
 def _adapter_of_model_type(model_type):
@@ -119,6 +122,10 @@ def load(path: str) -> Pretrained:
             raise UserError(f"cannot read {config_file}: {e}") from None
     model_type = hf.get("model_type")
     adapter = _adapter_of_model_type(model_type)
+    refusing = next((a for a in ADAPTERS.entries() if model_type in a.refuses), None)
+    if adapter is None and refusing is not None:
+        raise UserError(f"{config_file}: model_type {model_type!r} is not read: "
+                        f"{refusing.refuses[model_type]}")
     if adapter is None:
         arch = ",".join(hf.get("architectures") or ["?"])
         supported = [a.model_type for a in ADAPTERS.entries() if a.model_type]

@@ -141,4 +141,8 @@ TIED = (("cls.predictions.decoder.weight",
 ADAPTER = hf_lib.Adapter(
     name="deberta", tied=TIED, model_type="deberta-v2", read=_read,
     write=_write, write_tokenizer=hf_bert.write_tokenizer,
-    companions=_companions, caveat=_caveat)
+    companions=_companions, caveat=_caveat,
+    refuses={"deberta": "DeBERTa v1 (DebertaForMaskedLM, whose attention keeps q, k and v in "
+                        "one in_proj matrix with separate q and v biases, and relative "
+                        "positions without v2's log buckets) is not supported; pretrainx "
+                        "reads and writes DeBERTa-v2 and v3 (model_type deberta-v2)"})
