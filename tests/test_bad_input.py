@@ -12,6 +12,7 @@ import pytest
 
 from conftest import REPO, xla_flags
 from pretrainx.errors import UserError
+from pretrainx.interop import hub as hub_lib
 
 TINY = ["--config.total_steps=1", "--config.model.num_layers=1", "--config.model.hidden_size=32",
         "--config.model.num_heads=2", "--config.model.mlp_dim=64", "--config.global_batch_size=4",
@@ -281,6 +282,18 @@ def test_import_of_deberta_v1_says_which_deberta_is_read(tmp_path):
                                               f"--output={tmp_path / 'out'}"])
     assert_one_line_error(result, str(tmp_path / "hf" / "config.json"), "DeBERTa v1",
                           "model_type deberta-v2")
+    assert not (tmp_path / "out").exists()
+
+
+def test_push_to_hub_without_a_token_is_one_line_and_exports_nothing(tmp_path,
+                                                                     pretrained_workdir):
+    env = {k: v for k, v in os.environ.items() if k not in hub_lib.TOKEN_VARIABLES}
+    result = subprocess.run(
+        [sys.executable, "-m", "pretrainx.export", f"--workdir={pretrained_workdir}",
+         f"--output={tmp_path / 'out'}", "--push_to_hub=someone/tiny-bert"],
+        cwd=REPO, env=dict(env, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1)),
+        capture_output=True, text=True, timeout=300)
+    assert_one_line_error(result, "--push_to_hub", "HF_TOKEN")
     assert not (tmp_path / "out").exists()
 
 DISTIL_CASES = {  # name: (arguments, words the error line must contain)

@@ -296,7 +296,7 @@ def train(cfg, workdir: str, devices=None) -> dict:
             if best is None or main > best["main"]:
                 best = dict(result, main=main, dev_main=dev_main)
                 best_params = jax.device_get(state.params)
-                interop.save_finetuned(workdir, best_params, _info(cfg, setup, data))
+                interop.save_finetuned(workdir, best_params, _info(cfg, setup, data, result))
             interval = time.perf_counter()
     finally:
         writer.close()
@@ -328,8 +328,10 @@ def _count_skips(host, run, limit, step):
     return run
 
 
-def _info(cfg, setup, data) -> dict:
-    return {"task": cfg.task, "head": data.head, "labels": list(data.labels),
+def _info(cfg, setup, data, dev: dict) -> dict:
+    """What the kept parameters are, with the dev scores that chose them (`dev`)."""
+    dev = {k: v.item() if hasattr(v, "item") else v for k, v in dev.items()}
+    return {"task": cfg.task, "head": data.head, "labels": list(data.labels), "dev": dev,
             "model": setup.model_cfg.to_dict(), "tokenizer": setup.tokenizer.path,
             "lower_case": setup.lower_case, "peft": cfg.peft.to_dict(),
             "init_from": cfg.init_from,

@@ -19,6 +19,7 @@ from safetensors.numpy import load_file, save_file
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 import pretrainx.interop.hf_tensors as hf_tensors
+from pretrainx.interop import model_card
 from pretrainx.interop.pretrained import Pretrained, read_json
 from pretrainx import models
 from pretrainx.models import layers, peft as peft_lib
@@ -190,8 +191,9 @@ def caveat(pretrained: Pretrained) -> str:
     return adapter.caveat(pretrained) if adapter else ""
 
 
-def save(pretrained: Pretrained, output: str) -> list:
-    """Write an HF directory; returns the files written."""
+def save(pretrained: Pretrained, output: str, license_id: str = "unknown") -> list:
+    """Write an HF directory with its model card (README.md, under the Hub's license
+    identifier `license_id`); returns the files written."""
     adapter = ADAPTERS.find(pretrained.family)
     if adapter is None:
         families = [a.name for a in ADAPTERS.entries()]
@@ -225,6 +227,9 @@ def save(pretrained: Pretrained, output: str) -> list:
             files = (_write_model(where, state, config)
                      + adapter.write_tokenizer(pretrained, tokenizer, where))
             written += [f"{name}/{f}" if name else f for f in files]
+        with open(os.path.join(staging, "README.md"), "w", encoding="utf-8") as f:
+            f.write(model_card.card(pretrained, models_to_write[""][1], license_id))
+        written.append("README.md")
         _usual_modes(staging)
         if os.path.isdir(output):
             os.rmdir(output)  # empty, checked above

@@ -33,6 +33,9 @@ class Pretrained:
     task: str | None = None
     peft: dict | None = None  # a fine-tuning run's peft section
     num_sentinels: int = 0  # T5: the <extra_id_N> ids past the SentencePiece pieces
+    # What the run that made it recorded, for the export's model card (interop/
+    # model_card.py): objective or task, steps, tokens, data, eval; None: not our run
+    run: dict | None = None
 
     @property
     def family(self) -> str:

@@ -9,8 +9,10 @@ import sys
 import ml_collections
 import orbax.checkpoint as ocp
 
+from pretrainx import config as config_lib
 from pretrainx import models, objectives
 from pretrainx.errors import UserError
+from pretrainx.interop import model_card
 from pretrainx.interop.pretrained import Pretrained, read_json, to_numpy, unstack_layers
 
 FINETUNE_FILE = "finetune.json"
@@ -50,7 +52,25 @@ def load_pretraining(path: str, step: int | None = None) -> Pretrained:
     return Pretrained(model=model, params=params,
                       tokenizer=cfg.data.tokenizer, lower_case=cfg.data.lower_case, head=head,
                       source=f"{path}/checkpoints/{step}",
-                      num_sentinels=cfg.data.get("num_sentinels", 0))
+                      num_sentinels=cfg.data.get("num_sentinels", 0),
+                      run=_pretraining_run(path, cfg, step))
+
+
+def _pretraining_run(path: str, cfg, step: int) -> dict:
+    """What a pretraining run recorded by `step`, for the export's model card (`cfg`: the
+    config stored in that checkpoint; a key an older run lacks is left out)."""
+    o = cfg.optimizer
+    try:
+        tokens = model_card.trained_tokens(config_lib.phases(cfg), step)
+    except (KeyError, AttributeError):  # a config from before a phase key existed
+        tokens = None
+    return {"objective": cfg.objective, "step": step, "total_steps": cfg.total_steps,
+            "tokens": tokens, "train_files": cfg.data.train_files,
+            "init_from": cfg.get("init_from", ""),
+            "recipe": {"optimizer": o.name, "learning_rate": o.learning_rate,
+                       "schedule": o.schedule, "global_batch_size": cfg.global_batch_size,
+                       "seq_len": cfg.seq_len},
+            "eval": model_card.run_record(path, step)}
 
 
 def _stored_config(manager, step: int, path: str) -> dict:
@@ -103,6 +123,8 @@ def load_finetuned(path: str) -> Pretrained:
                       tokenizer=info["tokenizer"], lower_case=info["lower_case"],
                       head=info["head"], source=f"{path}/best", labels=tuple(info["labels"]),
                       task=info["task"], peft=info.get("peft"),
-                      num_sentinels=info.get("num_sentinels", 0))
+                      num_sentinels=info.get("num_sentinels", 0),
+                      run={"task": info["task"], "init_from": info.get("init_from", ""),
+                           "eval": info.get("dev")})
 
 
