@@ -19,7 +19,7 @@ from safetensors.numpy import load_file, save_file
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 import pretrainx.interop.hf_tensors as hf_tensors
-from pretrainx.interop import model_card
+import pretrainx.interop.model_card as model_card
 from pretrainx.interop.pretrained import Pretrained, read_json
 from pretrainx import models
 from pretrainx.models import layers, peft as peft_lib

@@ -12,7 +12,7 @@ import orbax.checkpoint as ocp
 from pretrainx import config as config_lib
 from pretrainx import models, objectives
 from pretrainx.errors import UserError
-from pretrainx.interop import model_card
+import pretrainx.interop.model_card as model_card
 from pretrainx.interop.pretrained import Pretrained, read_json, to_numpy, unstack_layers
 
 FINETUNE_FILE = "finetune.json"
