@@ -46,6 +46,10 @@ class Family:
     fill_mask: Callable | None = None
     # the ids this family gives a byte-level vocabulary (data.bpe.LAYOUTS; "": the file's)
     tokenizer_layout: str = ""
+    # (model_cfg, params, batch of input_ids, token_type_ids, attention_mask) ->
+    # {"hidden_states", "logits"} at every position: what pretrainx.load runs; None:
+    # this family's checkpoints are not run that way yet
+    outputs: Callable | None = None
     objectives: tuple = ()  # objectives.Entry, one per config `objective` it trains
     hf: tuple = ()  # interop.hf.Adapter: how HF holds its models (none: HF has none)
     formats: tuple = ()  # interop.Format: other projects' checkpoint layouts it reads

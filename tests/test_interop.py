@@ -467,22 +467,11 @@ def _tiny_hf(family: str, tie: bool):
     return made[family]().eval(), {f.name: str(f) for f in source.iterdir()}
 
 
-def _our_logits(pretrained, ids):
-    """Our model's vocabulary logits [1, len(ids), vocab] for one row of real tokens."""
-    from pretrainx.families.deberta import model as deberta
-    from pretrainx.families.gpt2 import model as gpt2
-    from pretrainx.families.modernbert import model as modernbert
-    row = np.asarray([ids], np.int32)
-    if pretrained.family == "gpt2":
-        batch = {"inputs": row, "segment_ids": np.ones_like(row),
-                 "positions": np.arange(len(ids), dtype=np.int32)[None]}
-        return gpt2.GPT2(pretrained.model).apply({"params": pretrained.params}, batch)["logits"]
-    module = {"modernbert": modernbert.ModernBertForMaskedLM,
-              "deberta": deberta.DebertaForMaskedLM}.get(pretrained.family, bert.BertForMaskedLM)
-    batch = {"input_ids": row, "token_type_ids": np.zeros_like(row),
-             "attention_mask": np.ones_like(row), "masked_lm_positions": np.arange(
-                 len(ids), dtype=np.int32)[None]}
-    return module(pretrained.model).apply({"params": pretrained.params}, batch)["mlm_logits"]
+def _our_logits(folder, ids):
+    """Our model's vocabulary logits [1, len(ids), vocab] for one row of real tokens,
+    through the public API (pretrainx.load)."""
+    import pretrainx
+    return pretrainx.load(str(folder))(ids=[ids])["logits"]
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta", "distilbert", "modernbert", "albert",
@@ -509,13 +498,39 @@ def test_untied_output_layers_import_and_export_as_untied(tmp_path, family):
         reference = theirs(input_ids=torch.tensor([ids])).logits.numpy()
     tied_table = theirs.get_input_embeddings().weight.detach().numpy()
     assert not np.allclose(theirs.get_output_embeddings().weight.detach().numpy(), tied_table)
-    assert np.abs(np.asarray(_our_logits(pretrained, ids)) - reference).max() <= 1e-4
+    assert np.abs(_our_logits(folder, ids) - reference).max() <= 1e-4
     out = tmp_path / "out"
     interop.hf.save(pretrained, str(out))
     assert json.loads((out / "config.json").read_text())["tie_word_embeddings"] is False
     again = type(theirs).from_pretrained(out).eval()
     with torch.no_grad():
         assert np.abs(again(input_ids=torch.tensor([ids])).logits.numpy() - reference).max() <= 1e-5
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "modernbert", "deberta", "gpt2"])
+def test_load_gives_transformers_hidden_states_and_logits(tmp_path, family):
+    """pretrainx.load on an HF folder: the last hidden states and the vocabulary logits
+    at every position are transformers' (its base model's last_hidden_state and its
+    LM head) on real text, two rows padded to one batch."""
+    import pretrainx
+    torch.manual_seed(0)
+    theirs, files = _tiny_hf(family, tie=True)
+    theirs.save_pretrained(tmp_path)
+    for name, source in files.items():
+        (tmp_path / name).write_bytes(open(source, "rb").read())
+    model = pretrainx.load(str(tmp_path))
+    ours = model(texts=SENTENCES[:2])
+    if family in ("bert", "gpt2"):  # texts framed as transformers frames them
+        tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+        assert model.ids(SENTENCES[0]) == tok(SENTENCES[0])["input_ids"]
+    for row, ids in enumerate(ours["input_ids"]):
+        real = ids[ours["attention_mask"][row] > 0]
+        with torch.no_grad():
+            got = theirs(input_ids=torch.tensor([real]), output_hidden_states=True)
+            hidden = theirs.base_model(input_ids=torch.tensor([real])).last_hidden_state
+        n = len(real)
+        assert np.abs(ours["hidden_states"][row, :n] - hidden.numpy()[0]).max() <= 1e-4
+        assert np.abs(ours["logits"][row, :n] - got.logits.numpy()[0]).max() <= 1e-4
 
 
 def test_an_untied_spanbert_exports_its_own_output_layer(tmp_path):

@@ -412,7 +412,8 @@ def _python_block(sandbox, body):
 def test_readme_block_runs(block, tmp_path, request):
     page, line, lang, body = block
     sandbox = Sandbox(tmp_path)
-    if "workdir/quickstart" in body and "--config.init_from=workdir/quickstart" in body:
+    if "workdir/quickstart" in body and ("--config.init_from=workdir/quickstart" in body
+                                         or 'pretrainx.load("workdir/quickstart")' in body):
         shutil.copytree(request.getfixturevalue("pretrained_workdir"),  # a pretrained BERT
                         tmp_path / "workdir" / "quickstart")
     if lang == "python":

@@ -101,6 +101,12 @@ def packed_inputs(batch):
     return batch["input_ids"], batch["attention_mask"], batch.get("positions")
 
 
+def every_position(x):
+    """[batch, length] positions 0 .. length-1 of `x` [batch, length, ...]: a head that
+    gathers positions, applied everywhere."""
+    return jnp.broadcast_to(jnp.arange(x.shape[1]), x.shape[:2])
+
+
 def mean_over_tokens(x, segments):
     """[batch, embed]: the mean of each row's real (segment > 0) tokens."""
     real = (segments > 0)[..., None].astype(x.dtype)

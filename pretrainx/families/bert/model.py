@@ -287,6 +287,16 @@ def flops_per_token(cfg: ml_collections.ConfigDict, seq_len: int, max_prediction
     return 3.0 * forward
 
 
+def outputs(cfg, params, batch) -> dict:
+    """The last layer's states and the MLM head's logits at every position of a padded
+    batch (input_ids, token_type_ids, attention_mask), for pretrainx.load: a checkpoint
+    with an MLM head (pretrain or mlm) of BERT's modules."""
+    def run(net, batch):
+        x = net.encode(batch, True)
+        return {"hidden_states": x, "logits": net.mlm_logits(x, layers.every_position(x))}
+    return BertForMaskedLM(cfg).apply({"params": params}, batch, method=run)
+
+
 def fill_mask_model(cfg, head: str) -> nn.Module:
     """The pretraining model of a checkpoint with the `pretrain` (MLM and NSP) or `mlm`
     head, for filling in [MASK]."""

@@ -243,6 +243,17 @@ class DebertaForMaskedLM(nn.Module):
                                               batch["masked_lm_positions"])}
 
 
+def outputs(cfg, params, batch) -> dict:
+    """The last layer's states and the MLM logits at every position (through the
+    enhanced mask decoder where the model has one), for pretrainx.load."""
+    def run(net, batch):
+        x = net.deberta(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                        True)[0]
+        decoded = net.encode(batch, True) if net.cfg.enhanced_mask_decoder else x
+        return {"hidden_states": x, "logits": net.mlm_logits(decoded, layers.every_position(x))}
+    return DebertaForMaskedLM(cfg).apply({"params": params}, batch, method=run)
+
+
 class DebertaForFineTuning(heads.TaskModel):
     """The encoder under BERT's task heads (the HF ContextPooler's place is our pooler:
     dense + GeLU on [CLS], DeBERTa's pooler_hidden_act)."""

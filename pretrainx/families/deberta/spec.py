@@ -58,7 +58,8 @@ def rtd_validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="deberta", default_config=deberta.default_config, finetune_model=deberta.finetune_model,
+    name="deberta", outputs=deberta.outputs,
+    default_config=deberta.default_config, finetune_model=deberta.finetune_model,
     max_positions="max_position_embeddings",
     objectives=(
         objectives.Entry(name="deberta_mlm", build=deberta_mlm.DebertaMlm,

@@ -64,7 +64,8 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="distilbert", default_config=distilbert.default_config,
+    name="distilbert", outputs=bert.outputs,
+    default_config=distilbert.default_config,
     finetune_model=bert.finetune_model, peft=True, max_positions="max_position_embeddings",
     fill_mask=bert.fill_mask_model,
     objectives=(objectives.Entry(

@@ -93,16 +93,35 @@ class GPT2(nn.Module):
         self.final_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
         self.output = layers.output_layer(cfg, self.dtype, _normal(cfg.initializer_range))
 
-    def __call__(self, batch, deterministic: bool = True):
+    def hidden(self, batch, deterministic: bool = True):
+        """The final LayerNorm's states [batch, length, embed]."""
         tokens, segments = batch["inputs"], batch["segment_ids"]
         x = self.token_embed(tokens) + self.position_embed(batch["positions"])
         x = self.embed_dropout(x, deterministic=deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
         x = layers.apply_stack(self.layers, x, layers.Mask(segments, segments, causal=True),
                                deterministic)
-        logits = layers.vocab_logits(self.token_embed, self.output, self.final_norm(x))
-        return {"logits": layers.constrain(logits, ("batch", "length", "vocab")).astype(
-            jnp.float32)}
+        return self.final_norm(x)
+
+    def logits(self, h):
+        logits = layers.vocab_logits(self.token_embed, self.output, h)
+        return layers.constrain(logits, ("batch", "length", "vocab")).astype(jnp.float32)
+
+    def __call__(self, batch, deterministic: bool = True):
+        return {"logits": self.logits(self.hidden(batch, deterministic))}
+
+
+def outputs(cfg, params, batch) -> dict:
+    """The final LayerNorm's states and the next-token logits of a right-padded batch
+    (input_ids, attention_mask), for pretrainx.load."""
+    rows = {"inputs": batch["input_ids"], "segment_ids": batch["attention_mask"],
+            "positions": jnp.broadcast_to(jnp.arange(batch["input_ids"].shape[1]),
+                                          batch["input_ids"].shape)}
+
+    def run(net, rows):
+        h = net.hidden(rows)
+        return {"hidden_states": h, "logits": net.logits(h)}
+    return GPT2(cfg).apply({"params": params}, rows, method=run)
 
 
 def flops_per_token(cfg, seq_len: int) -> float:

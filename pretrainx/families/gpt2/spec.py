@@ -33,7 +33,8 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="gpt2", default_config=gpt2.default_config,
+    name="gpt2", outputs=gpt2.outputs,
+    default_config=gpt2.default_config,
     causal_sampling=lambda cfg: gpt2.GPT2(cfg, decode=True),
     objectives=(objectives.Entry(
         name="causal_lm", build=causal_lm.CausalLM, defaults=defaults, validate=validate,

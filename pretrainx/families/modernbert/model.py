@@ -150,15 +150,25 @@ class ModernBertForMaskedLM(nn.Module):
         self.output = layers.output_layer(self.cfg, jnp.dtype(self.cfg.dtype),
                                           _inits(self.cfg)[0])
 
-    def __call__(self, batch, deterministic: bool = True):
-        x = self.model(*layers.packed_inputs(batch), deterministic)
-        picked = jnp.take_along_axis(x, batch["masked_lm_positions"][..., None], axis=1)
+    def mlm_logits(self, x, positions):
+        picked = jnp.take_along_axis(x, positions[..., None], axis=1)
         h = layers.constrain(self.head(layers.constrain(picked, ("batch", "pred", "embed"))),
                              ("batch", "pred", "embed"))
         logits = (layers.vocab_logits(self.model.token_embed, self.output, h)
                   + self.mlm_bias.astype(h.dtype))
-        return {"mlm_logits": layers.constrain(logits, ("batch", "pred", "vocab"))
-                .astype(jnp.float32)}
+        return layers.constrain(logits, ("batch", "pred", "vocab")).astype(jnp.float32)
+
+    def __call__(self, batch, deterministic: bool = True):
+        x = self.model(*layers.packed_inputs(batch), deterministic)
+        return {"mlm_logits": self.mlm_logits(x, batch["masked_lm_positions"])}
+
+
+def outputs(cfg, params, batch) -> dict:
+    """The final norm's states and the MLM logits at every position, for pretrainx.load."""
+    def run(net, batch):
+        x = net.model(*layers.packed_inputs(batch), True)
+        return {"hidden_states": x, "logits": net.mlm_logits(x, layers.every_position(x))}
+    return ModernBertForMaskedLM(cfg).apply({"params": params}, batch, method=run)
 
 
 class ModernBertForFineTuning(heads.TaskModel):

@@ -67,7 +67,8 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="modernbert", default_config=modernbert.default_config,
+    name="modernbert", outputs=modernbert.outputs,
+    default_config=modernbert.default_config,
     finetune_model=modernbert.finetune_model, max_positions="max_position_embeddings",
     objectives=(objectives.Entry(name="modernbert", build=modernbert_mlm.ModernBertMlm,
                                  defaults=defaults, validate=validate,

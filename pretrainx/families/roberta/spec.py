@@ -29,7 +29,8 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="roberta", default_config=roberta.default_config, finetune_model=bert.finetune_model,
+    name="roberta", outputs=bert.outputs,
+    default_config=roberta.default_config, finetune_model=bert.finetune_model,
     peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model,
     tokenizer_layout="fairseq",
     objectives=(objectives.Entry(name="roberta", build=roberta_mlm.RobertaMlm,

@@ -1,0 +1,71 @@
+"""Run a stored model: `pretrainx.load(path)` reads a pretraining workdir, a fine-tuning
+workdir or an HF directory (interop.load) and returns a `Model` that maps texts or
+token ids to the last layer's hidden states and the vocabulary logits at every
+position, as the family's entry computes them (registry.Family.outputs).
+
+    model = pretrainx.load("workdir/quickstart")
+    out = model(["The Hatter was the first to break the silence."])
+    out["hidden_states"].shape, out["logits"].shape   # [1, length, 64], [1, length, 4096]
+"""
+
+import dataclasses
+
+import numpy as np
+
+from pretrainx import interop, models
+from pretrainx.data.tokenizers import load_tokenizer
+from pretrainx.errors import UserError
+
+RUNS_HEADS = ("pretrain", "mlm", "causal_lm")  # checkpoints whose vocabulary head it runs
+
+
+@dataclasses.dataclass
+class Model:
+    pretrained: interop.Pretrained
+    tokenizer: object  # data.tokenizers: the ids the model was trained with
+
+    @property
+    def family(self):
+        return models.family(self.pretrained.family)
+
+    def ids(self, text: str) -> list:
+        """A text's ids as the model saw text in training: [CLS] text [SEP] for an
+        encoder, the pieces alone for a model sampled token by token (GPT-2)."""
+        pieces = [int(i) for i in self.tokenizer.encode(text)]
+        if self.family.causal_sampling is not None:
+            return pieces
+        return [self.tokenizer.cls_id] + pieces + [self.tokenizer.sep_id]
+
+    def __call__(self, texts=None, ids=None) -> dict:
+        """Texts (framed by `ids`) or rows of ids, right-padded into one batch ->
+        {"input_ids", "attention_mask" (1: a real token), "hidden_states" [rows, length,
+        hidden], "logits" [rows, length, vocab]} as numpy arrays."""
+        rows = [list(r) for r in ids] if ids is not None else [self.ids(t) for t in texts]
+        if not rows or not all(rows):
+            raise UserError("pretrainx.load's model needs at least one non-empty row")
+        width = max(len(r) for r in rows)
+        input_ids = np.full((len(rows), width), self.tokenizer.pad_id, np.int32)
+        mask = np.zeros((len(rows), width), np.int32)
+        for i, row in enumerate(rows):
+            input_ids[i, :len(row)], mask[i, :len(row)] = row, 1
+        batch = {"input_ids": input_ids, "attention_mask": mask,
+                 "token_type_ids": np.zeros_like(input_ids)}
+        out = self.family.outputs(self.pretrained.model, self.pretrained.params, batch)
+        return {"input_ids": input_ids, "attention_mask": mask,
+                **{k: np.asarray(v, np.float32) for k, v in out.items()}}
+
+
+def load(path: str) -> Model:
+    """The model stored at `path`, ready to run (see the module docstring)."""
+    pretrained = interop.load(path)
+    family = models.family(pretrained.family)
+    if family.outputs is None:
+        able = [f.name for f in models.FAMILIES.entries() if f.outputs]
+        raise UserError(f"{path} is a {pretrained.family} model; pretrainx.load runs "
+                        f"{', '.join(able)} models so far")
+    if pretrained.head not in RUNS_HEADS:
+        raise UserError(f"{path} holds a fine-tuned {pretrained.head!r} head; pretrainx.load "
+                        "runs pretrained models (their MLM or language-model head) so far")
+    tokenizer = load_tokenizer(pretrained.tokenizer, lower_case=pretrained.lower_case,
+                               layout=family.tokenizer_layout)
+    return Model(pretrained, tokenizer)
