@@ -296,6 +296,14 @@ def test_push_to_hub_without_a_token_is_one_line_and_exports_nothing(tmp_path,
     assert_one_line_error(result, "--push_to_hub", "HF_TOKEN")
     assert not (tmp_path / "out").exists()
 
+
+@pytest.mark.parametrize("args,culprit", [([], "--text"), (["--text=Alice", "--output=e.npy"],
+                                                          "--output=e.npy")])
+def test_embed_without_text_or_with_another_suffix_is_one_line(tmp_path, args, culprit):
+    result = _run_module("pretrainx.embed", [f"--workdir={tmp_path}"] + args)
+    assert_one_line_error(result, culprit)
+    assert not (REPO / "e.npy").exists()
+
 DISTIL_CASES = {  # name: (arguments, words the error line must contain)
     "teacher and student vocabularies differ": (["--config.model.vocab_size=4104"],
                                                 ["model.vocab_size=4096", "vocabularies"]),

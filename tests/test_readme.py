@@ -18,6 +18,7 @@ import shlex
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 from conftest import REPO, SHARED_DATA
@@ -330,6 +331,12 @@ def run_step(sandbox: Sandbox, words):
         output = pathlib.Path(sandbox.root, _flag(words, "output"))
         assert (output / "config.json").is_file() and (output / "model.safetensors").is_file()
         return "export"
+    if module == "pretrainx.embed":
+        shapes = json.loads(sandbox.run(words).strip().splitlines()[-1])
+        written = np.load(pathlib.Path(sandbox.root, _flag(words, "output")))
+        assert list(written["hidden_states"].shape) == shapes["hidden_states"]
+        assert written["logits"].shape[:2] == written["input_ids"].shape
+        return "embed"
     if module == "pretrainx.generate":
         out = sandbox.run(words + ["--max_new_tokens=4"])
         prompt = _flag(words, "prompt")
@@ -413,7 +420,9 @@ def test_readme_block_runs(block, tmp_path, request):
     page, line, lang, body = block
     sandbox = Sandbox(tmp_path)
     if "workdir/quickstart" in body and ("--config.init_from=workdir/quickstart" in body
-                                         or 'pretrainx.load("workdir/quickstart")' in body):
+                                         or 'pretrainx.load("workdir/quickstart")' in body
+                                         or "pretrainx.embed --workdir=workdir/quickstart"
+                                         in body):
         shutil.copytree(request.getfixturevalue("pretrained_workdir"),  # a pretrained BERT
                         tmp_path / "workdir" / "quickstart")
     if lang == "python":
