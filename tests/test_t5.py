@@ -216,6 +216,46 @@ def _load_into_hf(torch, hf, params, cfg):
                                   if not m.startswith("lm_head")), (missing, unexpected)
 
 
+def _transformers_major() -> int:
+    import transformers
+    return int(transformers.__version__.split(".")[0])
+
+
+def test_a_t5_1_1_folder_in_transformers_5_form_imports_unscaled(tmp_path):
+    """transformers 5 writes T5 1.1 as tie_word_embeddings=true, scale_decoder_outputs=
+    false and keeps only the word table: it imports as our untied, unscaled output layer
+    holding that table, and computes transformers' logits (it read as T5 1.0: scaled)."""
+    from safetensors.numpy import load_file, save_file
+    from pretrainx import interop
+    cfg = tiny_t5_config(**{"model.feed_forward": "gated-gelu", "model.tie_output": False,
+                            "model.dropout_rate": 0.0}).model
+    torch, hf = _hf_model(cfg)
+    with torch.no_grad():  # the 1.1 model transformers 5 holds: its output is the table
+        hf.lm_head.weight.copy_(hf.shared.weight)
+    hf.save_pretrained(tmp_path)
+    state = {k: v for k, v in load_file(str(tmp_path / "model.safetensors")).items()
+             if k != "lm_head.weight"}
+    save_file(state, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.update(tie_word_embeddings=True, scale_decoder_outputs=False)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "spiece.model").write_bytes((REPO / "pretrainx/assets/spm_t5_4k.model")
+                                            .read_bytes())
+    pretrained = interop.load(str(tmp_path))
+    assert pretrained.model.tie_output is False
+    rng = np.random.default_rng(0)
+    enc = rng.integers(3, 4000, (1, 20)).astype(np.int32)
+    dec = rng.integers(3, 4000, (1, 6)).astype(np.int32)
+    batch = {"encoder_input_tokens": enc, "encoder_segment_ids": np.ones_like(enc),
+             "decoder_input_tokens": dec, "decoder_target_tokens": dec,
+             "decoder_segment_ids": np.ones_like(dec)}
+    ours = np.asarray(t5.T5(pretrained.model).apply({"params": pretrained.params}, batch)["logits"])
+    with torch.no_grad():
+        theirs = hf(input_ids=torch.tensor(enc, dtype=torch.long),
+                    decoder_input_ids=torch.tensor(dec, dtype=torch.long)).logits.numpy()
+    np.testing.assert_allclose(ours, theirs, atol=2e-4, rtol=2e-4)
+
+
 @pytest.mark.parametrize("variant", ["relu", "gated-gelu"])
 def test_matches_huggingface_t5(variant):
     """T5 1.0 (tied, ReLU) and 1.1 (untied, gated-GELU) against transformers' PyTorch T5."""
@@ -234,6 +274,10 @@ def test_matches_huggingface_t5(variant):
                                                      dec_targets[:, :-1]], 1),
              "decoder_segment_ids": np.ones_like(dec_targets)}
     params = nn.unbox(model.init(jax.random.key(1), batch)["params"])
+    if not cfg.tie_output and _transformers_major() >= 5:
+        # transformers 5 ties every T5's output layer to the word table (scaled or not by
+        # scale_decoder_outputs): T5 1.1 there is an untied, unscaled output equal to it
+        params["output"]["kernel"] = np.asarray(params["token_embed"]["embedding"]).T
     ours = np.asarray(model.apply({"params": params}, batch)["logits"])
     _load_into_hf(torch, hf, params, cfg)
     with torch.no_grad():

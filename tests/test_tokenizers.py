@@ -40,7 +40,9 @@ def bert():
 def hf_bert():
     os.environ["HF_HUB_OFFLINE"] = "1"
     transformers = pytest.importorskip("transformers")
-    return transformers.BertTokenizerFast(vocab_file=str(BERT_VOCAB), do_lower_case=True)
+    # from the folder: transformers 5 ignores a vocab_file argument (every id was [UNK])
+    return transformers.BertTokenizerFast.from_pretrained(str(BERT_VOCAB.parent),
+                                                          do_lower_case=True)
 
 
 _CORPUS_FILES = sorted(str(p.relative_to(CORPUS)) for p in CORPUS.rglob("*") if p.is_file()) \
@@ -204,9 +206,10 @@ def _tokenizer_json_alone(kind: str, folder: Path):
     transformers = pytest.importorskip("transformers")
     gpt2 = DATA / "tokenizers" / "gpt2"
     made = {
-        "wordpiece": lambda: transformers.BertTokenizerFast(vocab_file=str(BERT_VOCAB)),
-        "byte-level": lambda: transformers.GPT2TokenizerFast(
-            vocab_file=str(gpt2 / "vocab.json"), merges_file=str(gpt2 / "merges.txt")),
+        # from the folders: transformers 5 ignores vocab_file / merges_file arguments
+        "wordpiece": lambda: transformers.BertTokenizerFast.from_pretrained(
+            str(BERT_VOCAB.parent)),
+        "byte-level": lambda: transformers.GPT2TokenizerFast.from_pretrained(str(gpt2)),
         "unigram": lambda: transformers.AlbertTokenizerFast(  # the model's own pieces
             vocab_file=str(REPO / "pretrainx" / "assets" / "spm_4k.model"), pad_token="[PAD]",
             unk_token="[UNK]"),

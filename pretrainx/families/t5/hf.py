@@ -130,12 +130,18 @@ def model_config_from_hf(hf: dict, base, source: str):
     m.dropout_rate = hf.get("dropout_rate", 0.1)
     m.layer_norm_eps = hf.get("layer_norm_epsilon", 1e-6)
     m.feed_forward = proj
-    m.tie_output = bool(hf.get("tie_word_embeddings", True))
+    # transformers 5 writes every T5 as tied and says by scale_decoder_outputs whether
+    # the decoder's output is scaled: 1.1 (unscaled) is then our untied output layer,
+    # holding the word table (lm_head.weight where the file keeps one)
+    m.tie_output = bool(hf.get("tie_word_embeddings", True)) and bool(
+        hf.get("scale_decoder_outputs", True))
     return m
 
 
 def _read(hf: dict, state: dict, path: str) -> dict:
     model = model_config_from_hf(hf, t5.default_config(), os.path.join(path, "config.json"))
+    if not model.tie_output and "lm_head.weight" not in state and "shared.weight" in state:
+        state = dict(state, **{"lm_head.weight": state["shared.weight"]})
     tokenizer, _ = hf_lib.tokenizer_of(path)
     return dict(model=model, params=from_hf_state(state, model, path), tokenizer=tokenizer,
                 lower_case=False, head="seq2seq",
@@ -155,5 +161,13 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
     return ["spiece.model"] + hf_lib.write_tokenizer_config(output, config, special)
 
 
+def _caveat(pretrained) -> str:
+    if pretrained.model.tie_output:
+        return ""
+    return ("this T5 has its own output layer (T5 1.1's): transformers 4.x reads it as "
+            "written, but transformers 5 (5.23) ties every T5's output layer to the word "
+            "table, so there its logits differ from the ones this model computes")
+
+
 ADAPTER = hf_lib.Adapter(name="t5", model_type="t5", read=_read, write=_write,
-                         write_tokenizer=_write_tokenizer)
+                         write_tokenizer=_write_tokenizer, caveat=_caveat)
