@@ -44,13 +44,6 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE / "jax"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 
-def pytest_collection_modifyitems(items):
-    """The tests marked slow (those that train for 12 s or more) first, each file's in
-    its order: two workers then share out the long ones early and end on short ones,
-    instead of one worker finishing a two-minute test while the other waits. Every
-    worker sorts the same collection the same way, as pytest-xdist requires."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # ../shared/data beside the checkout; PRETRAINX_SHARED_DATA where it does not travel (the
