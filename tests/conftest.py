@@ -43,8 +43,6 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE / "jax"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
-
-
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # ../shared/data beside the checkout; PRETRAINX_SHARED_DATA where it does not travel (the
 # GPU kit carries the few files its checks read)
