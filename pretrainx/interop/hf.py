@@ -123,11 +123,11 @@ def load(path: str) -> Pretrained:
             raise UserError(f"cannot read {config_file}: {e}") from None
     model_type = hf.get("model_type")
     adapter = _adapter_of_model_type(model_type)
-    refusing = next((a for a in ADAPTERS.entries() if model_type in a.refuses), None)
-    if adapter is None and refusing is not None:
-        raise UserError(f"{config_file}: model_type {model_type!r} is not read: "
-                        f"{refusing.refuses[model_type]}")
     if adapter is None:
+        refusing = next((a for a in ADAPTERS.entries() if model_type in a.refuses), None)
+        if refusing is not None:
+            raise UserError(f"{config_file}: model_type {model_type!r} is not read: "
+                            f"{refusing.refuses[model_type]}")
         arch = ",".join(hf.get("architectures") or ["?"])
         supported = [a.model_type for a in ADAPTERS.entries() if a.model_type]
         raise UserError(f"{config_file}: unsupported architecture {arch} (model_type "

@@ -6,6 +6,7 @@ card never claims what the run did not record."""
 import json
 import os
 
+import jax
 import numpy as np
 
 # config.json's head -> the Hub's pipeline tag
@@ -53,7 +54,7 @@ def card(pretrained, config: dict, license_id: str) -> str:
     """README.md for an export of `pretrained` whose config.json is `config`."""
     m, run = pretrained.model, pretrained.run or {}
     architecture = (config.get("architectures") or ["AutoModel"])[0]
-    count = int(sum(np.asarray(x).size for x in _leaves(pretrained.params)))
+    count = int(sum(np.asarray(x).size for x in jax.tree_util.tree_leaves(pretrained.params)))
     tags = ["pretrainx", pretrained.family] + [t for t in (run.get("objective"),
                                                            pretrained.task) if t]
     front = ["---", "library_name: transformers", f"license: {license_id}", "tags:"]
@@ -95,10 +96,3 @@ def card(pretrained, config: dict, license_id: str) -> str:
               f'model = {architecture}.from_pretrained("PATH_OR_REPO")', "```", ""]
     return "\n".join(lines)
 
-
-def _leaves(tree):
-    if isinstance(tree, dict):
-        for value in tree.values():
-            yield from _leaves(value)
-    else:
-        yield tree
