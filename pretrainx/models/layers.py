@@ -47,8 +47,9 @@ REMAT_POLICIES = {  # what a layer keeps for the backward pass; the rest is reco
 
 
 def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple,
-                shared: bool = False, **kwargs):
-    """`count` layers of `cls` applied in sequence (call with `apply_stack`).
+                shared: bool = False, **kwargs) -> list:
+    """`count` layers of `cls` applied in sequence, as a list of modules that each map
+    x -> x (call them in order, or with `apply_stack`).
 
     Unrolled: modules named prefix_0, prefix_1, ... With cfg.scan_layers: one
     nn.scan named `prefix`s whose parameters stack on a leading `layers` axis, so
@@ -63,30 +64,34 @@ def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple,
     if cfg.remat != "none":
         cls = nn.remat(cls, policy=REMAT_POLICIES[cfg.remat], static_argnums=static_argnums,
                        prevent_cse=not scan)
-    if shared and not scan:  # (module, repeats): see apply_stack
-        return (cls(cfg, dtype, name=f"{prefix}_shared", **kwargs), count)
+    if not scan:
+        if shared:  # the same module, so the same parameters, at every depth
+            return [cls(cfg, dtype, name=f"{prefix}_shared", **kwargs)] * count
+        return [cls(cfg, dtype, name=f"{prefix}_{i}", **kwargs) for i in range(count)]
     if shared:
         scanned = nn.scan(cls, variable_broadcast="params",
                           split_rngs={"params": False, "dropout": True}, in_axes=nn.broadcast,
                           length=count)
-        return scanned(cfg, dtype, scanned=True, name=f"{prefix}_shared", **kwargs)
-    if not scan:
-        return [cls(cfg, dtype, name=f"{prefix}_{i}", **kwargs) for i in range(count)]
+        return [_carry_only(scanned)(cfg, dtype, scanned=True, name=f"{prefix}_shared",
+                                     **kwargs)]
     scanned = nn.scan(cls, variable_axes={"params": 0},
                       split_rngs={"params": True, "dropout": True}, in_axes=nn.broadcast,
                       length=count,
                       metadata_params={nn.PARTITION_NAME: "layers"})
-    return scanned(cfg, dtype, scanned=True, name=f"{prefix}s", **kwargs)
+    return [_carry_only(scanned)(cfg, dtype, scanned=True, name=f"{prefix}s", **kwargs)]
 
 
-def apply_stack(stack, x, *args):
-    if isinstance(stack, nn.Module):  # scanned: returns (carry, per-layer outputs)
-        return stack(x, *args)[0]
-    if len(stack) == 2 and isinstance(stack[1], int):  # one shared layer, repeated
-        layer, repeats = stack
-        for _ in range(repeats):
-            x = layer(x, *args)
-        return x
+def _carry_only(scanned_cls):
+    """The scanned class, called as a layer is: x -> x (nn.scan returns the carry and
+    the per-layer outputs, which no stack keeps)."""
+    class Scanned(scanned_cls):
+        def __call__(self, x, *args):
+            return super().__call__(x, *args)[0]
+    return Scanned
+
+
+def apply_stack(stack: list, x, *args):
+    """x through each layer of a `layer_stack` in order."""
     for layer in stack:
         x = layer(x, *args)
     return x

@@ -1,9 +1,10 @@
 """Parameter-efficient tuning: which new parameters a method adds, and which train.
 
-The methods live inside the shared blocks (LoRA in `layers.Dense`, prefixes in
-`mha.MultiHeadAttention`, adapters in a layer, prompts in an encoder); this
-module says what each method adds and labels every parameter `train` or `freeze`
-for the optimizer, so the frozen base has no optimizer state at all.
+A `Peft` is the part a family hands its blocks: `layers.Dense` adds LoRA where
+`lora_on` names it, `mha.MultiHeadAttention` adds the prefix (`with_prefix`),
+a layer adds adapters and an encoder prompts. This module also labels every
+parameter `train` or `freeze` for the optimizer, so the frozen base has no
+optimizer state at all.
 """
 
 import dataclasses
@@ -35,6 +36,25 @@ class Peft:
     @property
     def prompt_length(self) -> int:
         return self.num_virtual_tokens if self.method == "prompt" else 0
+
+    def lora_on(self, projection: str) -> layers.Lora | None:
+        """The LoRA update of `projection` (query, key, value, out, wi, wo), if any."""
+        return self.lora if projection in self.lora_targets else None
+
+
+def with_prefix(module: nn.Module, k, v, bias, length: int, dtype):
+    """Prefix-tuning (Li & Liang 2021): `length` learned keys and values (parameters of
+    the attention `module`) in front of the sequence's [batch, length, heads, kv], open
+    to every query; parametrised directly (as P-tuning v2) rather than through an MLP."""
+    shape = (length,) + k.shape[2:]
+    init = nn.with_logical_partitioning(layers.truncated_normal(0.02), ("prefix", "heads", "kv"))
+    pk = module.param("prefix_key", init, shape, jnp.float32).astype(dtype)
+    pv = module.param("prefix_value", init, shape, jnp.float32).astype(dtype)
+    batch = k.shape[0]
+    k = jnp.concatenate([jnp.broadcast_to(pk, (batch,) + shape), k], axis=1)
+    v = jnp.concatenate([jnp.broadcast_to(pv, (batch,) + shape), v], axis=1)
+    open_bias = jnp.zeros(bias.shape[:-1] + (length,), bias.dtype)
+    return k, v, jnp.concatenate([open_bias, bias], axis=-1)
 
 
 def from_config(c) -> Peft:

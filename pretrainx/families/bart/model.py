@@ -50,8 +50,8 @@ def _attention(cfg, dtype, name, decode=False, static_kv=False):
         num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
         dropout_rate=cfg.attention_dropout_rate, dtype=dtype,
         kernel_init=nn.initializers.normal(cfg.initializer_range),
-        float32_logits=cfg.float32_attention_logits, decode=decode, static_kv=static_kv,
-        impl=cfg.attention_impl, name=name)
+        float32_logits=cfg.float32_attention_logits, impl=cfg.attention_impl,
+        decoding=mha.Decoding(static_kv) if decode else None, name=name)
 
 
 class FeedForward(nn.Module):

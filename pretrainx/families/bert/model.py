@@ -88,10 +88,8 @@ class BertLayer(nn.Module):
         attn = mha.MultiHeadAttention(
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
-            float32_logits=cfg.float32_attention_logits, lora=tuning.lora,
-            lora_targets=tuning.lora_targets, prefix_length=tuning.prefix_length,
-            impl=cfg.attention_impl, name="attention")(x, x, attn_bias,
-                                                                   deterministic)
+            float32_logits=cfg.float32_attention_logits, tuning=tuning,
+            impl=cfg.attention_impl, name="attention")(x, x, attn_bias, deterministic)
         if tuning.adapter_size:  # Houlsby: after each sub-layer's projection, before the residual
             attn = peft_lib.Adapter(tuning.adapter_size, self.dtype, name="attention_adapter")(attn)
         attn = layers.Dropout(cfg.dropout_rate)(attn, deterministic=deterministic)

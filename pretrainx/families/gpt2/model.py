@@ -60,7 +60,7 @@ class Gpt2Block(nn.Module):
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
             out_init=residual_init, float32_logits=cfg.float32_attention_logits,
-            decode=self.decode, impl=cfg.attention_impl,
+            decoding=mha.Decoding() if self.decode else None, impl=cfg.attention_impl,
             name="attention")(y, y, bias, deterministic)
         x = layers.constrain(x + drop(y), ("batch", "length", "embed"))
         y = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="mlp_norm")(x)

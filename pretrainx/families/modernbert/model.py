@@ -86,7 +86,7 @@ class ModernBertLayer(nn.Module):
             dropout_rate=cfg.attention_dropout_rate, use_bias=False, dtype=self.dtype,
             kernel_init=init, out_init=out_init, float32_logits=cfg.float32_attention_logits,
             impl=cfg.attention_impl,
-            rope_theta=cfg.global_rope_theta if glob else cfg.local_rope_theta,
+            rotary=mha.Rotary(cfg.global_rope_theta if glob else cfg.local_rope_theta),
             name="attention")(h, h, mask, deterministic, positions)
         attn = layers.Dropout(cfg.attention_dropout_rate)(attn, deterministic=deterministic)
         x = layers.constrain(x + attn, ("batch", "length", "embed"))
