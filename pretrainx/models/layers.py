@@ -40,6 +40,17 @@ def activation(name: str) -> Callable:
     }[name]
 
 
+def compute_keys(attention: bool = True) -> dict:
+    """The model keys that say how a model computes, not what it is, with the defaults
+    every family starts from: the compute dtype (parameters stay float32), remat,
+    scanned layers, and with attention the softmax's dtype and the attention kernel
+    (models/attention.py: xla | flash | splash | cudnn | auto)."""
+    keys = {"dtype": "float32", "remat": "none", "scan_layers": False}
+    if attention:
+        keys.update(float32_attention_logits=False, attention_impl="xla")
+    return keys
+
+
 REMAT_POLICIES = {  # what a layer keeps for the backward pass; the rest is recomputed
     "full": None,  # nothing but its inputs
     "dots": jax.checkpoint_policies.checkpoint_dots_with_no_batch_dims,  # matmul outputs
@@ -69,21 +80,27 @@ def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple,
             return [cls(cfg, dtype, name=f"{prefix}_shared", **kwargs)] * count
         return [cls(cfg, dtype, name=f"{prefix}_{i}", **kwargs) for i in range(count)]
     if shared:
-        scanned = nn.scan(cls, variable_broadcast="params",
+        scanned = nn.scan(_as_scan_body(cls), variable_broadcast="params",
                           split_rngs={"params": False, "dropout": True}, in_axes=nn.broadcast,
                           length=count)
-        return [_carry_only(scanned)(cfg, dtype, scanned=True, name=f"{prefix}_shared",
-                                     **kwargs)]
-    scanned = nn.scan(cls, variable_axes={"params": 0},
+        return [_carry_only(scanned)(cfg, dtype, name=f"{prefix}_shared", **kwargs)]
+    scanned = nn.scan(_as_scan_body(cls), variable_axes={"params": 0},
                       split_rngs={"params": True, "dropout": True}, in_axes=nn.broadcast,
                       length=count,
                       metadata_params={nn.PARTITION_NAME: "layers"})
-    return [_carry_only(scanned)(cfg, dtype, scanned=True, name=f"{prefix}s", **kwargs)]
+    return [_carry_only(scanned)(cfg, dtype, name=f"{prefix}s", **kwargs)]
+
+
+def _as_scan_body(layer_cls):
+    """A layer (x -> x) as nn.scan's body: x -> (carry, no per-layer output)."""
+    class Body(layer_cls):
+        def __call__(self, x, *args):
+            return super().__call__(x, *args), None
+    return Body
 
 
 def _carry_only(scanned_cls):
-    """The scanned class, called as a layer is: x -> x (nn.scan returns the carry and
-    the per-layer outputs, which no stack keeps)."""
+    """The scanned stack called as a layer is: x -> x."""
     class Scanned(scanned_cls):
         def __call__(self, x, *args):
             return super().__call__(x, *args)[0]

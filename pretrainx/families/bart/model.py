@@ -36,11 +36,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.layer_norm_eps = 1e-5
     m.initializer_range = 0.02
     m.hidden_act = "gelu"
-    m.dtype = "float32"
-    m.remat = "none"
-    m.scan_layers = False
-    m.float32_attention_logits = False
-    m.attention_impl = "xla"  # models/attention.py: xla | flash | splash | cudnn | auto
+    m.update(layers.compute_keys())
     m.decoder_start_id = 2  # </s> in fairseq's layout: the decoder's first input
     return m
 
@@ -72,9 +68,9 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(nn.Module):
+    """Post-norm: x = norm(x + dropout(self-attention)), x = norm(x + dropout(mlp))."""
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
-    scanned: bool = False
 
     @nn.compact
     def __call__(self, x, bias, deterministic):
@@ -85,14 +81,12 @@ class EncoderLayer(nn.Module):
         x = norm("attention_norm")(x + drop(y))
         x = layers.constrain(x, ("batch", "length", "embed"))
         x = norm("mlp_norm")(x + drop(FeedForward(cfg, self.dtype, name="mlp")(x, deterministic)))
-        x = layers.constrain(x, ("batch", "length", "embed"))
-        return (x, None) if self.scanned else x
+        return layers.constrain(x, ("batch", "length", "embed"))
 
 
 class DecoderLayer(nn.Module):
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
-    scanned: bool = False
     decode: bool = False  # one token a call, keys and values in the "cache" collection
 
     @nn.compact
@@ -109,8 +103,7 @@ class DecoderLayer(nn.Module):
         x = norm("cross_attention_norm")(x + drop(y))
         x = layers.constrain(x, ("batch", "length", "embed"))
         x = norm("mlp_norm")(x + drop(FeedForward(cfg, self.dtype, name="mlp")(x, deterministic)))
-        x = layers.constrain(x, ("batch", "length", "embed"))
-        return (x, None) if self.scanned else x
+        return layers.constrain(x, ("batch", "length", "embed"))
 
 
 def _counting(tokens):

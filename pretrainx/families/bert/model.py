@@ -49,12 +49,8 @@ def default_config(**family) -> ml_collections.ConfigDict:
     put("layer_norm_eps", 1e-12)
     put("initializer_range", 0.02)
     put("hidden_act", "gelu_tanh")  # google-research/bert's gelu is the tanh form
-    put("dtype", "float32")  # compute dtype; parameters stay float32
-    put("remat", "none")  # none | full | dots
-    put("scan_layers", False)  # True: one nn.scan over layers (compile time flat in depth)
-    put("float32_attention_logits", False)  # True: scores + softmax in float32
-    # models/attention.py: xla | flash | splash | cudnn | auto (kernels: no attention dropout)
-    put("attention_impl", "xla")
+    for key, value in layers.compute_keys().items():
+        put(key, value)
     # ALBERT: embedding tables E wide, projected to hidden_size (0: E = hidden_size)
     put("embedding_size", 0)
     put("share_layers", False)  # ALBERT: one layer's parameters for every layer
@@ -78,7 +74,6 @@ def factorised(cfg) -> bool:
 class BertLayer(nn.Module):
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
-    scanned: bool = False  # under nn.scan: return (carry, None)
     peft: peft_lib.Peft = peft_lib.Peft()
 
     @nn.compact
@@ -103,7 +98,7 @@ class BertLayer(nn.Module):
         x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="mlp_norm")(x + h)
         x = layers.constrain(x, ("batch", "length", "embed"))
         self.sow("intermediates", "hidden", x)  # read by distillation; free otherwise
-        return (x, None) if self.scanned else x
+        return x
 
 
 class BertEncoder(nn.Module):

@@ -40,11 +40,7 @@ def default_config(dropout_rate: float = 0.1,
     m.dropout_rate = dropout_rate
     m.attention_dropout_rate = attention_dropout_rate
     m.classifier_width = 1024
-    m.dtype = "float32"
-    m.remat = "none"
-    m.scan_layers = False
-    m.float32_attention_logits = False
-    m.attention_impl = "xla"
+    m.update(layers.compute_keys())
     return m
 
 
@@ -60,7 +56,6 @@ def sinusoid(length: int, width: int):
 class CrammedLayer(nn.Module):
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
-    scanned: bool = False
 
     @nn.compact
     def __call__(self, x, mask, deterministic):
@@ -78,11 +73,12 @@ class CrammedLayer(nn.Module):
         h = GatedMlp(cfg.mlp_dim, cfg.hidden_act, 0.0, self.dtype, init, init, name="mlp")(
             h, deterministic)
         x = x + layers.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
-        x = layers.constrain(x, ("batch", "length", "embed"))
-        return (x, None) if self.scanned else x
+        return layers.constrain(x, ("batch", "length", "embed"))
 
 
 class CrammedEncoder(nn.Module):
+    """Token embeddings plus sinusoidal positions times one learned scale (no token
+    types), LayerNorm and dropout -> pre-norm layers -> a final LayerNorm."""
     cfg: ml_collections.ConfigDict
 
     def setup(self):

@@ -37,9 +37,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.proj_clip = 3.0
     m.vocab_size = 793_471  # softmax words; rarer words are read but predicted as <UNK>
     m.dropout_rate = 0.1
-    m.dtype = "float32"
-    m.remat = "none"
-    m.scan_layers = False
+    m.update(layers.compute_keys(attention=False))
     return m
 
 def parse_filters(spec: str) -> list:

@@ -31,11 +31,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.layer_norm_eps = 1e-5
     m.initializer_range = 0.02
     m.hidden_act = "gelu_tanh"
-    m.dtype = "float32"
-    m.remat = "none"
-    m.scan_layers = False
-    m.float32_attention_logits = False
-    m.attention_impl = "xla"  # models/attention.py: xla | flash | splash | cudnn | auto
+    m.update(layers.compute_keys())
     m.tie_output = True  # False: lm_head has a kernel of its own (tie_word_embeddings=False)
     return m
 
@@ -46,7 +42,6 @@ def _normal(std):
 class Gpt2Block(nn.Module):
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
-    scanned: bool = False
     decode: bool = False
 
     @nn.compact
@@ -67,7 +62,7 @@ class Gpt2Block(nn.Module):
         y = layers.Mlp(cfg.mlp_dim, cfg.hidden_act, self.dtype, init, out_init=residual_init,
                        name="mlp")(y, deterministic)
         x = layers.constrain(x + drop(y), ("batch", "length", "embed"))
-        return (x, None) if self.scanned else x
+        return x
 
 
 class GPT2(nn.Module):

@@ -47,11 +47,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.attention_dropout_rate = 0.0
     m.classifier_pooling = "cls"  # cls | mean: what a sequence classifier reads
     m.classifier_dropout = 0.0
-    m.dtype = "float32"
-    m.remat = "none"
-    m.scan_layers = False  # refused: the layers differ in window and RoPE base
-    m.float32_attention_logits = False
-    m.attention_impl = "xla"  # a sliding window runs on xla, splash or cudnn (not flash)
+    m.update(layers.compute_keys())
     m.tie_output = True  # False: the decoder has a kernel of its own (tie_word_embeddings)
     return m
 

@@ -42,12 +42,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.layer_norm_eps = 1e-6
     m.relative_attention_num_buckets = 32
     m.relative_attention_max_distance = 128
-    m.dtype = "float32"
-    m.remat = "none"
-    m.scan_layers = False
-    m.float32_attention_logits = False
-    # models/attention.py: xla | flash (takes the position bias) | cudnn | auto
-    m.attention_impl = "xla"
+    m.update(layers.compute_keys())
     return m
 
 def normal(stddev: float):
@@ -98,6 +93,8 @@ class RelativePositionBias(nn.Module):
 
 
 class FeedForward(nn.Module):
+    """wi -> ReLU -> dropout -> wo without biases (T5); with model.feed_forward
+    "gated-gelu" (T5.1.1) GELU(wi_0 x) * wi_1 x in place of ReLU(wi x)."""
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
 
@@ -131,9 +128,10 @@ def _attention(cfg, dtype, name):
 
 
 class EncoderLayer(nn.Module):
+    """Pre-norm: x += dropout(self-attention(norm(x))) with the shared relative position
+    bias, then x += dropout(mlp(norm(x)))."""
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
-    scanned: bool = False  # under nn.scan: return (carry, None)
 
     @nn.compact
     def __call__(self, x, bias, deterministic):
@@ -145,14 +143,12 @@ class EncoderLayer(nn.Module):
         x = layers.constrain(x, ("batch", "length", "embed"))
         y = norm("mlp_norm")(x)
         x = x + drop(FeedForward(cfg, self.dtype, name="mlp")(y, deterministic))
-        x = layers.constrain(x, ("batch", "length", "embed"))
-        return (x, None) if self.scanned else x
+        return layers.constrain(x, ("batch", "length", "embed"))
 
 
 class DecoderLayer(nn.Module):
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
-    scanned: bool = False
 
     @nn.compact
     def __call__(self, x, encoded, self_bias, cross_bias, deterministic):
@@ -168,8 +164,7 @@ class DecoderLayer(nn.Module):
         x = layers.constrain(x, ("batch", "length", "embed"))
         y = norm("mlp_norm")(x)
         x = x + drop(FeedForward(cfg, self.dtype, name="mlp")(y, deterministic))
-        x = layers.constrain(x, ("batch", "length", "embed"))
-        return (x, None) if self.scanned else x
+        return layers.constrain(x, ("batch", "length", "embed"))
 
 
 class T5(nn.Module):
