@@ -40,6 +40,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.update(layers.compute_keys(attention=False))
     return m
 
+
 def parse_filters(spec: str) -> list:
     """"1:32,2:32,3:64" -> [(1, 32), (2, 32), (3, 64)]: (width in chars, filters)."""
     out = []

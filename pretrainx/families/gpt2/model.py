@@ -35,6 +35,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.tie_output = True  # False: lm_head has a kernel of its own (tie_word_embeddings=False)
     return m
 
+
 def _normal(std):
     return nn.initializers.normal(std)
 

@@ -45,6 +45,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.update(layers.compute_keys())
     return m
 
+
 def normal(stddev: float):
     return nn.initializers.normal(stddev)
 
