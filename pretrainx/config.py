@@ -102,8 +102,9 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.optimizer.name = opt.pop("name", "adamw")
     c.optimizer.learning_rate = learning_rate
     c.optimizer.warmup_steps = opt.pop("warmup_steps", 10_000)
-    # bert_linear | warmup_linear | constant | rsqrt | cosine | slanted_triangular |
-    # warmup_stable_decay | one_cycle (with the keys the recipes that use them set)
+    # bert_linear | warmup_linear | constant | rsqrt | cosine | cosine_floor |
+    # slanted_triangular | warmup_stable_decay | one_cycle (with the keys the recipes
+    # that use them set)
     c.optimizer.schedule = schedule
     c.optimizer.b1 = opt.pop("b1", 0.9)
     c.optimizer.b2 = opt.pop("b2", 0.999)
@@ -156,13 +157,14 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
 
 _DTYPES = ("float32", "bfloat16")
 _REMAT = ("none", "full", "dots")
-SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt", "cosine",
+SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt", "cosine", "cosine_floor",
              "slanted_triangular", "warmup_stable_decay", "one_cycle")
 # the optimizer keys a schedule or an optimizer reads besides the shared ones; the
-# recipes that use them set them (the crammed BERT, ModernBERT, ELMo), so that each
+# recipes that use them set them (the crammed BERT, ModernBERT, NeoBERT, ELMo), so that each
 # value lives in one place
 NEEDS = {"slanted_triangular": ("stlr_ratio",), "one_cycle": ("cycle_start", "cycle_falloff"),
-         "warmup_stable_decay": ("decay_steps",), "adagrad": ("initial_accumulator",)}
+         "warmup_stable_decay": ("decay_steps",), "cosine_floor": ("final_lr_fraction",),
+         "adagrad": ("initial_accumulator",)}
 _OPTIMIZERS = ("adamw", "adafactor", "adagrad", "lamb", "stable_adamw")
 
 

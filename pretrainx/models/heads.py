@@ -61,3 +61,14 @@ def task_logits(x, attention_mask, *, head: str, num_labels: int, deterministic:
     logits = layers.Dense(features(head, num_labels), axes, dtype=dtype, kernel_init=init,
                           name=HEAD_MODULES[0])(x)
     return {"logits": logits.astype(jnp.float32)}
+
+
+def mlm_outputs(network: nn.Module, params, batch) -> dict:
+    """{"hidden_states", "logits"}: the encoder's last states and the MLM head's logits at
+    every position of a padded batch, for pretrainx.load; `network` is an MLM model with
+    `encode(batch, deterministic)` and `mlm_logits(states, positions)`."""
+    def run(net, batch):
+        x = net.encode(batch, True)
+        return {"hidden_states": x, "logits": net.mlm_logits(x, layers.every_position(x))}
+    return network.apply({"params": params}, batch, method=run)
+

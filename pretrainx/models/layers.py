@@ -36,6 +36,7 @@ def activation(name: str) -> Callable:
         "gelu": functools.partial(jax.nn.gelu, approximate=False),
         "gelu_tanh": functools.partial(jax.nn.gelu, approximate=True),
         "relu": jax.nn.relu,
+        "silu": jax.nn.silu,  # SwiGLU's gate (NeoBERT)
         "tanh": jnp.tanh,
     }[name]
 

@@ -14,7 +14,8 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
     decay from the peak to 0 at `total_steps` counted from step 0, overridden by a
     linear warmup while step < warmup_steps (so the decay is already at
     1 - warmup/total when warmup ends). warmup_linear decays from the end of warmup.
-    cosine is GPT's: the warmup, then half a cosine down to 0 at `total_steps`.
+    cosine is GPT's: the warmup, then half a cosine down to 0 at `total_steps`;
+    cosine_floor (NeoBERT's) ends it at final_lr_fraction of the peak instead.
     rsqrt is T5's: learning_rate * sqrt(warmup) / sqrt(max(step, warmup)), which with
     learning_rate 0.01 and warmup 10^4 is the paper's 1/sqrt(max(step, 10^4)).
     slanted_triangular is ULMFiT's (Howard and Ruder 2018, eq. 3): a linear rise from
@@ -40,6 +41,10 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
         elif kind == "cosine":  # GPT-1/2: half a cosine from the peak to 0 after warmup
             progress = jnp.clip((step - warmup) / max(total_steps - warmup, 1), 0.0, 1.0)
             after = peak * 0.5 * (1.0 + jnp.cos(jnp.pi * progress))
+        elif kind == "cosine_floor":
+            floor = float(opt_cfg.final_lr_fraction)
+            progress = jnp.clip((step - warmup) / max(total_steps - warmup, 1), 0.0, 1.0)
+            after = peak * (floor + (1.0 - floor) * 0.5 * (1.0 + jnp.cos(jnp.pi * progress)))
         elif kind == "slanted_triangular":
             ratio = float(opt_cfg.stlr_ratio)
             cut = max(warmup, 1)

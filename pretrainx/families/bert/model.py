@@ -284,10 +284,7 @@ def outputs(cfg, params, batch) -> dict:
     """The last layer's states and the MLM head's logits at every position of a padded
     batch (input_ids, token_type_ids, attention_mask), for pretrainx.load: a checkpoint
     with an MLM head (pretrain or mlm) of BERT's modules."""
-    def run(net, batch):
-        x = net.encode(batch, True)
-        return {"hidden_states": x, "logits": net.mlm_logits(x, layers.every_position(x))}
-    return BertForMaskedLM(cfg).apply({"params": params}, batch, method=run)
+    return heads.mlm_outputs(BertForMaskedLM(cfg), params, batch)
 
 
 def fill_mask_model(cfg, head: str) -> nn.Module:

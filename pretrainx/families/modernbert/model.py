@@ -154,17 +154,18 @@ class ModernBertForMaskedLM(nn.Module):
                   + self.mlm_bias.astype(h.dtype))
         return layers.constrain(logits, ("batch", "pred", "vocab")).astype(jnp.float32)
 
+    def encode(self, batch, deterministic: bool):
+        """[batch, length, embed]: the final LayerNorm's states of a padded or packed batch."""
+        return self.model(*layers.packed_inputs(batch), deterministic)
+
     def __call__(self, batch, deterministic: bool = True):
-        x = self.model(*layers.packed_inputs(batch), deterministic)
+        x = self.encode(batch, deterministic)
         return {"mlm_logits": self.mlm_logits(x, batch["masked_lm_positions"])}
 
 
 def outputs(cfg, params, batch) -> dict:
-    """The final norm's states and the MLM logits at every position, for pretrainx.load."""
-    def run(net, batch):
-        x = net.model(*layers.packed_inputs(batch), True)
-        return {"hidden_states": x, "logits": net.mlm_logits(x, layers.every_position(x))}
-    return ModernBertForMaskedLM(cfg).apply({"params": params}, batch, method=run)
+    """`encode`'s states and the MLM logits at every position, for pretrainx.load."""
+    return heads.mlm_outputs(ModernBertForMaskedLM(cfg), params, batch)
 
 
 class ModernBertForFineTuning(heads.TaskModel):

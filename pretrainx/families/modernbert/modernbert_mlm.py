@@ -20,16 +20,21 @@ from pretrainx.objectives import assembled, encoder, mlm, rows
 
 
 class ModernBertMlm(assembled.Assembled):
-    """Its own packed document rows and MLM's loss part (encoder.MlmLoss)."""
+    """Its own packed document rows and MLM's loss part (encoder.MlmLoss). Another
+    encoder trained the same way (NeoBERT) names its own `network`, `flops` and
+    `flops_formula`."""
 
+    title = "ModernBERT"
+    network = modernbert.ModernBertForMaskedLM
+    flops = staticmethod(modernbert.flops_per_token)
     flops_formula = ("3 * (L * 2*(4*h^2 + 3*h*mlp) + 4*h*(G*seq + (L - G)*min(seq, W + 1)) "
                      "+ P*2*(h^2 + h*V) / seq), G = ceil(L / global_attn_every_n_layers) "
                      "global layers, W = local_attention")
 
     def __init__(self, cfg, tokenizer):
         if tokenizer is not None:
-            encoder.check_row_tokenizer(tokenizer, cfg, "ModernBERT", "[CLS] text [SEP]")
-        super().__init__(cfg, tokenizer, modernbert.ModernBertForMaskedLM(cfg.model),
+            encoder.check_row_tokenizer(tokenizer, cfg, self.title, "[CLS] text [SEP]")
+        super().__init__(cfg, tokenizer, self.network(cfg.model),
                          corpus.Corpus(cfg, tokenizer), losses=encoder.MlmLoss())
 
     def describe(self, phase) -> dict:
@@ -37,7 +42,7 @@ class ModernBertMlm(assembled.Assembled):
                 "pack_examples": bool(self.cfg.data.pack_examples)}
 
     def flops_per_token(self, phase) -> float:
-        return modernbert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
+        return self.flops(self.cfg.model, phase.seq_len, phase.max_predictions)
 
     # ---- data -------------------------------------------------------------
     def examples_from_documents(self, docs, phase, train: bool, group: int = 0) -> list:
