@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, xla_flags
 
 
 def _wheels():
@@ -61,6 +61,7 @@ def test_the_run_step_dry_runs_its_whole_path_on_the_cpu(tmp_path):
     (cuDNN's comparisons skip), the benchmark at the tiny sizes (ours in bf16, HF under
     autocast where torch is), and the four files a borrowed machine sends back."""
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+    env["XLA_FLAGS"] = xla_flags()  # the tests' compile flags, XLA's one CPU device
     done = subprocess.run([sys.executable, "launch/gpu_kit.py", "run", "--dry_run",
                            "--budget_s=400", "--sizes=tiny", "--out", str(tmp_path)],
                           cwd=REPO, env=env,

@@ -1,0 +1,60 @@
+"""NeoBERT's entry (Le Breton et al. 2025): its encoder (pre-RMSNorm, RoPE, SwiGLU, 28 x
+768) trained by masked LM at 20%, two phases (1,024 tokens, then 4,096). transformers
+has no NeoBERT class (the released model runs the authors' own code), so there is no HF
+adapter: a run exports as its pretrainx workdir."""
+
+import math
+
+import ml_collections
+
+from pretrainx import config as config_lib
+from pretrainx import objectives, registry
+from pretrainx.errors import UserError
+from pretrainx.families.neobert import model as neobert
+from pretrainx.families.neobert import neobert_mlm
+from pretrainx.objectives import encoder
+
+
+def defaults():
+    """The paper's pretraining: AdamW (b1 0.9, b2 0.95, eps 1e-8, weight decay 0.1,
+    clipping at 1.0), peak rate 6e-4 after 2,000 warmup steps, cosine decay to 10% of
+    it; 1M steps of 2,048 rows of 1,024 tokens (2M tokens a step), then 50,000 steps
+    at 4,096 tokens with the same tokens a step (512 rows); 20% of tokens masked."""
+    c = encoder.defaults(
+        "neobert", neobert.default_config(), total_steps=1_050_000, batch=2048, seq_len=1024,
+        learning_rate=6e-4, schedule="cosine_floor", final_lr_fraction=0.1, b2=0.95,
+        eps=1e-8, weight_decay=0.1, warmup_steps=2000, mask_prob=0.20,
+        max_predictions=205)  # 20% of 1,022
+    c.data.eval_mask_prob = 0.0  # 0: evaluate at mask_prob
+    c.data.pack_examples = False  # the authors' collator pads each document's row
+    c.phase2 = ml_collections.ConfigDict()
+    c.phase2.fraction = 50_000 / 1_050_000  # the context extension's 50,000 steps
+    c.phase2.seq_len = 4096
+    c.phase2.global_batch_size = 512
+    c.phase2.max_predictions_per_seq = 819  # 20% of 4,094
+    return c
+
+
+def validate(cfg) -> None:
+    encoder.validate(cfg)
+    m = cfg.model
+    if m.hidden_size % m.num_heads or (m.hidden_size // m.num_heads) % 2:
+        raise UserError(f"model.hidden_size={m.hidden_size} over model.num_heads={m.num_heads} "
+                        "must give an even head size (RoPE rotates pairs)")
+    if not 0.0 <= cfg.optimizer.final_lr_fraction <= 1.0:
+        raise UserError(f"optimizer.final_lr_fraction={cfg.optimizer.final_lr_fraction} "
+                        "must be in [0, 1]")
+    for phase in config_lib.phases(cfg):
+        need = math.ceil(cfg.data.mask_prob * (phase.seq_len - 2))
+        if phase.max_predictions < min(need, phase.seq_len) * 0.9:
+            raise UserError(f"{phase.prefix}max_predictions_per_seq={phase.max_predictions} "
+                            f"cuts mask_prob={cfg.data.mask_prob} of {phase.seq_len} tokens "
+                            f"({need} predictions) by more than 10%")
+
+
+registry.register(registry.Family(
+    name="neobert", outputs=neobert.outputs, default_config=neobert.default_config,
+    max_positions="max_position_embeddings",
+    objectives=(objectives.Entry(name="neobert", build=neobert_mlm.NeoBertMlm,
+                                 defaults=defaults, validate=validate,
+                                 as_pretrained=encoder.pretrained_mlm),)))
