@@ -151,6 +151,18 @@ def read_metrics(workdir, split="train", source=None):
     return [r for r in records if r.get("split", "train") == split and r.get("source") == source]
 
 
+MESH_OF_8 = {"mesh.data": 2, "mesh.fsdp": 2, "mesh.tensor": 2}
+
+
+def losses_on_one_and_a_mesh(make_config, tmp_path) -> tuple:
+    """(losses on one device, losses on a (data 2, fsdp 2, tensor 2) mesh) of the config
+    `make_config(**overrides)` builds; the single device's workdir is tmp_path/"one"."""
+    from pretrainx.train import loop
+    loop.train(make_config(), str(tmp_path / "one"), devices=jax.devices()[:1])
+    loop.train(make_config(**MESH_OF_8), str(tmp_path / "mesh"))
+    return tuple([r["loss"] for r in read_metrics(tmp_path / name)] for name in ("one", "mesh"))
+
+
 def override(c, overrides):
     """Set dotted keys (\"optimizer.learning_rate\") of a config; returns it."""
     for key, value in overrides.items():

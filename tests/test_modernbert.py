@@ -14,7 +14,8 @@ import optax
 import pytest
 from flax import linen as nn
 
-from conftest import ALICE, REPO, load_config, override, read_metrics
+from conftest import (ALICE, REPO, load_config, losses_on_one_and_a_mesh, override,
+                      read_metrics)
 from pretrainx import config as config_lib
 from pretrainx import interop, objectives
 from pretrainx.data.tokenizers import load_tokenizer
@@ -262,11 +263,7 @@ def test_loss_falls_sharded_equals_unsharded_and_glue_finetunes(shared_data, tmp
     from pretrainx.finetune import loop as finetune_loop
     from pretrainx.finetune.config import finetune_config
     one = str(tmp_path / "one")
-    loop.train(_quick(), one, devices=jax.devices()[:1])
-    loop.train(_quick(**{"mesh.data": 2, "mesh.fsdp": 2, "mesh.tensor": 2}),
-               str(tmp_path / "mesh"))
-    a = [r["loss"] for r in read_metrics(one)]
-    b = [r["loss"] for r in read_metrics(tmp_path / "mesh")]
+    a, b = losses_on_one_and_a_mesh(_quick, tmp_path)
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
     assert a[0] > 7.5 and np.mean(a[-3:]) < a[0] - 1.0, a
     pretrained = interop.load(one)

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 import pretrainx
-from conftest import ALICE, REPO, load_config, override, read_metrics
+from conftest import ALICE, REPO, load_config, losses_on_one_and_a_mesh, override
 from pretrainx import config as config_lib
 from pretrainx import objectives
 from pretrainx.data import packing
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.families.neobert import model as neobert
-from pretrainx.train import loop, optim
+from pretrainx.train import optim
 
 SPM = str(REPO / "pretrainx" / "assets" / "spm_4k.model")
 
@@ -100,11 +100,7 @@ def test_loss_falls_sharded_equals_unsharded_and_loads(tmp_path):
     """12 steps on Alice: the loss falls from log(4096), a (data 2, fsdp 2, tensor 2)
     mesh gives the single device's losses, and pretrainx.load runs the workdir."""
     one = str(tmp_path / "one")
-    loop.train(_quick(), one, devices=jax.devices()[:1])
-    loop.train(_quick(**{"mesh.data": 2, "mesh.fsdp": 2, "mesh.tensor": 2}),
-               str(tmp_path / "mesh"))
-    a = [r["loss"] for r in read_metrics(one)]
-    b = [r["loss"] for r in read_metrics(tmp_path / "mesh")]
+    a, b = losses_on_one_and_a_mesh(_quick, tmp_path)
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
     assert a[0] > 7.5 and np.mean(a[-3:]) < a[0] - 1.0, a
     loaded = pretrainx.load(one)
