@@ -30,6 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import jax  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 
@@ -161,6 +162,34 @@ def losses_on_one_and_a_mesh(make_config, tmp_path) -> tuple:
     loop.train(make_config(), str(tmp_path / "one"), devices=jax.devices()[:1])
     loop.train(make_config(**MESH_OF_8), str(tmp_path / "mesh"))
     return tuple([r["loss"] for r in read_metrics(tmp_path / name)] for name in ("one", "mesh"))
+
+
+def assert_packed_examples_see_only_themselves(model, make_params, examples, length: int):
+    """`examples` (1-D id arrays) packed into one row of `length` (segment ids, positions
+    that restart) give each example's MLM logits as it gets alone, within 1e-5: no
+    attention crosses a boundary. `model` takes input_ids, attention_mask, positions and
+    masked_lm_positions; `make_params(batch)` gives its parameters. Returns the row's
+    real length."""
+    from pretrainx.data import packing
+    packed = packing.pack_examples(examples, length)
+    assert len(packed) == 1, len(packed)
+    row = packed[0]
+    n = row["input_ids"].size
+    assert list(np.unique(row["segment_ids"])) == list(range(1, len(examples) + 1))
+    pad = lambda x: np.pad(x, (0, length - n))[None]  # noqa: E731
+    batch = {"input_ids": pad(row["input_ids"]), "attention_mask": pad(row["segment_ids"]),
+             "positions": pad(row["positions"]),
+             "masked_lm_positions": np.arange(length, dtype=np.int32)[None]}
+    params = make_params(batch)
+    together = np.asarray(model.apply({"params": params}, batch)["mlm_logits"])[0]
+    start = 0
+    for e in examples:
+        alone = {"input_ids": e[None], "attention_mask": np.ones_like(e)[None],
+                 "masked_lm_positions": np.arange(e.size, dtype=np.int32)[None]}
+        logits = np.asarray(model.apply({"params": params}, alone)["mlm_logits"])[0]
+        np.testing.assert_allclose(together[start:start + e.size], logits, rtol=0, atol=1e-5)
+        start += e.size
+    return n
 
 
 def override(c, overrides):

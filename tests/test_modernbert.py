@@ -14,15 +14,14 @@ import optax
 import pytest
 from flax import linen as nn
 
-from conftest import (ALICE, REPO, load_config, losses_on_one_and_a_mesh, override,
-                      read_metrics)
+from conftest import (ALICE, REPO, assert_packed_examples_see_only_themselves, load_config,
+                      losses_on_one_and_a_mesh, override, read_metrics)
 from pretrainx import config as config_lib
 from pretrainx import interop, objectives
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.interop import hf
 from pretrainx.errors import UserError
 from pretrainx.families.modernbert import model as modernbert
-from pretrainx.data import packing
 from pretrainx.train import loop, optim
 
 SPM = str(REPO / "pretrainx" / "assets" / "spm_4k.model")
@@ -114,25 +113,10 @@ def test_packed_documents_never_see_each_other():
     tokenizer = load_tokenizer(SPM)
     cfg = _tiny_model()
     examples = [np.asarray(r, np.int32) for r in _alice_rows(tokenizer, [30, 21, 12])]
-    packed = packing.pack_examples(examples, 64)
-    assert len(packed) == 1
-    row = packed[0]
-    n = row["input_ids"].size
-    assert n == 63 and list(np.unique(row["segment_ids"])) == [1, 2, 3]
-    pad = lambda x: np.pad(x, (0, 64 - n))[None]  # noqa: E731
-    batch = {"input_ids": pad(row["input_ids"]), "attention_mask": pad(row["segment_ids"]),
-             "positions": pad(row["positions"]),
-             "masked_lm_positions": np.arange(64, dtype=np.int32)[None]}
     model = modernbert.ModernBertForMaskedLM(cfg)
-    params = _random_params(model, batch)
-    together = np.asarray(model.apply({"params": params}, batch)["mlm_logits"])[0]
-    start = 0
-    for e in examples:
-        alone = {"input_ids": e[None], "attention_mask": np.ones_like(e)[None],
-                 "masked_lm_positions": np.arange(e.size, dtype=np.int32)[None]}
-        logits = np.asarray(model.apply({"params": params}, alone)["mlm_logits"])[0]
-        np.testing.assert_allclose(together[start:start + e.size], logits, rtol=0, atol=1e-5)
-        start += e.size
+    n = assert_packed_examples_see_only_themselves(
+        model, lambda batch: _random_params(model, batch), examples, 64)
+    assert n == 63
 
 
 def test_the_window_reaches_what_the_paper_says():

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import pretrainx
-from conftest import ALICE, REPO, load_config, losses_on_one_and_a_mesh, override
+from conftest import (ALICE, REPO, assert_packed_examples_see_only_themselves, load_config,
+                      losses_on_one_and_a_mesh, override)
 from pretrainx import config as config_lib
 from pretrainx import objectives
-from pretrainx.data import packing
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.families.neobert import model as neobert
@@ -68,22 +68,9 @@ def test_packed_documents_never_see_each_other():
     words = open(ALICE, encoding="utf-8").read().split()
     examples = [np.asarray(tokenizer.encode(" ".join(words[i:i + n]))[:n], np.int32)
                 for i, n in ((1000, 30), (2000, 21), (3000, 12))]
-    row = packing.pack_examples(examples, 64)[0]
-    n = row["input_ids"].size
-    pad = lambda x: np.pad(x, (0, 64 - n))[None]  # noqa: E731
-    batch = {"input_ids": pad(row["input_ids"]), "attention_mask": pad(row["segment_ids"]),
-             "positions": pad(row["positions"]),
-             "masked_lm_positions": np.arange(64, dtype=np.int32)[None]}
     model = neobert.NeoBertForMaskedLM(cfg)
-    params = model.init(jax.random.key(1), batch)["params"]
-    together = np.asarray(model.apply({"params": params}, batch)["mlm_logits"])[0]
-    start = 0
-    for e in examples:
-        alone = {"input_ids": e[None], "attention_mask": np.ones_like(e)[None],
-                 "masked_lm_positions": np.arange(e.size, dtype=np.int32)[None]}
-        logits = np.asarray(model.apply({"params": params}, alone)["mlm_logits"])[0]
-        np.testing.assert_allclose(together[start:start + e.size], logits, rtol=0, atol=1e-5)
-        start += e.size
+    assert_packed_examples_see_only_themselves(
+        model, lambda batch: model.init(jax.random.key(1), batch)["params"], examples, 64)
 
 
 def _quick(**overrides):
