@@ -110,6 +110,26 @@ def outputs(cfg, params, batch) -> dict:
     return heads.mlm_outputs(NeoBertForMaskedLM(cfg), params, batch)
 
 
+class NeoBertForFineTuning(heads.TaskModel):
+    """The authors' sequence classifier: [CLS] -> dropout -> dense -> tanh -> dropout ->
+    linear; tokens / span: dropout -> linear at every token. Dropout is the model's
+    (0 as released)."""
+
+    @nn.compact
+    def __call__(self, batch, deterministic: bool = True):
+        cfg = self.cfg
+        x = NeoBertEncoder(cfg, name="model")(*layers.packed_inputs(batch), deterministic)
+        return heads.task_logits(
+            x, batch["attention_mask"], head=self.head, num_labels=self.num_labels,
+            deterministic=deterministic, dtype=jnp.dtype(cfg.dtype),
+            init=layers.truncated_normal(cfg.initializer_range), dropout_rate=cfg.dropout_rate,
+            pooler_width=cfg.hidden_size, dropout_before_pooler=True)
+
+
+def finetune_model(cfg, head: str, num_labels: int, peft) -> NeoBertForFineTuning:
+    return NeoBertForFineTuning(cfg, head, num_labels)
+
+
 def parameter_count(cfg) -> int:
     """Parameters from the shapes alone: embeddings, per layer the four h x h
     projections, SwiGLU's 3 h x mlp and two norms, the final norm, the decoder."""

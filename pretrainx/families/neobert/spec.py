@@ -54,7 +54,7 @@ def validate(cfg) -> None:
 
 registry.register(registry.Family(
     name="neobert", outputs=neobert.outputs, default_config=neobert.default_config,
-    max_positions="max_position_embeddings",
+    finetune_model=neobert.finetune_model, max_positions="max_position_embeddings",
     objectives=(objectives.Entry(name="neobert", build=neobert_mlm.NeoBertMlm,
                                  defaults=defaults, validate=validate,
                                  as_pretrained=encoder.pretrained_mlm),)))
