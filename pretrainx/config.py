@@ -283,14 +283,14 @@ def validate_shared(cfg) -> None:
 
 def _check_ramp(cfg) -> None:
     o = cfg.optimizer
-    full = o.get("accumulate_to", 1)
+    full = o.accumulate_to
     if isinstance(full, bool) or not isinstance(full, int) or full < 1:
         raise UserError(f"optimizer.accumulate_to={full!r} must be an integer >= 1")
-    ramp = o.get("batch_ramp", 0.0)
+    ramp = o.batch_ramp
     if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not 0 <= ramp < 1:
         raise UserError(f"optimizer.batch_ramp={ramp!r} must be in [0, 1) (the run's fraction "
                         "at which accumulate_to is reached; 0: no ramp)")
-    choice(o.get("batch_ramp_shape", "linear"), "optimizer.batch_ramp_shape",
+    choice(o.batch_ramp_shape, "optimizer.batch_ramp_shape",
            ("linear", "equal_updates"))
     if (full > 1 or ramp) and cfg.micro_batches != 1:
         raise UserError("micro_batches > 1 with optimizer.accumulate_to or batch_ramp: the ramp "

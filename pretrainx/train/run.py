@@ -167,7 +167,7 @@ class Run:
                                       for k, v in self.objective.describe(p).items()))
         o = cfg.optimizer
         if ramp.accumulating(o):
-            clock = "budget's time" if o.get("budget_hours", 0.0) else "steps"
+            clock = "budget's time" if o.budget_hours else "steps"
             metrics_lib.log("  updates: a step is a micro-batch; an update averages "
                             + (f"1 -> {o.accumulate_to} of them ({o.batch_ramp_shape}) over the "
                                f"first {o.batch_ramp:.1%} of the {clock}" if o.batch_ramp
