@@ -71,4 +71,3 @@ def mlm_outputs(network: nn.Module, params, batch) -> dict:
         x = net.encode(batch, True)
         return {"hidden_states": x, "logits": net.mlm_logits(x, layers.every_position(x))}
     return network.apply({"params": params}, batch, method=run)
-

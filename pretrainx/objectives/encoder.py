@@ -3,6 +3,8 @@ the encoder's config keys and checks, the MLM part of a batch, its metrics, its
 --stats summary and a readable row. Each objective composes these; none inherits
 from another."""
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -101,6 +103,26 @@ def validate(cfg) -> None:
         if phase.max_predictions > phase.seq_len:
             raise UserError(f"max_predictions_per_seq={phase.max_predictions} exceeds "
                             f"{phase.prefix}seq_len={phase.seq_len}")
+
+
+def validate_document_mlm(cfg) -> None:
+    """The checks of a rotary encoder trained on masks drawn at batch time from
+    document rows: an even head size for RoPE, data.eval_mask_prob
+    in [0, 1], and each phase's max_predictions_per_seq within 10% of mask_prob's
+    share of a row."""
+    m = cfg.model
+    if m.hidden_size % m.num_heads or (m.hidden_size // m.num_heads) % 2:
+        raise UserError(f"model.hidden_size={m.hidden_size} over model.num_heads={m.num_heads} "
+                        "must give an even head size (RoPE rotates pairs)")
+    rate = cfg.data.eval_mask_prob
+    if not 0.0 <= rate <= 1.0:
+        raise UserError(f"data.eval_mask_prob={rate} must be in [0, 1] (0: data.mask_prob)")
+    for phase in config_lib.phases(cfg):
+        need = math.ceil(cfg.data.mask_prob * (phase.seq_len - 2))
+        if phase.max_predictions < min(need, phase.seq_len) * 0.9:
+            raise UserError(f"{phase.prefix or 'data.'}max_predictions_per_seq="
+                            f"{phase.max_predictions} cuts mask_prob={cfg.data.mask_prob} of "
+                            f"{phase.seq_len} tokens ({need} predictions) by more than 10%")
 
 
 def pretrained_encoder(model_cfg, params):

@@ -2,9 +2,6 @@
 GeGLU) and fine-tuning head, packed MLM at 30% with ModernBERT-base's token schedule,
 HF's ModernBertForMaskedLM layout."""
 
-import math
-
-from pretrainx import config as config_lib
 from pretrainx import objectives, registry
 from pretrainx.errors import UserError
 from pretrainx.families.modernbert import hf, modernbert_mlm
@@ -41,24 +38,13 @@ def validate(cfg) -> None:
     if m.scan_layers:
         raise UserError("model.scan_layers=True: ModernBERT's layers differ in window and "
                         "RoPE base, so they are unrolled; set model.scan_layers=False")
-    if m.hidden_size % m.num_heads or (m.hidden_size // m.num_heads) % 2:
-        raise UserError(f"model.hidden_size={m.hidden_size} over model.num_heads={m.num_heads} "
-                        "must give an even head size (RoPE rotates pairs)")
     if m.attention_impl == "flash":
         raise UserError("model.attention_impl=flash has no sliding window for ModernBERT's "
                         "local layers; use splash (TPU), cudnn (GPU), xla or auto")
     if not isinstance(m.local_attention, int) or m.local_attention < 2 or m.local_attention % 2:
         raise UserError(f"model.local_attention={m.local_attention!r} must be an even "
                         "window width >= 2")
-    rate = cfg.data.eval_mask_prob
-    if not 0.0 <= rate <= 1.0:
-        raise UserError(f"data.eval_mask_prob={rate} must be in [0, 1] (0: data.mask_prob)")
-    for phase in config_lib.phases(cfg):
-        need = math.ceil(cfg.data.mask_prob * (phase.seq_len - 2))
-        if phase.max_predictions < min(need, phase.seq_len) * 0.9:
-            raise UserError(f"data.max_predictions_per_seq={phase.max_predictions} cuts "
-                            f"mask_prob={cfg.data.mask_prob} of {phase.seq_len} tokens "
-                            f"({need} predictions) by more than 10%")
+    encoder.validate_document_mlm(cfg)
     opt = cfg.optimizer
     if opt.schedule == "warmup_stable_decay" and not 0 < opt.decay_steps <= \
             cfg.total_steps - opt.warmup_steps:
