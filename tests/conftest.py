@@ -1,28 +1,33 @@
 """Test setup: 8 simulated CPU devices, quiet logs, a persistent compile cache, and
-XLA:CPU's backend at -O0.
+XLA:CPU's cheapest compiles.
 
-The tests' programs are tiny, so compiling them is most of the suite's time: LLVM at
--O0 compiles them 16-25% faster (tests/test_train.py + test_scan.py from a cold cache:
-138 s -> 103 s with every compile cached), and every program is cached, however short
-its compile. Runs outside the tests (the CLI, benchmarks) keep XLA's defaults.
-XLA_FLAGS must be set before jax is imported anywhere, hence here; a subprocess that
-sets its own device count takes `xla_flags(n)`.
+The tests' programs are tiny, so compiling them is most of the suite's time: with
+`jax_disable_most_optimizations` (LLVM at -O0, no expensive passes) they compile 16-25%
+faster (tests/test_train.py + test_scan.py from a cold cache: 195 s -> 157 s), and every
+program is cached, however short its compile. A test marked `optimized` trains long
+enough that XLA's full optimisation pays back its compile time and gets XLA's defaults,
+in process and in the CLI runs it starts: the six marked tests, one after another from a
+cold cache, 374 s -> 288 s (the two-host test, 58 s -> 64 s, stays cheap). The flag
+is a JAX option (read at each compile, part of the persistent cache's key), not an
+XLA_FLAGS entry, so that a test can turn it off. Runs outside the tests (the CLI,
+benchmarks) keep XLA's defaults. XLA_FLAGS must be set before jax is imported anywhere,
+hence here; a subprocess that sets its own device count takes `xla_flags(n)`.
 """
 
 import os
 import pathlib
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-# On the CPU only: the GPU kit runs the gpu-marked tests with XLA's own settings
-TEST_XLA_FLAGS = "--xla_backend_optimization_level=0" if os.environ["JAX_PLATFORMS"] == "cpu" \
-    else ""
+# On the CPU only: the GPU kit runs the gpu-marked tests with XLA's own settings. The
+# CLI runs that tests start inherit it through the environment.
+CHEAP_COMPILES = os.environ["JAX_PLATFORMS"] == "cpu"
+if CHEAP_COMPILES:
+    os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 
 def xla_flags(devices: int | None = None) -> str:
-    """XLA_FLAGS for a test's subprocess: the tests' compile flags and `devices` CPU
-    devices (None: XLA's one)."""
-    count = f" --xla_force_host_platform_device_count={devices}" if devices else ""
-    return (TEST_XLA_FLAGS + count).strip()
+    """XLA_FLAGS for a test's subprocess: `devices` CPU devices (None: XLA's one)."""
+    return f"--xla_force_host_platform_device_count={devices}" if devices else ""
 
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + xla_flags(8)).strip()
@@ -49,6 +54,21 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 # GPU kit carries the few files its checks read)
 SHARED_DATA = pathlib.Path(os.environ.get("PRETRAINX_SHARED_DATA",
                                           REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(autouse=True)
+def _optimized_compiles(request, monkeypatch):
+    """XLA's full optimisation for a test marked `optimized` (see the module's note)."""
+    if not (CHEAP_COMPILES and request.node.get_closest_marker("optimized")):
+        yield
+        return
+    before = jax.config.read("jax_disable_most_optimizations")
+    monkeypatch.setenv("JAX_DISABLE_MOST_OPTIMIZATIONS", "0")
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
 
 
 @pytest.fixture(scope="session")

@@ -81,6 +81,7 @@ def test_tpu_plan_tables_the_recipes_phase_by_phase():
 
 
 @pytest.mark.slow
+@pytest.mark.optimized
 def test_pretrain_pays_runs_end_to_end(shared_data, tmp_path):
     """Every part at toy size: pretraining on a budget, both arms over two seeds with the
     held-out rows choosing, the curve from an earlier checkpoint, the JSON contract."""

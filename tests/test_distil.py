@@ -66,6 +66,7 @@ QUICKSTART_TEACHER = REPO / "tests" / "data" / "quickstart_teacher_900"
 
 
 @pytest.mark.slow
+@pytest.mark.optimized
 def test_distils_the_quickstart_into_half_its_depth(tmp_path):
     """DistilBERT's claim at CPU size: a 1-layer student distilled from the quickstart's
     900-step BERT-Tiny for 150 steps reaches at least 90% of the teacher's eval MLM

@@ -94,6 +94,7 @@ def test_bad_glue_files_name_the_file_and_line(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.optimized
 def test_finetune_learns_sst2_and_keeps_the_best_epoch(shared_data, tmp_path):
     """A randomly initialised tiny BERT on 4,000 SST-2 sentences beats the majority
     class on dev; the best epoch is saved and predicts the test set in GLUE's format."""
@@ -319,6 +320,7 @@ def test_t5_text_to_text_formats():
 
 
 @pytest.mark.slow
+@pytest.mark.optimized
 def test_t5_finetunes_text_to_text(shared_data, pretrained_t5_workdir, tmp_path):
     """A T5 learns to answer SST-2 with its label words: on all of dev it beats the
     majority class (0.509; 0.647 measured), every greedy output reads back as a label,

@@ -173,6 +173,7 @@ def _text(nb, cell_id: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.optimized
 def test_quickstart_notebook_runs(tmp_path):
     nb = _run("quickstart.ipynb", tmp_path, steps=40)
     root = tmp_path / "workdir"
