@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from cli_fork import run_module
 from conftest import REPO, xla_flags
 from pretrainx.errors import UserError
 from pretrainx.interop import hub as hub_lib
@@ -26,9 +27,9 @@ OTHER_BOOK = os.path.join(REPO, "pretrainx", "assets", "text",
 def run_cli(args, workdir, devices=1):
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS=xla_flags(devices))
-    cmd = [sys.executable, "-m", "pretrainx.main", "--config=configs/quickstart.py",
-           f"--workdir={workdir}"] + TINY + args
-    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return run_module("pretrainx.main", ["--config=configs/quickstart.py",
+                                         f"--workdir={workdir}"] + TINY + args,
+                      cwd=REPO, env=env)
 
 
 def assert_one_line_error(result, *culprits):
@@ -138,17 +139,15 @@ def test_cli_bad_input(name, trained, bad_files, tmp_path):
 
 def test_config_file_that_raises(bad_files):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    result = subprocess.run([sys.executable, "-m", "pretrainx.main",
-                             f"--config={bad_files['raises']}", "--describe"], cwd=REPO, env=env,
-                            capture_output=True, text=True)
+    result = run_module("pretrainx.main", [f"--config={bad_files['raises']}", "--describe"],
+                        cwd=REPO, env=env)
     assert_one_line_error(result, "ValueError", "no such size")
 
 
 def test_missing_workdir(tmp_path):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    result = subprocess.run([sys.executable, "-m", "pretrainx.main",
-                             "--config=configs/quickstart.py"], cwd=REPO, env=env,
-                            capture_output=True, text=True)
+    result = run_module("pretrainx.main", ["--config=configs/quickstart.py"], cwd=REPO,
+                        env=env)
     assert_one_line_error(result, "--workdir is required")
 
 
@@ -195,8 +194,8 @@ def test_batch_not_dividing_data_axes(tmp_path):
 
 def test_missing_config_file(tmp_path):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    result = subprocess.run([sys.executable, "-m", "pretrainx.main", "--config=configs/nope.py",
-                             "--describe"], cwd=REPO, env=env, capture_output=True, text=True)
+    result = run_module("pretrainx.main", ["--config=configs/nope.py", "--describe"],
+                        cwd=REPO, env=env)
     assert_one_line_error(result, "configs/nope.py")
 
 
@@ -208,9 +207,9 @@ def test_a_config_path_with_a_colon_says_what_was_read(tmp_path):
     shutil.copy(REPO / "configs" / "quickstart.py", folder / "quickstart.py")
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     for overrides in ([], ["--config.total_steps=5"]):  # overrides fail earlier, elsewhere
-        result = subprocess.run([sys.executable, "-m", "pretrainx.main",
-                                 f"--config={folder}/quickstart.py", "--describe"] + overrides,
-                                cwd=REPO, env=env, capture_output=True, text=True)
+        result = run_module("pretrainx.main",
+                            [f"--config={folder}/quickstart.py", "--describe"] + overrides,
+                            cwd=REPO, env=env)
         assert_one_line_error(result, f"--config={folder}/quickstart.py",
                               f"so {tmp_path}/runs was read", "without ':'")
 
@@ -218,9 +217,9 @@ def test_a_config_path_with_a_colon_says_what_was_read(tmp_path):
 def test_a_mistyped_override_says_what_was_meant():
     """The message was ml-collections' KeyError text, escaped quotes and a literal \\n."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    result = subprocess.run([sys.executable, "-m", "pretrainx.main",
-                             "--config=configs/quickstart.py", "--config.model.nm_layers=2",
-                             "--describe"], cwd=REPO, env=env, capture_output=True, text=True)
+    result = run_module("pretrainx.main", ["--config=configs/quickstart.py",
+                                           "--config.model.nm_layers=2", "--describe"],
+                        cwd=REPO, env=env)
     assert_one_line_error(result, "unknown config key in --config.model.nm_layers=2 (did you "
                           "mean num_layers?)")
     assert "\\" not in result.stderr
@@ -239,8 +238,7 @@ def test_undecodable_bytes_are_replaced_and_counted(tmp_path):
 
 def _run_module(module, args):
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1))
-    return subprocess.run([sys.executable, "-m", module] + args, cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return run_module(module, args, cwd=REPO, env=env)
 
 
 def test_finetune_glue_file_without_its_label_column(tmp_path):
@@ -271,7 +269,6 @@ def test_export_of_an_unsupported_hf_directory(tmp_path):
                           "unsupported architecture LlamaForCausalLM", supported)
 
 
-
 def test_import_of_deberta_v1_says_which_deberta_is_read(tmp_path):
     """DeBERTa v1's layout is not DeBERTa-v2's: a v1 folder is refused by name, with
     the model_type that is read, not lumped in with architectures nobody supports."""
@@ -288,11 +285,10 @@ def test_import_of_deberta_v1_says_which_deberta_is_read(tmp_path):
 def test_push_to_hub_without_a_token_is_one_line_and_exports_nothing(tmp_path,
                                                                      pretrained_workdir):
     env = {k: v for k, v in os.environ.items() if k not in hub_lib.TOKEN_VARIABLES}
-    result = subprocess.run(
-        [sys.executable, "-m", "pretrainx.export", f"--workdir={pretrained_workdir}",
-         f"--output={tmp_path / 'out'}", "--push_to_hub=someone/tiny-bert"],
-        cwd=REPO, env=dict(env, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1)),
-        capture_output=True, text=True, timeout=300)
+    result = run_module("pretrainx.export", [f"--workdir={pretrained_workdir}",
+                                             f"--output={tmp_path / 'out'}",
+                                             "--push_to_hub=someone/tiny-bert"],
+                        cwd=REPO, env=dict(env, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1)))
     assert_one_line_error(result, "--push_to_hub", "HF_TOKEN")
     assert not (tmp_path / "out").exists()
 
@@ -303,6 +299,7 @@ def test_embed_without_text_or_with_another_suffix_is_one_line(tmp_path, args, c
     result = _run_module("pretrainx.embed", [f"--workdir={tmp_path}"] + args)
     assert_one_line_error(result, culprit)
     assert not (REPO / "e.npy").exists()
+
 
 DISTIL_CASES = {  # name: (arguments, words the error line must contain)
     "teacher and student vocabularies differ": (["--config.model.vocab_size=4104"],
@@ -336,9 +333,9 @@ def test_cli_bad_distillation_input(name, trained, tmp_path):
                "--config.model.mlp_dim=64", "--config.global_batch_size=4",
                "--config.seq_len=32", "--config.eval_steps=1", f"--config.data.train_files={BOOK}",
                f"--config.distill.teacher={trained}"]
-    cmd = [sys.executable, "-m", "pretrainx.main", "--config=configs/distil_quickstart.py",
-           f"--workdir={workdir}"] + student + [a.format(empty_run=empty_run) for a in args]
-    result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    result = run_module("pretrainx.main", ["--config=configs/distil_quickstart.py",
+                                           f"--workdir={workdir}"] + student
+                        + [a.format(empty_run=empty_run) for a in args], cwd=REPO, env=env)
     assert_one_line_error(result, *[c.format(empty_run=empty_run) for c in culprits])
     assert _snapshot(workdir) == before
 

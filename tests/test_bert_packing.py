@@ -2,8 +2,6 @@
 give each example the losses it gets alone, leave less padding, and train."""
 
 import json
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -11,6 +9,7 @@ import optax
 import pytest
 from flax import linen as nn
 
+from cli_fork import run_module
 from conftest import ALICE, REPO, load_config, override, read_metrics
 from pretrainx import config as config_lib
 from pretrainx import objectives
@@ -152,11 +151,10 @@ def _per_slot(logits, batch):
 
 
 def _stats(*extra):
-    out = subprocess.run(
-        [sys.executable, "-m", "pretrainx.data", "--config=configs/quickstart.py", "--stats",
-         "--num_batches=4", "--show=1", "--config.seq_len=128",
-         "--config.data.max_predictions_per_seq=20", f"--config.data.train_files={ALICE}",
-         *extra], cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = run_module("pretrainx.data", [
+        "--config=configs/quickstart.py", "--stats", "--num_batches=4", "--show=1",
+        "--config.seq_len=128", "--config.data.max_predictions_per_seq=20",
+        f"--config.data.train_files={ALICE}", *extra], cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from cli_fork import run_module
 from conftest import REPO, tiny_bert_config, tiny_t5_config
 from pretrainx import config as config_lib, objectives
 from pretrainx import prepare
@@ -117,9 +118,8 @@ def test_cli_prepare_then_train_reads_only_the_shards(tmp_path):
     out = tmp_path / "prep"
     env = dict(os.environ, PYTHONPATH=str(REPO))
     common = [f"--config={REPO}/configs/quickstart.py", *TINY_CLI]
-    done = subprocess.run([sys.executable, "-m", "pretrainx.data", "prepare", *common,
-                           f"--output={out}", "--workers=1"],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    done = run_module("pretrainx.data", ["prepare", *common, f"--output={out}", "--workers=1"],
+                      env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["sources"]["train0"]["examples"]["64"] > 8
@@ -368,11 +368,10 @@ def test_wordpiece_training_is_deterministic_and_covers_held_out_text(tmp_path):
 
 
 def test_cli_trains_a_wordpiece_vocab(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "pretrainx.tokenizer", "train", f"--input={ALICE}",
-                           "--vocab_size=800", "--model_type=wordpiece", f"--output={tmp_path}/wp",
-                           "--max_sentences=500"],
-                          capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    done = run_module("pretrainx.tokenizer", [
+        "train", f"--input={ALICE}", "--vocab_size=800", "--model_type=wordpiece",
+        f"--output={tmp_path}/wp", "--max_sentences=500"],
+        timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"{tmp_path}/wp/vocab.txt"
     assert len(open(f"{tmp_path}/wp/vocab.txt", encoding="utf-8").read().split("\n")) == 801

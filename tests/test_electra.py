@@ -5,8 +5,6 @@ on real text (sharded == unsharded), and fine-tuning starting from the discrimin
 
 import json
 import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +12,7 @@ import numpy as np
 import pytest
 from flax import linen as nn
 
+from cli_fork import run_module
 from conftest import REPO, load_config, read_metrics, shrink_recipe
 from pretrainx import config as config_lib
 from pretrainx import objectives
@@ -280,11 +279,10 @@ def test_loss_falls_sharded_equals_unsharded_and_finetuning_takes_the_discrimina
 
 def test_stats_command(shared_data):
     vocab = shared_data / "tokenizers" / "bert-base-uncased" / "vocab.txt"
-    out = subprocess.run(
-        [sys.executable, "-m", "pretrainx.data", "--config=configs/electra_small.py", "--stats",
-         "--num_batches=4", "--show=1", "--config.global_batch_size=32",
-         f"--config.data.tokenizer={vocab}", f"--config.data.train_files={ALICE}"],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = run_module("pretrainx.data", [
+        "--config=configs/electra_small.py", "--stats", "--num_batches=4", "--show=1",
+        "--config.global_batch_size=32", f"--config.data.tokenizer={vocab}",
+        f"--config.data.train_files={ALICE}"], cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     stats = json.loads(out.stdout.strip().splitlines()[-1])
     assert "--- row 0" in out.stderr and "[MASK]" in out.stderr

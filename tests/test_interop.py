@@ -6,13 +6,13 @@ real sentences, padded in a batch; the tests skip when torch/transformers are ab
 
 import json
 import os
-import subprocess
 import sys
 
 import jax
 import numpy as np
 import pytest
 
+from cli_fork import run_module
 from conftest import REPO, SHARED_DATA, xla_flags
 from pretrainx import interop
 from pretrainx.data.tokenizers import load_tokenizer
@@ -57,9 +57,8 @@ def _torch_inputs(batch):
 
 def _export(workdir, output):
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags())
-    result = subprocess.run([sys.executable, "-m", "pretrainx.export", f"--workdir={workdir}",
-                             f"--output={output}"], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=300)
+    result = run_module("pretrainx.export", [f"--workdir={workdir}", f"--output={output}"],
+                        cwd=REPO, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     return result
 

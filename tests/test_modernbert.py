@@ -4,8 +4,6 @@ trapezoidal schedule, the recipe's sizes, training on real text, fine-tuning, an
 bad input it refuses."""
 
 import json
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +12,7 @@ import optax
 import pytest
 from flax import linen as nn
 
+from cli_fork import run_module
 from conftest import (ALICE, REPO, assert_packed_examples_see_only_themselves, load_config,
                       losses_on_one_and_a_mesh, override, read_metrics)
 from pretrainx import config as config_lib
@@ -213,10 +212,9 @@ def test_stats_masking_and_packing(tmp_path):
     documents' token pieces fills rows over 99% (the paper's packing efficiency), one
     document a row leaves much padding."""
     def stats(*extra):
-        out = subprocess.run(
-            [sys.executable, "-m", "pretrainx.data", "--config=configs/modernbert_quickstart.py",
-             "--stats", "--num_batches=6", "--show=1", *extra],
-            cwd=REPO, capture_output=True, text=True, timeout=300)
+        out = run_module("pretrainx.data", ["--config=configs/modernbert_quickstart.py",
+                                            "--stats", "--num_batches=6", "--show=1", *extra],
+                         cwd=REPO)
         assert out.returncode == 0, out.stderr[-2000:]
         return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 

@@ -2,14 +2,13 @@
 --stats, a vocabulary sampled the same way, held-out eval per language, exact resume."""
 
 import json
-import subprocess
-import sys
 
 import jax
 import numpy as np
 import pytest
 import sentencepiece as spm
 
+from cli_fork import run_module
 from conftest import REPO, load_config, read_metrics
 from pretrainx import objectives
 from pretrainx.data import corpus, pipeline, sources
@@ -67,9 +66,8 @@ def test_stats_print_drawn_and_expected_source_fractions(multilingual):
     """The issue's figure: over --stats' default 20 batches the drawn fractions agree
     with tokens^0.3 within 0.01 for every language, and Portuguese (2% of the tokens)
     is lifted to about 8%."""
-    out = subprocess.run(
-        [sys.executable, "-m", "pretrainx.data", "--config=configs/multilingual_quickstart.py",
-         "--stats"], cwd=REPO, capture_output=True, text=True, check=True)
+    out = run_module("pretrainx.data", ["--config=configs/multilingual_quickstart.py",
+                                        "--stats"], cwd=REPO, check=True)
     stats = json.loads(out.stdout.strip().splitlines()[-1])
     drawn, expected = stats["source_fractions"], stats["expected_source_fractions"]
     assert list(drawn) == ["en", "de", "es", "it", "ru", "cs", "pt", "zh"] == list(expected)

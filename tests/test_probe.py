@@ -3,12 +3,11 @@ the checkpoint's step, by the command and in the background of a run."""
 
 import json
 import shutil
-import subprocess
-import sys
 
 import jax
 import pytest
 
+from cli_fork import run_module
 from conftest import tiny_bert_config
 from pretrainx import probe as probe_lib
 from pretrainx.errors import UserError
@@ -69,8 +68,7 @@ def test_a_run_probes_in_the_background_and_logs_probe_scalars(shared_data, tmp_
         assert b"probe/accuracy" in events[0].read_bytes()
     # The command does what the run left: here only the probe removed afterwards.
     shutil.rmtree(workdir / "probe" / "4")
-    out = subprocess.run([sys.executable, "-m", "pretrainx.probe", f"--workdir={workdir}"],
-                         capture_output=True, text=True, timeout=300)
+    out = run_module("pretrainx.probe", [f"--workdir={workdir}"])
     assert out.returncode == 0, out.stderr[-2000:]
     printed = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert [r["step"] for r in printed] == [4]

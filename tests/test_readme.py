@@ -21,6 +21,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from cli_fork import run_module, run_script
 from conftest import REPO, SHARED_DATA
 
 README = REPO / "README.md"
@@ -203,8 +204,17 @@ class Sandbox:
 
     def run(self, words, timeout=600, cwd=None):
         command = " ".join(w if w == "|" else shlex.quote(w) for w in words)
-        result = subprocess.run(["bash", "-c", command], cwd=cwd or self.root, env=self.env,
-                                capture_output=True, text=True, timeout=timeout)
+        cwd = cwd or self.root
+        if words[0] == "python" and len(words) > 1 and "|" not in words and words[1] != "-c":
+            # `python -m MODULE ...` or `python SCRIPT ...` as bash would run it, forked
+            # from a process that has imported JAX and pretrainx already (tests/cli_fork.py)
+            module = words[2] if words[1] == "-m" else None
+            result = (run_module(module, words[3:], cwd=cwd, env=self.env, timeout=timeout)
+                      if module else run_script(words[1], words[2:], cwd=cwd, env=self.env,
+                                                timeout=timeout))
+        else:
+            result = subprocess.run(["bash", "-c", command], cwd=cwd, env=self.env,
+                                    capture_output=True, text=True, timeout=timeout)
         assert result.returncode == 0, (f"README command failed ({result.returncode}): "
                                         f"{command}\n{result.stdout[-2000:]}\n"
                                         f"{result.stderr[-3000:]}")

@@ -2,13 +2,12 @@
 masking with 80/10/10, the base model's size, training on real text."""
 
 import json
-import subprocess
-import sys
 
 import jax
 import numpy as np
 import pytest
 
+from cli_fork import run_module
 from conftest import REPO, load_config, read_metrics, shrink_recipe
 from pretrainx import config as config_lib
 from pretrainx import objectives
@@ -204,11 +203,10 @@ def test_glue_finetunes_from_a_roberta_workdir(vocab, shared_data, tmp_path):
 
 
 def test_stats_command(vocab):
-    out = subprocess.run(
-        [sys.executable, "-m", "pretrainx.data", "--config=configs/roberta_base.py", "--stats",
-         "--num_batches=4", "--show=1", "--config.global_batch_size=16",
-         f"--config.data.tokenizer={vocab}", f"--config.data.train_files={ALICE}"],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = run_module("pretrainx.data", [
+        "--config=configs/roberta_base.py", "--stats", "--num_batches=4", "--show=1",
+        "--config.global_batch_size=16", f"--config.data.tokenizer={vocab}",
+        f"--config.data.train_files={ALICE}"], cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     stats = json.loads(out.stdout.strip().splitlines()[-1])
     assert "--- row 0" in out.stderr and "<mask>" in out.stderr

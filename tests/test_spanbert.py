@@ -2,13 +2,12 @@
 objective's inputs, single-document rows, the base model's size, training on real text."""
 
 import json
-import subprocess
-import sys
 
 import jax
 import numpy as np
 import pytest
 
+from cli_fork import run_module
 from conftest import REPO, load_config, read_metrics, shrink_recipe
 from pretrainx import config as config_lib
 from pretrainx import objectives
@@ -124,12 +123,11 @@ def test_loss_falls_and_sharded_equals_unsharded(tmp_path):
 
 def test_stats_command(shared_data):
     vocab = shared_data / "tokenizers" / "bert-base-uncased" / "vocab.txt"
-    out = subprocess.run(
-        [sys.executable, "-m", "pretrainx.data", "--config=configs/spanbert_base.py", "--stats",
-         "--num_batches=4", "--show=1", "--config.global_batch_size=16",
-         f"--config.data.tokenizer={vocab}", "--config.data.lower_case=True",
-         "--config.model.vocab_size=30522", f"--config.data.train_files={PRIDE}"],
-        cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = run_module("pretrainx.data", [
+        "--config=configs/spanbert_base.py", "--stats", "--num_batches=4", "--show=1",
+        "--config.global_batch_size=16", f"--config.data.tokenizer={vocab}",
+        "--config.data.lower_case=True", "--config.model.vocab_size=30522",
+        f"--config.data.train_files={PRIDE}"], cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     stats = json.loads(out.stdout.strip().splitlines()[-1])
     assert "--- row 0" in out.stderr and "[MASK] [MASK]" in out.stderr

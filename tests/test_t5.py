@@ -2,14 +2,13 @@
 against HuggingFace's, and the train loop (sharding, resume, learning)."""
 
 import json
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from cli_fork import run_module
 from conftest import REPO, load_config, read_metrics, tiny_t5_config
 from pretrainx.data import packing, sources
 from pretrainx.data.tokenizers import load_tokenizer
@@ -362,9 +361,8 @@ def test_z_loss_is_added_per_target_token():
     ("quickstart.py", ("masked_fraction", "mask_token_fraction", "random_token_fraction",
                        "kept_fraction", "nsp_positive_fraction"))])
 def test_stats_command(config, keys):
-    out = subprocess.run(
-        [sys.executable, "-m", "pretrainx.data", f"--config=configs/{config}", "--stats",
-         "--num_batches=3", "--show=1"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    out = run_module("pretrainx.data", [f"--config=configs/{config}", "--stats",
+                                        "--num_batches=3", "--show=1"], cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     stats = json.loads(out.stdout.strip().splitlines()[-1])
     for key in ("packing_efficiency", "examples_per_row", "tokens_per_sec") + keys:
