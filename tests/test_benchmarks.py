@@ -5,11 +5,10 @@ object with the keys the docs read, and the soak run checks its own promises."""
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from cli_fork import run_script
 from conftest import REPO, xla_flags
 
 BOOKS = ",".join(str(REPO / "pretrainx" / "assets" / "text" / name) for name in
@@ -19,9 +18,8 @@ BOOKS = ",".join(str(REPO / "pretrainx" / "assets" / "text" / name) for name in
 def _run(script, *args, timeout=600, devices=1):
     # one CPU device by default: the contract, not the figures (8 simulated devices on 2
     # cores only add compile and thread work)
-    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), *args],
-                            cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                            env=dict(os.environ, XLA_FLAGS=xla_flags(devices)))
+    result = run_script(REPO / "benchmarks" / script, args, cwd=REPO, timeout=timeout,
+                        env=dict(os.environ, XLA_FLAGS=xla_flags(devices)))
     assert result.returncode == 0, f"{script} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
     return result, json.loads(result.stdout.strip().splitlines()[-1])
 
