@@ -30,15 +30,18 @@ def _child(request) -> int:
         os.close(target)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
+    module, path = request.get("module"), os.path.abspath(request.get("path") or ".")
+    # sys.path as a new interpreter starts it: the working directory (python -m) or the
+    # script's folder first, then PYTHONPATH's folders
+    sys.path[0] = os.getcwd() if module else os.path.dirname(path)
+    extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[1:1] = [p for p in extra if p not in sys.path]
     try:
-        if request.get("module"):
+        if module:
             sys.argv = ["-m", *request["args"]]
-            sys.path[0] = os.getcwd()  # as `python -m` puts the working directory first
-            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:  # python SCRIPT ARGS
-            path = os.path.abspath(request["path"])
             sys.argv = [request["path"], *request["args"]]
-            sys.path[0] = os.path.dirname(path)
             runpy.run_path(path, run_name="__main__")
         return 0
     except SystemExit as e:
