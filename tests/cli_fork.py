@@ -60,10 +60,14 @@ def _run(what: dict, command, args, cwd, env, timeout) -> subprocess.CompletedPr
     cwd = os.getcwd() if cwd is None else cwd
     args = [str(a) for a in args]
     argv = command + args
-    process, jax_env = _server()
-    if _jax_env(env) != jax_env:
+
+    def plain():
         return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
                               timeout=timeout)
+
+    process, jax_env = _server()
+    if _jax_env(env) != jax_env:
+        return plain()
     with tempfile.TemporaryDirectory(prefix="cli_fork_") as scratch:
         out, err = os.path.join(scratch, "stdout"), os.path.join(scratch, "stderr")
         process.stdin.write(json.dumps({**what, "args": args,
@@ -73,8 +77,7 @@ def _run(what: dict, command, args, cwd, env, timeout) -> subprocess.CompletedPr
         line = process.stdout.readline()
         if not line:  # the server died: this call as a plain subprocess, a new server next
             _state.pop("server", None)
-            return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                                  timeout=timeout)
+            return plain()
         reply = json.loads(line)
         stdout, stderr = (pathlib.Path(p).read_text(errors="replace") for p in (out, err))
     if reply.get("timed_out"):
