@@ -12,7 +12,13 @@
    packs and batches, in the main thread: tokens (sequence positions the model
    consumes) per second of CPU time = tokens/s per core. The same pipeline
    with grain worker processes (`mp_prefetch`) gives the wall-clock speed-up.
-3. Need: a v5e-16 slice (16 chips, 4 hosts) at 50% MFU consumes
+3. Read: the same corpus read and tokenized (BERT's vocab) from its text files and
+   from a Parquet file of the same text (records of 8 paragraphs, row groups of
+   1,024 records, snappy, as HF's Parquet exports are), in the main thread: rows
+   (text lines; Parquet records) and tokens per second of CPU time. The two readers
+   split the text into documents their own ways (books at headings; a record a
+   document), so their tokens differ by a few percent.
+4. Need: a v5e-16 slice (16 chips, 4 hosts) at 50% MFU consumes
    16 * 197 TFLOP/s * 0.5 / (training FLOPs per token) tokens/s; a quarter of
    that per host, divided by tokens/s per core, is the host cores needed.
 
@@ -39,7 +45,7 @@ from absl import flags  # noqa: E402
 from pretrainx import config as config_lib, objectives  # noqa: E402
 from pretrainx.chips import CHIPS  # noqa: E402
 from pretrainx import prepare  # noqa: E402
-from pretrainx.data import pipeline  # noqa: E402
+from pretrainx.data import corpus as corpus_lib, pipeline, sources  # noqa: E402
 from pretrainx.data.tokenizers import load_tokenizer  # noqa: E402
 
 SHARED = os.path.join(os.path.dirname(REPO), "shared", "data")
@@ -114,6 +120,41 @@ def with_workers(ds, objective, batches, workers):
     return rate
 
 
+def parquet_copy(globs, path):
+    """The corpus as one Parquet file: records of 8 paragraphs of one file. Returns lines."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    texts, lines = [], 0
+    for name in sources.expand_patterns(globs):
+        with open(name, encoding="utf-8") as f:
+            text = f.read()
+        lines += text.count("\n")
+        paragraphs = [p for p in text.split("\n\n") if p.strip()]
+        texts += ["\n\n".join(paragraphs[i:i + 8]) for i in range(0, len(paragraphs), 8)]
+    pq.write_table(pa.table({"text": texts}), path, row_group_size=1024)
+    return lines
+
+
+def read_rates(cfg, work):
+    """{reader: rows/s, tokens/s per core}: text files against the same text as Parquet."""
+    tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case)
+    parquet = os.path.join(work, "corpus.parquet")
+    lines = parquet_copy(cfg.data.train_files, parquet)
+    out = {}
+    for reader, spec in (("text", cfg.data.train_files), ("parquet", parquet)):
+        cpu = time.process_time()
+        docs, stats = sources.read_documents(spec)
+        tokens = sum(s.size for d in corpus_lib.tokenize(docs, tokenizer) for s in d)
+        seconds = time.process_time() - cpu
+        rows = lines if reader == "text" else stats["records"]
+        out[reader] = {"rows": rows, "tokens": int(tokens), "cpu_sec": round(seconds, 2),
+                       "rows_per_sec_per_core": round(rows / seconds),
+                       "tokens_per_sec_per_core": round(tokens / seconds)}
+    out["parquet_over_text_tokens_per_sec"] = round(
+        out["parquet"]["tokens_per_sec_per_core"] / out["text"]["tokens_per_sec_per_core"], 2)
+    return out
+
+
 def needed_per_host(objective, phase):
     flops = objective.flops_per_token(phase)
     slice_tokens = CHIPS_PER_SLICE * CHIPS[CHIP].peak_flops * MFU / flops
@@ -161,9 +202,18 @@ def main():
                       f"{flops / 1e9:.3f} GFLOP/token / {HOSTS} hosts = {need:,.0f} tokens/s per "
                       f"host -> {need:,.0f} / {rate:,.0f} = {need / rate:.2f} -> {cores} cores "
                       f"(target <= {TARGET_CORES})", flush=True)
+        reading = read_rates(bert_config(args.corpus), work)
+        for reader in ("text", "parquet"):
+            r = reading[reader]
+            print(f"read {reader}: {r['rows']:,} rows, {r['tokens']:,} tokens in {r['cpu_sec']} "
+                  f"CPU s = {r['rows_per_sec_per_core']:,} rows/s, "
+                  f"{r['tokens_per_sec_per_core']:,} tokens/s per core", flush=True)
+        print(f"read parquet / text, tokens/s per core: "
+              f"{reading['parquet_over_text_tokens_per_sec']}x", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps({"cases": results, "prepare": prep, "target_cores_per_host": TARGET_CORES}))
+    print(json.dumps({"cases": results, "prepare": prep, "read": reading,
+                      "target_cores_per_host": TARGET_CORES}))
 
 
 if __name__ == "__main__":

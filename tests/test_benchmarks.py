@@ -54,6 +54,16 @@ def test_input_pipeline_reports_cores_per_host(shared_data):
     assert set(out["cases"]) == {"bert_128", "bert_512", "t5_512"}
     for case in out["cases"].values():
         assert case["tokens_per_sec_per_core"] > 0 and case["cores_needed_per_host"] >= 1
+    text, parquet = out["read"]["text"], out["read"]["parquet"]
+    assert parquet["rows"] > 0 and text["rows"] > parquet["rows"]  # lines vs records
+    assert abs(parquet["tokens"] / text["tokens"] - 1) < 0.1  # the same text, split two ways
+
+
+def test_parquet_memory_reads_every_record_of_the_file_it_wrote(shared_data):
+    _, out = _run("parquet_memory.py", "--gigabytes=0.003",
+                  f"--corpus={shared_data}/corpus/gutenberg/pg11_alice_in_wonderland.txt")
+    assert out["records"] == out["rows"] > 0 and out["file_bytes"] > 3e6
+    assert out["peak_rss"] >= out["rss_after_imports"] > 0 and out["units"] == 1
 
 
 @pytest.mark.slow

@@ -116,13 +116,27 @@ class DataIterator:
             return
         saved = state.get("data")
         if saved is not None and self.signature is not None and saved != self.signature:
-            changed = "; ".join(f"{k} {saved.get(k)} then, {self.signature.get(k)} now"
+            changed = "; ".join(_difference(k, saved.get(k), self.signature.get(k))
                                 for k in sorted(set(saved) | set(self.signature))
                                 if saved.get(k) != self.signature.get(k))
             raise UserError(f"the checkpoint's data position belongs to other data ({changed}): "
                             "resuming would replay or skip examples; restore the data it was "
                             "saved with, or train in a new workdir")
         self._it.set_state(state["position"])
+
+
+def _difference(key, then, now) -> str:
+    """One changed signature entry; for files, the first file whose bytes or rows differ."""
+    if key == "files" and then and now:
+        flat_then = {f["path"]: f for source in then for f in source}
+        for source in now:
+            for f in source:
+                old = flat_then.get(f["path"])
+                if old != f:
+                    was = f"{old['bytes']} bytes, {old['rows']} rows" if old else "absent"
+                    return (f"{f['path']} had {was} then, {f['bytes']} bytes, {f['rows']} "
+                            "rows now")
+    return f"{key} {then} then, {now} now"
 
 
 def exit_with_parent(worker_index: int = 0, worker_count: int = 1) -> None:

@@ -1,6 +1,7 @@
-"""Corpora into documents: local files and globs (text, .gz, JSONL), TFDS datasets and
-prepared shards, listed as units, read with counted damage, and mixed by weight. How
-plain text becomes sentences and documents is data/text.py's."""
+"""Corpora into documents: local files and globs (text, .gz, JSONL), Parquet and Arrow
+(data/columnar.py), TFDS datasets and prepared shards, listed as units, read with counted
+damage, and mixed by weight. How plain text becomes sentences and documents is
+data/text.py's."""
 
 import glob
 import json
@@ -9,7 +10,7 @@ import re
 import sys
 import zlib
 
-from pretrainx.data import task_text, tfds_source
+from pretrainx.data import columnar, task_text, tfds_source
 from pretrainx.data import text as text_lib
 from pretrainx.errors import UserError
 
@@ -17,8 +18,6 @@ FORMATS = ("auto", "sentences", "text", "tsv", "conll")
 
 _REPLACEMENT = "\ufffd"
 _GLOB_CHARS = re.compile(r"[*?\[]")
-
-
 
 
 def expand_patterns(patterns):
@@ -31,6 +30,17 @@ def expand_patterns(patterns):
     files = []
     for pattern in patterns:
         pattern = os.path.expanduser(pattern)
+        if columnar.is_remote(pattern):
+            matches = columnar.expand_remote(pattern)
+            if not matches:
+                raise UserError(f"no file matches {pattern!r}")
+            for path in matches:
+                if not columnar.is_columnar(path):
+                    raise UserError(f"{path!r}: only Parquet and Arrow files are read from "
+                                    "remote paths; copy text files to local disk")
+                if path not in files:
+                    files.append(path)
+            continue
         if _GLOB_CHARS.search(pattern):
             matches = sorted(glob.glob(pattern))
         else:
@@ -38,8 +48,9 @@ def expand_patterns(patterns):
         if not matches:
             raise UserError(f"no file matches {pattern!r}")
         for path in matches:
-            if os.path.isdir(path):
-                raise UserError(f"{path!r} is a directory, expected text files")
+            if os.path.isdir(path) and not columnar.is_arrow_dir(path):
+                raise UserError(columnar.dataset_dict_hint(path) or f"{path!r} is a directory, "
+                                "expected text, Parquet or Arrow files or a save_to_disk folder")
             if path not in files:
                 files.append(path)
     return files
@@ -96,8 +107,9 @@ def _read_bytes(path, allow_truncated=False):
 
 
 class Unit:
-    """A piece of a source that one worker reads on its own: a file, or a range of
-    a TFDS split's records. Units are listed in a fixed order, so documents are too."""
+    """A piece of a source that one worker reads on its own: a file, a range of a TFDS
+    split's records, or a range of a Parquet file's row groups (an Arrow file's record
+    batches). Units are listed in a fixed order, so documents are too."""
 
     def __init__(self, kind, path, start=0, stop=None):
         self.kind, self.path, self.start, self.stop = kind, path, start, stop
@@ -105,6 +117,9 @@ class Unit:
     def __repr__(self):
         if self.kind == "tfds":
             return f"{self.path}[{self.start}:{self.stop}]"
+        if self.kind in ("parquet", "arrow"):
+            parts = "row groups" if self.kind == "parquet" else "batches"
+            return f"{self.path}[{parts} {self.start}:{self.stop}]"
         return self.path
 
 
@@ -180,8 +195,23 @@ def _jsonl_documents(path, text, field, skip_bad_lines, stats, last_line_cut=Fal
     return documents
 
 
-def _tfds_documents(unit, data_dir, text_field, reader, skip_bad_lines, stats):
+def _columnar_documents(unit, text_field, skip_bad_lines, stats):
+    documents = []
+    stats["files"] += int(unit.start == 0)
+    for row, value in enumerate(columnar.texts(unit.kind, unit.path, unit.start, unit.stop,
+                                               text_field)):
+        if value is None:
+            if not skip_bad_lines:
+                raise UserError(f"{unit!r} row {row}: column {text_field!r} is null; set "
+                                "data.skip_bad_lines=True to skip and count such rows")
+            stats["skipped_lines"] += 1
+            continue
+        stats["records"] += 1
+        documents.extend(text_lib.record_document(value))
+    return documents
 
+
+def _tfds_documents(unit, data_dir, text_field, reader, skip_bad_lines, stats):
     documents = []
     for index, record in tfds_source.records(unit.path, data_dir, reader, unit.start, unit.stop):
         split = record.get("sentences") if isinstance(record, dict) else None
@@ -207,21 +237,37 @@ def _tfds_documents(unit, data_dir, text_field, reader, skip_bad_lines, stats):
 def list_units(spec, tfds_data_dir="", tfds_reader="data_source", records_per_unit=10_000):
     """The units of one source: `tfds:NAME[@SPLIT]`, or comma-separated globs."""
     if isinstance(spec, str) and spec.strip().startswith("tfds:"):
-    
         name = spec.strip()
         count = tfds_source.num_records(name, tfds_data_dir, tfds_reader)
         if tfds_reader != "data_source":
             return [Unit("tfds", name, 0, count)]  # a tf.data stream reads in order
         return [Unit("tfds", name, start, min(start + records_per_unit, count))
                 for start in range(0, max(count, 1), records_per_unit)]
-    return [Unit("file", path) for path in expand_patterns(spec)]
+    units = []
+    for path in expand_patterns(spec):
+        if columnar.is_columnar(path):
+            units.extend(Unit(*part) for part in columnar.part_ranges(path, records_per_unit))
+        else:
+            units.append(Unit("file", path))
+    return units
+
+
+def fingerprint(spec) -> list:
+    """Bytes and rows of a source's Parquet and Arrow files (a resume refuses a changed
+    one); [] for text and TFDS sources, whose examples' count stands for them."""
+    if isinstance(spec, str) and spec.strip().startswith("tfds:"):
+        return []
+    return [columnar.describe(path) for path in expand_patterns(spec)
+            if columnar.is_columnar(path)]
 
 
 def unit_documents(unit, fmt="auto", text_field="text", skip_bad_lines=False,
                    tfds_data_dir="", tfds_reader="data_source", stats=None):
     """Documents (lists of sentence strings) of one unit; `stats` is added to."""
     stats = new_stats() if stats is None else stats
-    if unit.kind == "tfds":
+    if unit.kind in ("parquet", "arrow"):
+        docs = _columnar_documents(unit, text_field, skip_bad_lines, stats)
+    elif unit.kind == "tfds":
         docs = _tfds_documents(unit, tfds_data_dir, text_field, tfds_reader, skip_bad_lines, stats)
     else:
         docs = _file_documents(unit.path, fmt, text_field, skip_bad_lines, stats)
@@ -236,9 +282,11 @@ def read_documents(patterns, fmt="auto", *, text_field="text", skip_bad_lines=Fa
 
     `patterns` is comma-separated globs (or a list) of plain text, .gz, or JSONL
     (.jsonl / .json, optionally .gz, one JSON object a line with the text in
-    `text_field`) files, or `tfds:NAME[@SPLIT]`. Each file ends a document. `fmt`
-    is "sentences", "text" or "auto" (decided per text file by `detect_format`; a .tsv
-    file is read as "tsv"), or a labelled task's file: "tsv" (the `text_field` columns
+    `text_field`) files, Parquet / Arrow files or save_to_disk folders (the text in
+    column `text_field`, also on gs:// and hf://; a record is a document), or
+    `tfds:NAME[@SPLIT]`. Each text file ends a document. `fmt` is "sentences", "text"
+    or "auto" (decided per text file by `detect_format`; a .tsv file is read as
+    "tsv"), or a labelled task's file: "tsv" (the `text_field` columns
     of each row) or "conll" (CoNLL-2003's sentences); see data/task_text.py.
     Stats count files, records, replaced (undecodable) characters, skipped bad
     lines, truncated files, documents and sentences.
@@ -304,7 +352,7 @@ def _derived_name(spec):
     if spec.startswith("tfds:"):
         return spec[len("tfds:"):]
     first = os.path.basename(spec.split(",")[0].strip().rstrip("/"))
-    for ext in (".gz", ".txt", ".jsonl", ".json"):
+    for ext in (".gz", ".txt", ".jsonl", ".json", ".parquet", ".arrow"):
         first = first[: -len(ext)] if first.endswith(ext) else first
     return first or spec
 

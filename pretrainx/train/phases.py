@@ -23,8 +23,9 @@ def train_dataset(cfg, objective, phase):
 
 
 def train_data(cfg, objective, phase):
-    """(dataset, signature): the signature (examples per source, weights) is saved
-    with the data position, so a resume into other data is refused."""
+    """(dataset, signature): the signature (examples per source, weights, and the
+    bytes and rows of Parquet and Arrow files) is saved with the data position, so a
+    resume into other data is refused."""
     specs = sources.split_sources(cfg.data.train_files)
     transform = objective.transform(phase, train=True)
     seed = cfg.seed * 1000 + phase.index
@@ -37,6 +38,9 @@ def train_data(cfg, objective, phase):
             raise UserError(f"{spec} yields no examples at seq_len {phase.seq_len}: too little text")
     weights = mixing_weights(cfg, objective, specs)
     signature = {"examples": [len(p) for p in parts], "weights": weights}
+    files = [] if cfg.data.prepared_dir else [sources.fingerprint(spec) for spec in specs]
+    if any(files):  # Parquet and Arrow: a changed file may keep its examples' count
+        signature["files"] = files
     if len(specs) == 1:
         ds = pipeline.make_dataset(parts[0], transform, phase.global_batch_size, seed=seed)
     else:
