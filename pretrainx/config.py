@@ -128,6 +128,15 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.optimizer.batch_ramp_shape = opt.pop("batch_ramp_shape", "linear")
     c.optimizer.update(opt)  # the keys a family's schedule or optimizer adds (NEEDS)
     c.probe = probe_defaults()
+    c.logging = ml_collections.ConfigDict()
+    # Weights & Biases (pip install -e ".[wandb]"): every metrics.jsonl record and this
+    # config, from process 0; a resume continues the run whose id WORKDIR/wandb_run_id
+    # holds (train/wandb_log.py). Entity "": W&B's default; run name "": the workdir's.
+    c.logging.wandb = False
+    c.logging.wandb_project = "pretrainx"
+    c.logging.wandb_entity = ""
+    c.logging.wandb_run_name = ""
+    c.logging.wandb_tags = ""  # comma-separated
 
     c.data = ml_collections.ConfigDict()
     c.data.train_files = ""
@@ -271,6 +280,9 @@ def validate_shared(cfg) -> None:
                         "budget; the schedule runs over total_steps)")
     _check_probe(cfg)
     _check_ramp(cfg)
+    if cfg.logging.wandb and importlib.util.find_spec("wandb") is None:
+        raise UserError("logging.wandb=True needs the wandb package: pip install -e "
+                        "\".[wandb]\" (or pip install wandb), or set logging.wandb=False")
     if cfg.optimizer.warmup_steps < 0:
         raise UserError(f"optimizer.warmup_steps={cfg.optimizer.warmup_steps} must be >= 0")
     for name in ("profile_steps", "profile_start_step"):

@@ -13,7 +13,7 @@ import numpy as np
 from pretrainx import config as config_lib
 from pretrainx.errors import UserError
 from pretrainx.train import metrics as metrics_lib
-from pretrainx.train import preemption, profile as profile_lib
+from pretrainx.train import preemption, profile as profile_lib, wandb_log
 
 
 class Hook:
@@ -66,7 +66,10 @@ class Metrics(Hook):
     has. `max_skipped_steps` non-finite steps in a row stop the run."""
 
     def __init__(self, run):
-        self.writer = metrics_lib.MetricsWriter(run.workdir, run.cfg.total_steps)
+        sink = None
+        if run.cfg.logging.wandb and jax.process_index() == 0:
+            sink = wandb_log.WandbSink(run.workdir, run.cfg.logging, run.cfg.to_dict())
+        self.writer = metrics_lib.MetricsWriter(run.workdir, run.cfg.total_steps, sink=sink)
         self.buffer, self.skip_run = [], 0
         self.seconds_per_step = float("nan")
         self.last = None

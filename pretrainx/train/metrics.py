@@ -108,13 +108,16 @@ def _summary_writer(path: str):
 
 
 class MetricsWriter:
-    """Writes on process 0 only; the others keep silent."""
+    """Writes on process 0 only; the others keep silent. `sink` (train/wandb_log.py's,
+    made for process 0 only) gets every record too."""
 
-    def __init__(self, workdir: str, total_steps: int, enabled: bool | None = None):
+    def __init__(self, workdir: str, total_steps: int, enabled: bool | None = None,
+                 sink=None):
         self.enabled = jax.process_index() == 0 if enabled is None else enabled
         self.total_steps = total_steps
         self._file = None
         self._tb = None
+        self._sink = sink
         if not self.enabled:
             return
         from etils import epath  # local paths and gs:// alike
@@ -151,6 +154,8 @@ class MetricsWriter:
             for key, value in record.items():
                 if isinstance(value, (int, float)) and key != "step":
                     self._tb.add_scalar(f"{prefix}/{key}", value, record["step"])
+        if self._sink is not None:
+            self._sink.log(record)
 
     def progress(self, record: dict, seconds_per_step: float) -> None:
         if not self.enabled:
@@ -177,6 +182,9 @@ class MetricsWriter:
         if self._tb is not None:
             self._tb.close()
             self._tb = None
+        if self._sink is not None:
+            sink, self._sink = self._sink, None
+            sink.close()
 
 
 def log(message: str) -> None:
