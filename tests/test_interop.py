@@ -580,6 +580,15 @@ def test_a_folder_with_only_a_tokenizer_json_imports(tmp_path):
         ["[CLS]", "[SEP]", "[PAD]", "[MASK]"])
     for sentence in SENTENCES:
         assert ours.encode(sentence) == fast(sentence, add_special_tokens=False)["input_ids"]
+    # and its export carries the tokenizer.json on (it was written as spiece.model under
+    # AlbertTokenizer, which nothing reads)
+    written = interop.hf.save(pretrained, str(tmp_path / "out"))
+    assert "tokenizer.json" in written and "spiece.model" not in written
+    again = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "out"))
+    for sentence in SENTENCES:
+        assert again(sentence, add_special_tokens=False)["input_ids"] == ours.encode(sentence)
+    assert again.convert_tokens_to_ids(["[CLS]", "[SEP]", "[PAD]"]) == [
+        ours.cls_id, ours.sep_id, ours.pad_id]
 
 
 def test_untied_heads_a_family_cannot_hold_are_refused_not_dropped(tmp_path):

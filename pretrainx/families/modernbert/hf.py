@@ -10,12 +10,15 @@ where ours applies model.hidden_act: the two must agree.
 """
 
 import os
+import shutil
 
 import numpy as np
 
+from pretrainx.data import bpe
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
 import pretrainx.families.bert.hf as hf_bert
+import pretrainx.families.roberta.hf as hf_roberta
 import pretrainx.interop.hf_tensors as t
 from pretrainx.families.modernbert import model as modernbert
 
@@ -175,9 +178,24 @@ def _write(pretrained, params, tokenizer):
 
 
 def _write_tokenizer(pretrained, tokenizer, output) -> list:
-    # ModernBERT takes no token_type_ids: its tokenizer must not hand them over.
-    return hf_bert.write_tokenizer(pretrained, tokenizer, output,
-                                   {"model_input_names": ["input_ids", "attention_mask"]})
+    """The tokenizer in the files its kind needs: ModernBERT's release's tokenizer.json
+    as it is, a byte-level vocabulary as RoBERTa's vocab.json and merges.txt (in the
+    ids the run trained with), WordPiece or SentencePiece as BERT's. (A tokenizer.json
+    or a vocab.json was written as spiece.model under AlbertTokenizer, which no
+    tokenizer class reads.) ModernBERT takes no token_type_ids: its tokenizer must not
+    hand them over."""
+    no_types = {"model_input_names": ["input_ids", "attention_mask"]}
+    max_len = int(pretrained.model.max_position_embeddings)
+    if pretrained.tokenizer.endswith("tokenizer.json"):
+        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "tokenizer.json"))
+        config = dict(tokenizer_class="PreTrainedTokenizerFast", model_max_length=max_len,
+                      **no_types)
+        return ["tokenizer.json"] + hf_lib.write_tokenizer_config(
+            output, config, hf_lib.special_tokens(tokenizer))
+    if bpe.files_in(pretrained.tokenizer):
+        return hf_roberta.write_fairseq_bpe(pretrained, tokenizer, output, "RobertaTokenizer",
+                                            max_len, no_types)
+    return hf_bert.write_tokenizer(pretrained, tokenizer, output, no_types)
 
 
 # (output layer, word table): tied unless config.json says tie_word_embeddings=false

@@ -82,9 +82,10 @@ def _write(pretrained, params, tokenizer):
 
 
 def write_fairseq_bpe(pretrained, tokenizer, output, tokenizer_class: str,
-                      max_length: int) -> list:
+                      max_length: int, extra: dict | None = None) -> list:
     """vocab.json in the ids the run trained with (fairseq's layout of GPT-2's files),
-    merges.txt, and the special tokens <s> </s> <pad> <unk> <mask>: RoBERTa's and BART's."""
+    merges.txt, and the special tokens <s> </s> <pad> <unk> <mask>: RoBERTa's and BART's.
+    `extra` adds to tokenizer_config.json."""
     _, merges = bpe.files_in(pretrained.tokenizer)
     with open(os.path.join(output, "vocab.json"), "w", encoding="utf-8") as f:
         json.dump(bpe.vocab_json(tokenizer), f, ensure_ascii=False)
@@ -92,7 +93,7 @@ def write_fairseq_bpe(pretrained, tokenizer, output, tokenizer_class: str,
     special = hf_lib.special_tokens(tokenizer)
     special.update(bos_token=special["cls_token"], eos_token=special["sep_token"])
     config = dict(tokenizer_class=tokenizer_class, model_max_length=int(max_length),
-                  add_prefix_space=False)
+                  add_prefix_space=False, **(extra or {}))
     return ["vocab.json", "merges.txt"] + hf_lib.write_tokenizer_config(output, config, special)
 
 
