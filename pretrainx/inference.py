@@ -6,13 +6,14 @@ position, as the family's entry computes them (registry.Family.outputs).
     model = pretrainx.load("workdir/quickstart")
     out = model(["The Hatter was the first to break the silence."])
     out["hidden_states"].shape, out["logits"].shape   # [1, length, 64], [1, length, 4096]
+    model.embed(["A sentence.", "Another one."]).shape  # [2, 64]: sentence embeddings
 """
 
 import dataclasses
 
 import numpy as np
 
-from pretrainx import interop, models
+from pretrainx import interop, models, registry
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 
@@ -53,6 +54,21 @@ class Model:
         out = self.family.outputs(self.pretrained.model, self.pretrained.params, batch)
         return {"input_ids": input_ids, "attention_mask": mask,
                 **{k: np.asarray(v, np.float32) for k, v in out.items()}}
+
+
+    def embed(self, texts) -> np.ndarray:
+        """[rows, hidden] sentence embeddings of texts: the last hidden states pooled as
+        the family pools for fine-tuning (registry.Family.sentence_pooling), which is
+        what SentenceTransformer computes from this model's HF export."""
+        pooling = registry.sentence_pooling(self.family, self.pretrained.model)
+        if pooling is None:
+            raise UserError(f"{self.pretrained.family} is not a sentence encoder: its "
+                            "models give no sentence embeddings")
+        out = self(texts=texts)
+        if pooling == "cls":
+            return out["hidden_states"][:, 0]
+        mask = out["attention_mask"][..., None].astype(np.float32)
+        return (out["hidden_states"] * mask).sum(1) / np.maximum(mask.sum(1), 1e-9)
 
 
 def load(path: str) -> Model:

@@ -52,7 +52,18 @@ class Family:
     outputs: Callable | None = None
     objectives: tuple = ()  # objectives.Entry, one per config `objective` it trains
     hf: tuple = ()  # interop.hf.Adapter: how HF holds its models (none: HF has none)
+    # how a sentence embedding reads the last hidden states, as the family's fine-tuning
+    # pools: "cls" (the first token's) or "mean" (of the real tokens), or (model_cfg) ->
+    # one of them; its HF exports carry sentence-transformers' files. None: the family is
+    # not a sentence encoder (decoders, seq2seq), its exports carry none.
+    sentence_pooling: str | Callable | None = None
     formats: tuple = ()  # interop.Format: other projects' checkpoint layouts it reads
+
+
+def sentence_pooling(family: Family, model_cfg) -> str | None:
+    """The family's sentence pooling for this model ("cls", "mean"), or None."""
+    how = family.sentence_pooling
+    return how(model_cfg) if callable(how) else how
 
 
 class Registry:

@@ -20,6 +20,7 @@ from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 import pretrainx.interop.hf_tensors as hf_tensors
 import pretrainx.interop.model_card as model_card
+import pretrainx.interop.sentence_files as sentence_files
 from pretrainx.interop.pretrained import Pretrained, read_json
 from pretrainx import models
 from pretrainx.models import layers, peft as peft_lib
@@ -227,6 +228,9 @@ def save(pretrained: Pretrained, output: str, license_id: str = "unknown") -> li
             files = (_write_model(where, state, config)
                      + adapter.write_tokenizer(pretrained, tokenizer, where))
             written += [f"{name}/{f}" if name else f for f in files]
+        pooling = family and registry.sentence_pooling(family, pretrained.model)
+        if pooling:  # an encoder: SentenceTransformer(output) loads it too
+            written += sentence_files.write(staging, pooling, pretrained.model.hidden_size)
         with open(os.path.join(staging, "README.md"), "w", encoding="utf-8") as f:
             f.write(model_card.card(pretrained, models_to_write[""][1], license_id))
         written.append("README.md")

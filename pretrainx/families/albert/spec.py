@@ -36,7 +36,7 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="albert", outputs=bert.outputs,
+    name="albert", outputs=bert.outputs, sentence_pooling="cls",
     default_config=albert.default_config, finetune_model=bert.finetune_model,
     peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model,
     objectives=(objectives.Entry(name="albert", build=albert_mlm_sop.AlbertMlmSop,

@@ -33,7 +33,7 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="bert", outputs=bert.outputs,
+    name="bert", outputs=bert.outputs, sentence_pooling="cls",
     default_config=bert.default_config, finetune_model=bert.finetune_model,
     peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model,
     objectives=(objectives.Entry(name="bert", build=mlm_nsp.MlmNsp, defaults=defaults,

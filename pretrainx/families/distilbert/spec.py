@@ -64,7 +64,7 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="distilbert", outputs=bert.outputs,
+    name="distilbert", outputs=bert.outputs, sentence_pooling="cls",
     default_config=distilbert.default_config,
     finetune_model=bert.finetune_model, peft=True, max_positions="max_position_embeddings",
     fill_mask=bert.fill_mask_model,

@@ -54,6 +54,7 @@ def validate(cfg) -> None:
 
 registry.register(registry.Family(
     name="modernbert", outputs=modernbert.outputs,
+    sentence_pooling=lambda model: model.classifier_pooling,
     default_config=modernbert.default_config,
     finetune_model=modernbert.finetune_model, max_positions="max_position_embeddings",
     objectives=(objectives.Entry(name="modernbert", build=modernbert_mlm.ModernBertMlm,

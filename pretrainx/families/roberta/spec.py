@@ -29,7 +29,7 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="roberta", outputs=bert.outputs,
+    name="roberta", outputs=bert.outputs, sentence_pooling="cls",
     default_config=roberta.default_config, finetune_model=bert.finetune_model,
     peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model,
     tokenizer_layout="fairseq",

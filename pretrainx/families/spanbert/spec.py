@@ -28,7 +28,7 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="spanbert", outputs=bert.outputs,
+    name="spanbert", outputs=bert.outputs, sentence_pooling="cls",
     default_config=spanbert.default_config, finetune_model=bert.finetune_model,
     peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model,
     objectives=(objectives.Entry(name="spanbert", build=span_mlm.SpanMlm, defaults=defaults,
