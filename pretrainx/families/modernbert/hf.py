@@ -180,7 +180,7 @@ def _write(pretrained, params, tokenizer):
 def _write_tokenizer(pretrained, tokenizer, output) -> list:
     """The tokenizer in the files its kind needs: ModernBERT's release's tokenizer.json
     as it is, a byte-level vocabulary as RoBERTa's vocab.json and merges.txt (in the
-    ids the run trained with), WordPiece or SentencePiece as BERT's. (A tokenizer.json
+    ids the run trained with) and as a tokenizer.json of them, WordPiece or SentencePiece as BERT's. (A tokenizer.json
     or a vocab.json was written as spiece.model under AlbertTokenizer, which no
     tokenizer class reads.) ModernBERT takes no token_type_ids: its tokenizer must not
     hand them over."""
@@ -192,9 +192,10 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
                       **no_types)
         return ["tokenizer.json"] + hf_lib.write_tokenizer_config(
             output, config, hf_lib.special_tokens(tokenizer))
-    if bpe.files_in(pretrained.tokenizer):
+    if bpe.files_in(pretrained.tokenizer):  # transformers 5 reads its tokenizer.json
         return hf_roberta.write_fairseq_bpe(pretrained, tokenizer, output, "RobertaTokenizer",
-                                            max_len, no_types)
+                                            max_len, no_types) + hf_roberta.write_tokenizer_json(
+                                                output)
     return hf_bert.write_tokenizer(pretrained, tokenizer, output, no_types)
 
 

@@ -97,6 +97,26 @@ def write_fairseq_bpe(pretrained, tokenizer, output, tokenizer_class: str,
     return ["vocab.json", "merges.txt"] + hf_lib.write_tokenizer_config(output, config, special)
 
 
+def write_tokenizer_json(output: str) -> list:
+    """tokenizer.json of the vocab.json, merges.txt and special tokens just written to
+    `output` (tokenizers' byte-level BPE, framed `cls text sep`): for classes that
+    transformers 5 builds from tokenizer.json alone (ModernBERT's)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    with open(os.path.join(output, "special_tokens_map.json"), encoding="utf-8") as f:
+        special = json.load(f)
+    built = Tokenizer(models.BPE.from_file(os.path.join(output, "vocab.json"),
+                                           os.path.join(output, "merges.txt")))
+    built.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    built.decoder = decoders.ByteLevel()
+    built.add_special_tokens(sorted(set(special.values())))
+    cls, sep = special["cls_token"], special["sep_token"]
+    ids = [(t, built.token_to_id(t)) for t in dict.fromkeys((cls, sep))]
+    built.post_processor = processors.TemplateProcessing(
+        single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}", special_tokens=ids)
+    built.save(os.path.join(output, "tokenizer.json"))
+    return ["tokenizer.json"]
+
+
 def _write_tokenizer(pretrained, tokenizer, output) -> list:
     max_len = int(pretrained.model.max_position_embeddings) - pretrained.model.get(
         "position_offset", 0)
