@@ -133,7 +133,7 @@ def test_a_hub_path_without_network_says_what_to_do(monkeypatch):
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(UserError, match=r"cannot reach 'hf://datasets/HuggingFaceFW/fineweb-edu"
                                         r"/sample/10BT/\*\.parquet'.*without network, download "
-                                        r"it first \(huggingface-cli download"):
+                                        r"it first \(hf download --repo-type dataset"):
         sources.read_documents("hf://datasets/HuggingFaceFW/fineweb-edu/sample/10BT/*.parquet")
 
 

@@ -40,8 +40,8 @@ def is_arrow_dir(path: str) -> bool:
 
 def _offline_hint(path: str) -> str:
     if path.startswith("hf://"):
-        return ("without network, download it first (huggingface-cli download --repo-type "
-                "dataset OWNER/NAME --local-dir DIR) and give the local files")
+        return ("without network, download it first (hf download --repo-type dataset "
+                "OWNER/NAME --local-dir DIR) and give the local files")
     return "without network, copy the files to local disk first and give the local paths"
 
 
