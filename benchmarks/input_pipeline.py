@@ -15,7 +15,8 @@
 3. Read: the same corpus read and tokenized (BERT's vocab) from its text files and
    from a Parquet file of the same text (records of 8 paragraphs, row groups of
    1,024 records, snappy, as HF's Parquet exports are), in the main thread: rows
-   (text lines; Parquet records) and tokens per second of CPU time. The two readers
+   (text lines; Parquet records) and tokens per second of CPU time, the median of
+   three reads of each. The two readers
    split the text into documents their own ways (books at headings; a record a
    document), so their tokens differ by a few percent.
 4. Need: a v5e-16 slice (16 chips, 4 hosts) at 50% MFU consumes
@@ -30,6 +31,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -55,6 +57,7 @@ BERT_VOCAB = os.path.join(SHARED, "tokenizers", "bert-base-uncased", "vocab.txt"
 T5_SPM = os.path.join(REPO, "pretrainx", "assets", "spm_t5_4k.model")
 HOSTS, CHIPS_PER_SLICE, MFU, CHIP = 4, 16, 0.5, "v5e"
 TARGET_CORES = 8
+WINDOWS = 3  # reads of each kind; the median is reported, min and max beside it
 
 
 def bert_config(corpus=CORPUS):
@@ -142,12 +145,16 @@ def read_rates(cfg, work):
     lines = parquet_copy(cfg.data.train_files, parquet)
     out = {}
     for reader, spec in (("text", cfg.data.train_files), ("parquet", parquet)):
-        cpu = time.process_time()
-        docs, stats = sources.read_documents(spec)
-        tokens = sum(s.size for d in corpus_lib.tokenize(docs, tokenizer) for s in d)
-        seconds = time.process_time() - cpu
+        times = []
+        for _ in range(WINDOWS):  # the two readers alternate in no window: each alone
+            cpu = time.process_time()
+            docs, stats = sources.read_documents(spec)
+            tokens = sum(s.size for d in corpus_lib.tokenize(docs, tokenizer) for s in d)
+            times.append(time.process_time() - cpu)
+        seconds = statistics.median(times)
         rows = lines if reader == "text" else stats["records"]
         out[reader] = {"rows": rows, "tokens": int(tokens), "cpu_sec": round(seconds, 2),
+                       "cpu_sec_min_max": [round(min(times), 2), round(max(times), 2)],
                        "rows_per_sec_per_core": round(rows / seconds),
                        "tokens_per_sec_per_core": round(tokens / seconds)}
     out["parquet_over_text_tokens_per_sec"] = round(
@@ -206,7 +213,8 @@ def main():
         for reader in ("text", "parquet"):
             r = reading[reader]
             print(f"read {reader}: {r['rows']:,} rows, {r['tokens']:,} tokens in {r['cpu_sec']} "
-                  f"CPU s = {r['rows_per_sec_per_core']:,} rows/s, "
+                  f"CPU s (median of {WINDOWS}; min, max {r['cpu_sec_min_max']}) = "
+                  f"{r['rows_per_sec_per_core']:,} rows/s, "
                   f"{r['tokens_per_sec_per_core']:,} tokens/s per core", flush=True)
         print(f"read parquet / text, tokens/s per core: "
               f"{reading['parquet_over_text_tokens_per_sec']}x", flush=True)
