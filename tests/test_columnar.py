@@ -96,13 +96,21 @@ def _array_records(path):
     return [source[i] for i in range(len(source))]
 
 
-def test_stats_count_a_parquet_source(tmp_path):
+def test_stats_count_a_parquet_source_mixed_by_temperature_with_text(tmp_path):
     from pretrainx.data_cli import batch_statistics
     path = _parquet(tmp_path / "pages.parquet", _records())
     cfg = tiny_bert_config(**{"data.train_files": path})
     stats = batch_statistics(cfg, num_batches=1)
     assert stats["sources"][path]["records"] == 60
     assert stats["masked_fraction"] > 0.1
+    cfg = tiny_bert_config(**{"data.train_files": f"{path};{cfg.data.eval_files}",
+                              "data.mixing_alpha": 0.3, "data.train_source_names": "web,book"})
+    stats = batch_statistics(cfg, num_batches=4)
+    assert stats["sources"][path]["records"] == 60
+    expected = stats["expected_source_fractions"]  # temperature over the sources' tokens
+    tokens = [stats["sources"][spec]["tokens"] for spec in cfg.data.train_files.split(";")]
+    lifted = [n ** 0.3 for n in tokens]
+    assert [expected["web"], expected["book"]] == pytest.approx([x / sum(lifted) for x in lifted])
 
 
 def test_bad_parquet_is_named_in_one_line_and_nulls_are_counted(tmp_path):
