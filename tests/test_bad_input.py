@@ -72,8 +72,15 @@ def bad_files(tmp_path):
     raises.write_text("def get_config():\n    raise ValueError('no such size')\n")
     jsonl = tmp_path / "pages.jsonl"
     jsonl.write_text('{"text": "Alice was beginning to get very tired."}\n{"body": "x"}\n')
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    parquet = tmp_path / "pages.parquet"
+    pq.write_table(pa.table({"body": ["Alice was beginning to get very tired."]}), str(parquet))
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(parquet.read_bytes()[:-40])
     return {"binary": str(binary), "directory": str(tmp_path), "raises": str(raises),
-            "not_a_model": str(tmp_path / "weights.bin"), "jsonl": str(jsonl)}
+            "not_a_model": str(tmp_path / "weights.bin"), "jsonl": str(jsonl),
+            "parquet": str(parquet), "cut_parquet": str(cut)}
 
 
 CASES = {  # name: (arguments, words the error line must contain)
@@ -117,6 +124,10 @@ CASES = {  # name: (arguments, words the error line must contain)
                              ["data position belongs to other data", "examples"]),
     "JSONL line without the text field": (["--config.data.train_files={jsonl}"],
                                           ["{jsonl}:2", "no field 'text'"]),
+    "Parquet without the text column": (["--config.data.train_files={parquet}"],
+                                        ["{parquet}", "no column 'text'", "columns are body"]),
+    "cut Parquet file": (["--config.data.train_files={cut_parquet}"],
+                         ["{cut_parquet}", "not a Parquet file, or cut short"]),
     "unknown TFDS dataset": (["--config.data.train_files=tfds:no_such_corpus"],
                              ["tfds:no_such_corpus", "no dataset"]),
     "more weights than sources": (["--config.data.train_weights=1,2"],
