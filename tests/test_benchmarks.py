@@ -59,6 +59,14 @@ def test_input_pipeline_reports_cores_per_host(shared_data):
     assert abs(parquet["tokens"] / text["tokens"] - 1) < 0.1  # the same text, split two ways
 
 
+@pytest.mark.slow
+def test_averaging_merges_and_evaluates_the_last_checkpoints():
+    _, out = _run("averaging.py", "--steps=4", "--every=2", "--keep=2")
+    results = out["results"]
+    assert results["last"]["steps"] == [4] and results["average of last 2"]["steps"] == [2, 4]
+    assert results["last"]["mlm_accuracy"] >= 0 and results["average of last 2"]["loss"] > 0
+
+
 def test_parquet_memory_reads_every_record_of_the_file_it_wrote(shared_data):
     _, out = _run("parquet_memory.py", "--gigabytes=0.003",
                   f"--corpus={shared_data}/corpus/gutenberg/pg11_alice_in_wonderland.txt")

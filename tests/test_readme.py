@@ -146,7 +146,8 @@ class Sandbox:
         for name in ("configs", "launch", "benchmarks", "notebooks", "pretrainx"):
             if (REPO / name).exists():
                 (root / name).symlink_to(REPO / name)
-        self.env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+        self.env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1",
+                        WANDB_MODE="offline", WANDB_SILENT="true")  # W&B: no account here
         # one CPU device, as on the reader's machine (conftest gives the tests 8)
         self.env["XLA_FLAGS"] = self.env.get("XLA_FLAGS", "").replace(
             "--xla_force_host_platform_device_count=8", "").strip()
@@ -172,6 +173,9 @@ class Sandbox:
                 ("/data/gpt2", str(SHARED_DATA / "tokenizers/gpt2")),
                 ("/data/albert/30k-clean.model", str(REPO / "pretrainx/assets/spm_4k.model")),
                 ("/data/webtext/*.jsonl", self._webtext()),
+                ("/data/fineweb-edu/sample/10BT/*.parquet", self._parquet()),
+                ("/data/fwe-prepared", str(self.root / "fwe-prepared")),
+                ("/data/spm.model", str(REPO / "pretrainx/assets/spm_4k.model")),
                 ("/data/books/*.txt.gz", self._gzipped_book()),
                 ("tfds:wikipedia/20230601.en", "tfds:pretrainx_text/wiki@train"),
                 ("/data/bert_prepared", str(self.root / "bert_prepared")),
@@ -194,6 +198,20 @@ class Sandbox:
                 for i in range(0, len(paragraphs), 20):  # documents of 20 paragraphs
                     f.write(json.dumps({"text": "\n\n".join(paragraphs[i:i + 20])}) + "\n")
         return str(path.parent / "*.jsonl")
+
+    def _parquet(self):
+        """Alice as a Parquet file of web-page-like records (FineWeb-Edu's layout)."""
+        path = self.root / "fineweb-edu" / "000_00000.parquet"
+        if not path.exists():
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+            path.parent.mkdir()
+            paragraphs = [p.replace("\n", " ").strip()
+                          for p in ALICE.read_text(encoding="utf-8").split("\n\n")]
+            texts = ["\n".join(paragraphs[i:i + 20]) for i in range(0, len(paragraphs), 20)]
+            pq.write_table(pa.table({"text": texts, "id": list(range(len(texts)))}), str(path),
+                           row_group_size=8)
+        return str(path.parent / "*.parquet")
 
     def _gzipped_book(self):
         path = self.root / "books" / "alice.txt.gz"
@@ -233,7 +251,9 @@ def _tiny(words):
     config = pathlib.Path(_flag(words, "config").split(":")[0]).stem
     family = next((k for k in TINY if config.startswith(k)), None)
     assert family, f"no tiny overrides in tests/test_readme.py for configs/{config}.py"
-    return [f"--config.{k}={v}" for k, v in TINY[family].items()]
+    own = _flag(words, "config.data.train_files") or ""
+    return [f"--config.{k}={v}" for k, v in TINY[family].items()
+            if not (k == "data.train_files" and own.endswith(".parquet"))]  # keep a stand-in
 
 
 def _ci_runs(words):
@@ -265,6 +285,8 @@ def _needs(words):
         pytest.skip(f"shared data not found at {SHARED_DATA}")
     if words[:3] == ["python", "-m", "pretrainx.plan"]:
         pytest.importorskip("libtpu")
+    if "--config.logging.wandb=True" in words:
+        pytest.importorskip("wandb")
 
 
 def run_step(sandbox: Sandbox, words):
@@ -336,6 +358,26 @@ def run_step(sandbox: Sandbox, words):
         plan = json.loads(sandbox.run(words + tiny).strip().splitlines()[-1])
         assert plan["fits"] is True, plan
         return "plan"
+    if module == "pretrainx.merge":
+        # the page's run kept its last checkpoints: a tiny quickstart with one a step
+        run = sandbox.root / "workdir" / "quickstart"
+        if not run.exists():
+            sandbox.run(["python", "-m", "pretrainx.main", "--config=configs/quickstart.py",
+                         f"--workdir={run}", *_tiny(["--config=configs/quickstart.py"]),
+                         "--config.checkpoint_every=1", "--config.keep_checkpoints=5"])
+        named = _flag(words, "inputs").split(",")
+        held = sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
+        assert len(held) >= len(named), held
+        inputs = ",".join(str(run / "checkpoints" / str(s)) for s in held[-len(named):])
+        record = json.loads(sandbox.run([w if not w.startswith("--inputs=") else
+                                         f"--inputs={inputs}" for w in words])
+                            .strip().splitlines()[-1])
+        assert record["steps"] == held[-len(named):], record
+        return "merge"
+    if module == "pretrainx.evaluate":
+        result = json.loads(sandbox.run(words).strip().splitlines()[-1])
+        assert result["eval"]["loss"] > 0, result
+        return "evaluate"
     if module == "pretrainx.export":
         sandbox.run(words)
         output = pathlib.Path(sandbox.root, _flag(words, "output"))
@@ -431,11 +473,14 @@ def test_readme_block_runs(block, tmp_path, request):
     sandbox = Sandbox(tmp_path)
     if "workdir/quickstart" in body and ("--config.init_from=workdir/quickstart" in body
                                          or 'pretrainx.load("workdir/quickstart")' in body
+                                         or 'interop.load("workdir/quickstart")' in body
                                          or "pretrainx.embed --workdir=workdir/quickstart"
                                          in body):
         shutil.copytree(request.getfixturevalue("pretrained_workdir"),  # a pretrained BERT
                         tmp_path / "workdir" / "quickstart")
     if lang == "python":
+        if "sentence_transformers" in body:
+            pytest.importorskip("sentence_transformers")
         _python_block(sandbox, body)
         return
     kinds = [run_step(sandbox, words) for words in shell_steps(body)]

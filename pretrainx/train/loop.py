@@ -99,6 +99,19 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
             "peak_flops_source": run.peak_source}
 
 
+def evaluate(cfg, workdir: str, devices=None) -> dict:
+    """{"step", "eval", "sources"}: the newest checkpoint of `workdir` evaluated on cfg's
+    eval sources (eval_steps batches of each, as a run evaluates), training nothing.
+    What pretrainx.evaluate prints, e.g. for a merged checkpoint (pretrainx.merge)."""
+    run = Run(cfg, workdir, devices)
+    try:
+        overall, by_source = run.phases.evaluate(run.phase, run.state.params, cfg.eval_steps)
+    finally:
+        run.ckpt.close()
+        run.lock.release()
+    return {"step": run.step, "eval": overall, "sources": by_source}
+
+
 def _ending(run, cfg, checkpoint, budget) -> str:
     """The line that says how the run ended and what to do next."""
     if run.start > cfg.total_steps:

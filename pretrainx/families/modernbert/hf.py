@@ -180,9 +180,9 @@ def _write(pretrained, params, tokenizer):
 def _write_tokenizer(pretrained, tokenizer, output) -> list:
     """The tokenizer in the files its kind needs: ModernBERT's release's tokenizer.json
     as it is, a byte-level vocabulary as RoBERTa's vocab.json and merges.txt (in the
-    ids the run trained with) and as a tokenizer.json of them, WordPiece or SentencePiece as BERT's. (A tokenizer.json
-    or a vocab.json was written as spiece.model under AlbertTokenizer, which no
-    tokenizer class reads.) ModernBERT takes no token_type_ids: its tokenizer must not
+    ids the run trained with) and as a tokenizer.json of them, WordPiece or
+    SentencePiece as BERT's. (A tokenizer.json or a vocab.json was written as
+    spiece.model under AlbertTokenizer, which no tokenizer class reads.) ModernBERT takes no token_type_ids: its tokenizer must not
     hand them over."""
     no_types = {"model_input_names": ["input_ids", "attention_mask"]}
     max_len = int(pretrained.model.max_position_embeddings)

@@ -1,0 +1,50 @@
+"""python -m pretrainx.evaluate --workdir=DIR [--eval_steps=N] [--eval_files=GLOBS]
+
+Evaluates the newest checkpoint of a pretraining workdir (a run's, or one that
+pretrainx.merge wrote) on the eval sources of its own config (WORKDIR/config.json) and
+prints one JSON line: the step, the eval metrics (loss, MLM accuracy, ...) and, with
+several eval sources, each source's. Nothing is trained and metrics.jsonl is left alone.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import ml_collections
+
+from pretrainx.errors import UserError
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pretrainx.evaluate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--eval_steps", type=int, default=None,
+                        help="batches of each eval source (default: the config's eval_steps)")
+    parser.add_argument("--eval_files", default=None, help="other eval sources than the config's")
+    args = parser.parse_args(argv)
+    try:
+        path = os.path.join(args.workdir, "config.json")
+        if not os.path.isfile(path):
+            raise UserError(f"{args.workdir} has no config.json: not a pretrainx pretraining "
+                            "workdir")
+        with open(path, encoding="utf-8") as f:
+            cfg = ml_collections.ConfigDict(json.load(f))
+        if args.eval_steps is not None:
+            cfg.eval_steps = args.eval_steps
+        if args.eval_files is not None:
+            cfg.data.eval_files, cfg.data.eval_split_percent = args.eval_files, 0.0
+        if not cfg.data.eval_files and not cfg.data.eval_split_percent:
+            raise UserError(f"{path} names no eval sources: give --eval_files")
+        from pretrainx.train import loop
+        result = loop.evaluate(cfg, args.workdir)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""python -m pretrainx.merge: checkpoint averaging and TIES-Merging into a workdir that
+loads, exports and trains on like any other; mismatched inputs refused in one line."""
+
+import json
+import os
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import read_metrics, tiny_bert_config
+from pretrainx import interop, merge
+from pretrainx.errors import UserError
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A tiny BERT trained 6 steps on real text, checkpoints at 3 and 6."""
+    from pretrainx.train import loop
+    workdir = str(tmp_path_factory.mktemp("merge") / "run")
+    loop.train(tiny_bert_config(total_steps=6, checkpoint_every=3, keep_checkpoints=5),
+               workdir, devices=jax.devices()[:1])
+    return workdir
+
+
+def test_average_of_two_checkpoints_is_their_weighted_mean_and_a_workdir(run, tmp_path):
+    a, b = f"{run}/checkpoints/3", f"{run}/checkpoints/6"
+    out = str(tmp_path / "merged")
+    assert merge.main([f"--inputs={a},{b}", "--weights=1,3", f"--output={out}"]) == 0
+    record = json.load(open(os.path.join(out, merge.MERGE_FILE)))
+    assert record["steps"] == [3, 6] and record["weights"] == [1.0, 3.0]
+    pa, pb, got = (interop.load(p).params for p in (a, b, out))
+    for x, y, z in zip(*(jax.tree_util.tree_leaves(t) for t in (pa, pb, got))):
+        np.testing.assert_allclose(z, 0.25 * x + 0.75 * y, rtol=1e-6, atol=1e-7)
+    assert any(not np.allclose(x, y) for x, y in zip(jax.tree_util.tree_leaves(pa),
+                                                     jax.tree_util.tree_leaves(pb)))
+    # it evaluates (at the newest input's step: 6), exports, and trains on from the
+    # merged weights with that input's optimizer state and data position
+    import contextlib
+    import io
+    from pretrainx import evaluate
+    scores = {}
+    for name, path in (("run", run), ("merged", out)):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert evaluate.main([f"--workdir={path}", "--eval_steps=2"]) == 0
+        scores[name] = json.loads(printed.getvalue().strip().splitlines()[-1])
+    assert scores["run"]["step"] == scores["merged"]["step"] == 6
+    assert scores["merged"]["eval"]["loss"] != scores["run"]["eval"]["loss"]
+    assert abs(scores["merged"]["eval"]["loss"] / scores["run"]["eval"]["loss"] - 1) < 0.05
+    written = interop.hf.save(interop.load(out), str(tmp_path / "hf"))
+    assert "model.safetensors" in written
+    from pretrainx.train import loop
+    loop.train(tiny_bert_config(total_steps=8, checkpoint_every=3), out,
+               devices=jax.devices()[:1])
+    assert [r["step"] for r in read_metrics(out)] == [7, 8]
+
+
+def test_ties_trims_elects_a_sign_and_averages_the_agreeing_entries():
+    base = {"w": np.zeros(4, np.float32)}
+    one = {"w": np.array([3.0, -1.0, 0.2, 2.0], np.float32), "head": np.ones(2, np.float32)}
+    two = {"w": np.array([1.0, 2.0, -0.1, -4.0], np.float32), "head": 3 * np.ones(2, np.float32)}
+    got = merge.ties(base, [one, two], density=0.5, scale=1.0)
+    # trimmed: one keeps 3, 2 ; two keeps 2, -4. Signs: +, +, 0, - (2 - 4).
+    np.testing.assert_allclose(got["w"], [3.0, 2.0, 0.0, -4.0])
+    np.testing.assert_allclose(got["head"], [2.0, 2.0])  # the base lacks it: averaged
+
+
+def test_mismatched_inputs_are_refused_in_one_line_and_nothing_is_written(run, tmp_path):
+    from pretrainx.train import loop
+    wider = str(tmp_path / "wider")
+    loop.train(tiny_bert_config(total_steps=3, **{"model.mlp_dim": 256}), wider,
+               devices=jax.devices()[:1])
+    out = tmp_path / "merged"
+    with pytest.raises(UserError, match=r"wider/checkpoints/3's \['bert'\]\[.*\] is \[256.*\], "
+                                        r".*run/checkpoints/3's \[128.*\]: only models of one "
+                                        r"shape merge"):
+        merge.merge([f"{run}/checkpoints/3", f"{wider}/checkpoints/3"], str(out))
+    with pytest.raises(UserError, match=r"holds no checkpoint at step 7 \(it holds \[3, 6\]\)"):
+        merge.merge([f"{run}/checkpoints/3", f"{run}/checkpoints/7"], str(out))
+    with pytest.raises(UserError, match=r"--weights=1\.0: expected 2 positive numbers"):
+        merge.merge([f"{run}/checkpoints/3", run], str(out), weights=[1])
+    assert not out.exists()
+
+
+def test_ties_merges_two_finetunings_against_their_base(shared_data, pretrained_workdir,
+                                                        tmp_path):
+    """Two SST-2 fine-tunings of one pretrained BERT (two seeds) TIES-merged against it:
+    a fine-tuning workdir whose encoder moved from the base by the elected deltas and whose
+    head is the two heads' mean; it loads and exports as any fine-tuned model."""
+    from test_finetune import ft_config
+    from pretrainx.finetune import loop
+    tuned = []
+    for seed in (0, 1):
+        tuned.append(str(tmp_path / f"sst2_{seed}"))
+        loop.train(ft_config(shared_data, init_from=pretrained_workdir, seed=seed), tuned[-1],
+                   devices=jax.devices()[:1])
+    out = str(tmp_path / "merged")
+    record = merge.merge(tuned, out, method="ties", base=pretrained_workdir, density=0.5)
+    assert record["base"] == pretrained_workdir and record["density"] == 0.5
+    got = interop.load(out)
+    assert got.head == "classify" and got.task == "sst2"
+    a, b, base = (merge.Checkpoint(p).params for p in (*tuned, pretrained_workdir))
+    def flat(tree):
+        return dict(jax.tree_util.tree_flatten_with_path(tree)[0])
+    fa, fb, fbase, fout = flat(a), flat(b), flat(base), flat(merge.Checkpoint(out).params)
+    heads = [p for p in fout if p not in fbase]
+    assert heads and all(np.allclose(fout[p], (fa[p] + fb[p]) / 2) for p in heads)
+    moved = [p for p in fout if p in fbase and not np.allclose(fout[p], fbase[p])]
+    assert len(moved) > len(fbase) // 2
+    assert "model.safetensors" in interop.hf.save(got, str(tmp_path / "hf"))
+    with pytest.raises(UserError, match="the base holds .* it is not the model they were tuned"):
+        merge.ties({"other": np.zeros(3)}, [a, b], 0.5, 1.0)
