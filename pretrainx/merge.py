@@ -53,21 +53,24 @@ def average(trees: list, weights) -> dict:
         .astype(np.asarray(leaves[0]).dtype), *trees)
 
 
-def trim(delta: np.ndarray, density: float) -> np.ndarray:
-    """`delta` with all but its round(density x size) largest-magnitude entries zeroed
-    (ties at the threshold kept)."""
-    keep = int(round(density * delta.size))
-    if keep >= delta.size:
-        return delta
+def threshold(deltas: list, density: float) -> float:
+    """The magnitude at or above which round(density x size) entries of a task vector
+    (its tensors' changes, together) lie: TIES trims the whole vector, not each tensor."""
+    magnitudes = np.concatenate([np.abs(d).ravel() for d in deltas])
+    keep = int(round(density * magnitudes.size))
+    if keep >= magnitudes.size:
+        return 0.0
     if keep <= 0:
-        return np.zeros_like(delta)
-    threshold = np.partition(np.abs(delta).ravel(), delta.size - keep)[delta.size - keep]
-    return np.where(np.abs(delta) >= threshold, delta, 0)
+        return np.inf
+    return float(np.partition(magnitudes, magnitudes.size - keep)[magnitudes.size - keep])
 
 
-def ties_leaf(base: np.ndarray, inputs: list, density: float, scale: float) -> np.ndarray:
-    """TIES-Merging of one tensor: trim, elect sign, disjoint mean."""
-    deltas = np.stack([trim(np.asarray(x, np.float64) - base, density) for x in inputs])
+def ties_leaf(base: np.ndarray, inputs: list, thresholds: list, scale: float) -> np.ndarray:
+    """TIES-Merging of one tensor: trim (each input at its vector's threshold), elect the
+    sign by the trimmed changes' sum, average the changes that agree with it."""
+    deltas = np.stack([np.asarray(x, np.float64) - base for x in inputs])
+    cut = np.asarray(thresholds).reshape((-1,) + (1,) * base.ndim)
+    deltas = np.where(np.abs(deltas) >= cut, deltas, 0.0)
     sign = np.sign(deltas.sum(axis=0))
     agree = (np.sign(deltas) == sign) & (deltas != 0)
     count = agree.sum(axis=0)
@@ -80,21 +83,22 @@ def ties(base: dict, trees: list, density: float, scale: float) -> dict:
     holds fewer than half of the inputs' values (another layout) is refused."""
     flat_base = dict(jax.tree_util.tree_flatten_with_path(base)[0])
     paths, structure = jax.tree_util.tree_flatten_with_path(trees[0])
-    shared = sum(np.size(x) for p, x in paths
-                 if p in flat_base and np.shape(flat_base[p]) == np.shape(x))
+    leaves = [jax.tree_util.tree_leaves(t) for t in trees]
+    tuned = [i for i, (p, x) in enumerate(paths)
+             if p in flat_base and np.shape(flat_base[p]) == np.shape(x)]
+    shared = sum(np.size(paths[i][1]) for i in tuned)
     total = sum(np.size(x) for _, x in paths)
     if shared < total / 2:
         raise UserError(f"the base holds {shared:,} of the inputs' {total:,} parameter values "
                         "at their places: it is not the model they were tuned from")
-    leaves = [jax.tree_util.tree_leaves(t) for t in trees]
+    bases = {i: np.asarray(flat_base[paths[i][0]], np.float64) for i in tuned}
+    thresholds = [threshold([np.asarray(tree_leaves[i]) - bases[i] for i in tuned], density)
+                  for tree_leaves in leaves]
     out = []
-    for i, (path, _) in enumerate(paths):
+    for i in range(len(paths)):
         column = [np.asarray(tree_leaves[i]) for tree_leaves in leaves]
-        b = flat_base.get(path)
-        if b is None or np.shape(b) != column[0].shape:
-            out.append(average(column, [1.0] * len(column)))
-        else:
-            out.append(ties_leaf(np.asarray(b, np.float64), column, density, scale))
+        out.append(ties_leaf(bases[i], column, thresholds, scale) if i in bases
+                   else average(column, [1.0] * len(column)))
     return jax.tree_util.tree_unflatten(structure, out)
 
 

@@ -57,13 +57,20 @@ def test_average_of_two_checkpoints_is_their_weighted_mean_and_a_workdir(run, tm
 
 
 def test_ties_trims_elects_a_sign_and_averages_the_agreeing_entries():
-    base = {"w": np.zeros(4, np.float32)}
-    one = {"w": np.array([3.0, -1.0, 0.2, 2.0], np.float32), "head": np.ones(2, np.float32)}
-    two = {"w": np.array([1.0, 2.0, -0.1, -4.0], np.float32), "head": 3 * np.ones(2, np.float32)}
+    """Trimming keeps each task vector's largest entries over all its tensors together
+    (Yadav et al.'s top-k of the flattened vector), not each tensor's."""
+    base = {"w": np.zeros(4, np.float32), "v": np.zeros(2, np.float32)}
+    one = {"w": np.array([3.0, -1.0, 0.2, 2.0], np.float32),
+           "v": np.array([0.5, 0.1], np.float32), "head": np.ones(2, np.float32)}
+    two = {"w": np.array([1.0, 2.0, -0.1, -4.0], np.float32),
+           "v": np.array([-0.3, 5.0], np.float32), "head": 3 * np.ones(2, np.float32)}
     got = merge.ties(base, [one, two], density=0.5, scale=1.0)
-    # trimmed: one keeps 3, 2 ; two keeps 2, -4. Signs: +, +, 0, - (2 - 4).
+    # one keeps 3, 2, -1 (all in w); two keeps 5, -4, 2. Elected signs: +, + (2 - 1), 0,
+    # - (2 - 4); v: 0, +.
     np.testing.assert_allclose(got["w"], [3.0, 2.0, 0.0, -4.0])
+    np.testing.assert_allclose(got["v"], [0.0, 5.0])  # one's 0.5 fell to the global cut
     np.testing.assert_allclose(got["head"], [2.0, 2.0])  # the base lacks it: averaged
+    np.testing.assert_allclose(merge.ties(base, [one, two], 0.5, 0.5)["w"], [1.5, 1.0, 0, -2])
 
 
 def test_mismatched_inputs_are_refused_in_one_line_and_nothing_is_written(run, tmp_path):
@@ -101,6 +108,7 @@ def test_ties_merges_two_finetunings_against_their_base(shared_data, pretrained_
     got = interop.load(out)
     assert got.head == "classify" and got.task == "sst2"
     a, b, base = (merge.Checkpoint(p).params for p in (*tuned, pretrained_workdir))
+
     def flat(tree):
         return dict(jax.tree_util.tree_flatten_with_path(tree)[0])
     fa, fb, fbase, fout = flat(a), flat(b), flat(base), flat(merge.Checkpoint(out).params)
