@@ -126,17 +126,16 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.optimizer.accumulate_to = opt.pop("accumulate_to", 1)
     c.optimizer.batch_ramp = opt.pop("batch_ramp", 0.0)
     c.optimizer.batch_ramp_shape = opt.pop("batch_ramp_shape", "linear")
+    # > 0: a moving average of the parameters (0.999: about the last 1,000 updates) in the
+    # optimizer state; `python -m pretrainx.merge --from_ema` makes a workdir of it.
+    c.optimizer.ema_decay = opt.pop("ema_decay", 0.0)
     c.optimizer.update(opt)  # the keys a family's schedule or optimizer adds (NEEDS)
     c.probe = probe_defaults()
-    c.logging = ml_collections.ConfigDict()
-    # Weights & Biases (pip install -e ".[wandb]"): every metrics.jsonl record and this
-    # config, from process 0; a resume continues the run whose id WORKDIR/wandb_run_id
-    # holds (train/wandb_log.py). Entity "": W&B's default; run name "": the workdir's.
-    c.logging.wandb = False
-    c.logging.wandb_project = "pretrainx"
-    c.logging.wandb_entity = ""
-    c.logging.wandb_run_name = ""
-    c.logging.wandb_tags = ""  # comma-separated
+    # Weights & Biases (train/wandb_log.py): metrics.jsonl's records and this config from
+    # process 0. Entity "": W&B's default; run name "": the workdir's; tags comma-separated.
+    c.logging = ml_collections.ConfigDict(dict(
+        wandb=False, wandb_project="pretrainx", wandb_entity="", wandb_run_name="",
+        wandb_tags=""))
 
     c.data = ml_collections.ConfigDict()
     c.data.train_files = ""
@@ -281,8 +280,10 @@ def validate_shared(cfg) -> None:
     _check_probe(cfg)
     _check_ramp(cfg)
     if cfg.logging.wandb and importlib.util.find_spec("wandb") is None:
-        raise UserError("logging.wandb=True needs the wandb package: pip install -e "
-                        "\".[wandb]\" (or pip install wandb), or set logging.wandb=False")
+        raise UserError("logging.wandb=True needs the wandb package: pip install -e \".[wandb]\"")
+    ema = cfg.optimizer.ema_decay
+    if isinstance(ema, bool) or not isinstance(ema, (int, float)) or not 0 <= ema < 1:
+        raise UserError(f"optimizer.ema_decay={ema!r} must be in [0, 1) (0: no average)")
     if cfg.optimizer.warmup_steps < 0:
         raise UserError(f"optimizer.warmup_steps={cfg.optimizer.warmup_steps} must be >= 0")
     for name in ("profile_steps", "profile_start_step"):

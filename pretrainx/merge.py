@@ -4,6 +4,7 @@
         [--weights=1,1,2] --output=NEW_WORKDIR
     python -m pretrainx.merge --method=ties --base=PRETRAINED --inputs=FT_A,FT_B \\
         [--density=0.2] [--scale=1.0] --output=NEW_WORKDIR
+    python -m pretrainx.merge --from_ema --inputs=RUN --output=NEW_WORKDIR
 
 An input is a pretraining checkpoint (WORKDIR/checkpoints/STEP, or a WORKDIR for its
 newest) or a fine-tuning workdir (its best epoch); all inputs are of one kind, one
@@ -13,6 +14,9 @@ family and one shape, or the command stops in one line naming what differs.
   equal without --weights): the last k checkpoints of one run (checkpoint averaging),
   or the decay-phase variants of several runs (mmBERT's merge), or fine-tuning seeds of
   one task (a model soup).
+- `--from_ema`: each input's moving average of its parameters (a run trained with
+  optimizer.ema_decay > 0) stands for its parameters; one input is enough, so that the
+  average can be evaluated, exported or fine-tuned as a workdir of its own.
 - `ties` (Yadav et al. 2023, TIES-Merging): each input's task vector (input - base)
   keeps its `density` largest-magnitude entries, each entry's sign is elected by the
   sum of the trimmed vectors, and the entries that agree with it are averaged; base +
@@ -199,14 +203,26 @@ def _write(first: Checkpoint, params, output: str, record: dict) -> None:
         json.dump(record, f, indent=1)
 
 
+def _ema(checkpoint: Checkpoint) -> dict:
+    """A checkpoint's parameter average (optimizer.ema_decay), shaped as its parameters."""
+    from pretrainx.train import optim
+    ema = optim.ema_of(checkpoint.state["opt_state"]) if checkpoint.kind == "pretrain" else None
+    if ema is None:
+        raise UserError(f"{checkpoint.spec} holds no average of its parameters: train with "
+                        "--config.optimizer.ema_decay=0.999 (or another decay in (0, 1))")
+    return jax.tree_util.tree_map(lambda e, p: np.asarray(e, np.float32).astype(p.dtype),
+                                  ema, checkpoint.params)
+
+
 def merge(inputs: list, output: str, method: str = "average", weights=None, base=None,
-          density: float = 0.2, scale: float = 1.0) -> dict:
+          density: float = 0.2, scale: float = 1.0, from_ema: bool = False) -> dict:
     """Merges checkpoints `inputs` (paths) into the new workdir `output`; returns the
     record written to output/merge.json."""
     if method not in ("average", "ties"):
         raise UserError(f"--method={method}: expected average or ties")
-    if len(inputs) < 2:
-        raise UserError(f"--inputs names {len(inputs)} checkpoint; a merge takes at least 2")
+    if len(inputs) < (1 if from_ema else 2):
+        raise UserError(f"--inputs names {len(inputs)} checkpoints; a merge takes at least "
+                        f"{1 if from_ema else 2}")
     if os.path.isdir(output) and os.listdir(output):
         raise UserError(f"--output={output} is not empty; give a new or empty directory")
     weights = [1.0] * len(inputs) if weights is None else [float(w) for w in weights]
@@ -222,10 +238,10 @@ def merge(inputs: list, output: str, method: str = "average", weights=None, base
             raise UserError(f"{c.spec} is a {c.family} {c.kind} checkpoint, {read[0].spec} a "
                             f"{read[0].family} {read[0].kind} one: only one kind and family "
                             "merge")
-    trees = [c.params for c in read]
+    trees = [_ema(c) if from_ema else c.params for c in read]
     check_same(trees, [c.spec for c in read])
     record = {"method": method, "inputs": [c.spec for c in read],
-              "steps": [c.step for c in read], "weights": weights}
+              "steps": [c.step for c in read], "weights": weights, "from_ema": from_ema}
     if method == "average":
         params = average(trees, weights)
     else:
@@ -252,6 +268,8 @@ def main(argv=None) -> int:
     parser.add_argument("--density", type=float, default=0.2, help="ties: share of each task "
                         "vector's entries kept")
     parser.add_argument("--scale", type=float, default=1.0, help="ties: lambda")
+    parser.add_argument("--from_ema", action="store_true",
+                        help="merge the inputs' parameter averages (optimizer.ema_decay)")
     args = parser.parse_args(argv)
     try:
         weights = [w for w in args.weights.split(",") if w.strip()] or None
@@ -260,7 +278,8 @@ def main(argv=None) -> int:
         except ValueError:
             raise UserError(f"--weights={args.weights}: expected comma-separated numbers") from None
         record = merge([p for p in args.inputs.split(",") if p.strip()], args.output,
-                       args.method, weights, args.base, args.density, args.scale)
+                       args.method, weights, args.base, args.density, args.scale,
+                       args.from_ema)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -162,7 +162,7 @@ def _dcn(compiled_text, n_slices, generation, devices_per_chip, gbps_per_chip) -
 
 def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None) -> dict:
     objective = objectives.build(cfg, tokenizer=None)
-    model = objective.model
+    model, o = objective.model, cfg.optimizer
     mesh = sharding.make_mesh(cfg.mesh, devices)
     rules = sharding.rules_of(cfg)
     dp = sharding.data_parallel_size(mesh, rules)
@@ -172,7 +172,7 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
                         "devices" + ("; with fewer sequences than devices, split the model too "
                                      "(e.g. --config.mesh.tensor=2)"
                                      if phase.global_batch_size < dp else ""))
-    tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps, getattr(objective, "frozen", ()))
+    tx = optim.make_optimizer(o, cfg.total_steps, getattr(objective, "frozen", ()), o.ema_decay)
     abstract = state_lib.abstract_state(model, tx, objective.example_batch(1, phase))
     shardings = state_lib.state_shardings(abstract, mesh, rules)
     state = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),

@@ -119,3 +119,37 @@ def test_ties_merges_two_finetunings_against_their_base(shared_data, pretrained_
     assert "model.safetensors" in interop.hf.save(got, str(tmp_path / "hf"))
     with pytest.raises(UserError, match="the base holds .* it is not the model they were tuned"):
         merge.ties({"other": np.zeros(3)}, [a, b], 0.5, 1.0)
+
+
+def test_ema_follows_its_recursion_across_checkpoints_and_becomes_a_workdir(tmp_path):
+    """optimizer.ema_decay: checkpoint 3's average is decay x checkpoint 2's + (1 - decay)
+    x step 3's parameters; --from_ema writes it as a workdir's parameters, which evaluates;
+    a run without an average is refused in one line."""
+    from pretrainx.train import loop, optim
+    run = str(tmp_path / "run")
+    loop.train(tiny_bert_config(total_steps=3, checkpoint_every=1, keep_checkpoints=5,
+                                **{"optimizer.ema_decay": 0.75}), run, devices=jax.devices()[:1])
+    two, three = (merge.Checkpoint(f"{run}/checkpoints/{s}") for s in (2, 3))
+    ema2, ema3 = (optim.ema_of(c.state["opt_state"]) for c in (two, three))
+    for e2, e3, p3, p2 in zip(*(jax.tree_util.tree_leaves(t)
+                                for t in (ema2, ema3, three.params, two.params))):
+        np.testing.assert_allclose(e3, 0.75 * e2 + 0.25 * p3, rtol=1e-5, atol=1e-7)
+    assert any(not np.allclose(e, p) for e, p in zip(jax.tree_util.tree_leaves(ema3),
+                                                     jax.tree_util.tree_leaves(three.params)))
+    out = str(tmp_path / "ema")
+    assert merge.merge([run], out, from_ema=True)["steps"] == [3]
+    for e, p in zip(jax.tree_util.tree_leaves(ema3),
+                    jax.tree_util.tree_leaves(merge.Checkpoint(out).params)):
+        np.testing.assert_array_equal(e, p)
+    import ml_collections
+    with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+        stored = ml_collections.ConfigDict(json.load(f))
+    assert loop.evaluate(stored, out, devices=jax.devices()[:1])["eval"]["loss"] > 0
+    with pytest.raises(UserError, match=r"written with optimizer\.ema_decay=0\.75, this config "
+                                        r"has 0\.0: its optimizer state holds the parameter"):
+        loop.evaluate(tiny_bert_config(), out, devices=jax.devices()[:1])
+    plain = str(tmp_path / "plain")
+    loop.train(tiny_bert_config(total_steps=1), plain, devices=jax.devices()[:1])
+    with pytest.raises(UserError, match=r"plain holds no average of its parameters: train with "
+                                        r"--config\.optimizer\.ema_decay"):
+        merge.merge([plain], str(tmp_path / "none"), from_ema=True)

@@ -19,7 +19,8 @@ def describe(cfg) -> dict:
     objective = objectives.build(cfg, tokenizer=None)
     mesh = sharding.make_mesh(cfg.mesh)
     phase = config_lib.phases(cfg)[0]
-    tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps, getattr(objective, "frozen", ()))
+    tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps, getattr(objective, "frozen", ()),
+                              cfg.optimizer.ema_decay)
     abstract = state_lib.abstract_state(objective.model, tx, objective.example_batch(1, phase))
     return {
         "params": state_lib.count_params(abstract),

@@ -1,6 +1,6 @@
 """Optimizer and learning-rate schedule from `config.optimizer`."""
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -223,15 +223,63 @@ def clock(opt_state, step):
     return counts[0] if counts else step
 
 
-def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = ()) -> optax.GradientTransformation:
+class EmaParamsState(NamedTuple):
+    """An exponential moving average of the parameters, float32 (optimizer.ema_decay)."""
+    ema: Any
+
+
+def ema_of_params(decay: float) -> optax.GradientTransformation:
+    """Last in a chain, where `params + updates` is the step's new parameters: keeps
+    decay x ema + (1 - decay) x them. Starts at the initial parameters (no debiasing,
+    as Polyak averaging and timm's ModelEma). In the optimizer state, it is sharded like
+    the parameters, saved with every checkpoint, skipped with a non-finite step, and
+    moved only by real updates of an accumulating optimizer."""
+    def init(params):
+        return EmaParamsState(ema=jax.tree_util.tree_map(
+            lambda p: jnp.asarray(p, jnp.float32), params))
+
+    def update(updates, state, params=None):
+        new = jax.tree_util.tree_map(
+            lambda e, p, u: decay * e + (1.0 - decay) * (p + u).astype(jnp.float32),
+            state.ema, params, updates)
+        return updates, EmaParamsState(ema=new)
+
+    return optax.GradientTransformation(init, update)
+
+
+def ema_of(opt_state):
+    """The EmaParamsState's average in an optimizer state (a live one, or a checkpoint's
+    restored without a target, where it is a dict with an "ema" entry), or None."""
+    nodes = jax.tree_util.tree_leaves(opt_state, is_leaf=lambda x: isinstance(x, EmaParamsState))
+    found = [n.ema for n in nodes if isinstance(n, EmaParamsState)]
+    if found:
+        return found[0]
+    stack = [opt_state]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if set(node) == {"ema"}:
+                return node["ema"]
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return None
+
+
+def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = (),
+                   ema_decay: float = 0.0) -> optax.GradientTransformation:
     """AdamW (decoupled decay, masked), T5's Adafactor (factored second moments,
     no momentum, decay 0.8, updates clipped at RMS 1 and scaled by parameter RMS),
     ELMo's Adagrad, or ALBERT's LAMB (layer-wise trust ratio, You et al. 2020).
 
     `frozen`: paths (tuples of keys) of parameter subtrees that never move and hold no
     optimizer state (a distillation's teacher): optax.multi_transform sends them to
-    set_to_zero, the rest (clipping included) to the recipe's optimizer."""
+    set_to_zero, the rest (clipping included) to the recipe's optimizer. `ema_decay` > 0
+    (a pretraining run's optimizer.ema_decay) keeps an average of the trained parameters
+    (ema_of_params)."""
     tx = _recipe_optimizer(opt_cfg, total_steps)
+    if ema_decay:
+        tx = optax.chain(tx, ema_of_params(float(ema_decay)))
     if int(opt_cfg.get("accumulate_to", 1)) > 1 or opt_cfg.get("batch_ramp", 0.0):
         tx = accumulating(tx)  # train/ramp.py sets how many steps an update takes
     if not frozen:

@@ -110,7 +110,7 @@ class Run:
         """The rest of __init__, under the workdir's lock."""
         cfg, workdir, objective, mesh = self.cfg, self.workdir, self.objective, self.mesh
         tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps,
-                                  getattr(objective, "frozen", ()))
+                                  getattr(objective, "frozen", ()), cfg.optimizer.ema_decay)
         init_batch = objective.example_batch(1, config_lib.phases(cfg)[0])
         abstract = state_lib.abstract_state(objective.model, tx, init_batch)
         self.n_params = state_lib.count_params(abstract)
@@ -178,6 +178,13 @@ class Run:
         if differ:
             raise UserError(f"checkpoint in {self.ckpt.directory} was written for another "
                             "model: " + "; ".join(differ))
+        saved_ema = saved_cfg.get("optimizer", {}).get("ema_decay", 0.0)  # older: none
+        if bool(saved_ema) != bool(self.cfg.optimizer.ema_decay):
+            raise UserError(f"checkpoint in {self.ckpt.directory} was written with "
+                            f"optimizer.ema_decay={saved_ema}, this config has "
+                            f"{self.cfg.optimizer.ema_decay}: its optimizer state "
+                            f"{'holds' if saved_ema else 'lacks'} the parameter average; keep "
+                            "the average on (or off) as the run started")
 
     def _log_resume(self, saved_cfg, saved_layout):
         metrics_lib.log(f"resumed from {self.ckpt.directory}/{self.step}")
