@@ -206,7 +206,10 @@ def _write(first: Checkpoint, params, output: str, record: dict) -> None:
 def _ema(checkpoint: Checkpoint) -> dict:
     """A checkpoint's parameter average (optimizer.ema_decay), shaped as its parameters."""
     from pretrainx.train import optim
-    ema = optim.ema_of(checkpoint.state["opt_state"]) if checkpoint.kind == "pretrain" else None
+    ema = None
+    if checkpoint.kind == "pretrain" and checkpoint.config["optimizer"].get("ema_decay"):
+        ema = optim.ema_of(checkpoint.state["opt_state"],
+                           checkpoint.config["optimizer"]["ema_decay"])
     if ema is None:
         raise UserError(f"{checkpoint.spec} holds no average of its parameters: train with "
                         "--config.optimizer.ema_decay=0.999 (or another decay in (0, 1))")

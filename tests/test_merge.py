@@ -122,18 +122,22 @@ def test_ties_merges_two_finetunings_against_their_base(shared_data, pretrained_
 
 
 def test_ema_follows_its_recursion_across_checkpoints_and_becomes_a_workdir(tmp_path):
-    """optimizer.ema_decay: checkpoint 3's average is decay x checkpoint 2's + (1 - decay)
-    x step 3's parameters; --from_ema writes it as a workdir's parameters, which evaluates;
-    a run without an average is refused in one line."""
+    """optimizer.ema_decay: each checkpoint's (bias-corrected) average is the decay-weighted
+    mean of the parameters of the updates so far; --from_ema writes it as a workdir's
+    parameters, which evaluates; a run without an average is refused in one line."""
     from pretrainx.train import loop, optim
     run = str(tmp_path / "run")
     loop.train(tiny_bert_config(total_steps=3, checkpoint_every=1, keep_checkpoints=5,
                                 **{"optimizer.ema_decay": 0.75}), run, devices=jax.devices()[:1])
-    two, three = (merge.Checkpoint(f"{run}/checkpoints/{s}") for s in (2, 3))
-    ema2, ema3 = (optim.ema_of(c.state["opt_state"]) for c in (two, three))
-    for e2, e3, p3, p2 in zip(*(jax.tree_util.tree_leaves(t)
-                                for t in (ema2, ema3, three.params, two.params))):
-        np.testing.assert_allclose(e3, 0.75 * e2 + 0.25 * p3, rtol=1e-5, atol=1e-7)
+    one, two, three = (merge.Checkpoint(f"{run}/checkpoints/{s}") for s in (1, 2, 3))
+    ema1, ema2, ema3 = (optim.ema_of(c.state["opt_state"], 0.75) for c in (one, two, three))
+    # bias-corrected: after one update the average is that update's parameters, after
+    # three it is (p1 d^2 + p2 d + p3) (1 - d) / (1 - d^3)
+    for e1, e3, p1, p2, p3 in zip(*(jax.tree_util.tree_leaves(t) for t in (
+            ema1, ema3, one.params, two.params, three.params))):
+        np.testing.assert_allclose(e1, p1, rtol=1e-5, atol=1e-7)
+        expected = (0.5625 * p1 + 0.75 * p2 + p3) * 0.25 / (1 - 0.75 ** 3)
+        np.testing.assert_allclose(e3, expected, rtol=1e-5, atol=1e-7)
     assert any(not np.allclose(e, p) for e, p in zip(jax.tree_util.tree_leaves(ema3),
                                                      jax.tree_util.tree_leaves(three.params)))
     out = str(tmp_path / "ema")

@@ -4,6 +4,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 
@@ -224,46 +225,53 @@ def clock(opt_state, step):
 
 
 class EmaParamsState(NamedTuple):
-    """An exponential moving average of the parameters, float32 (optimizer.ema_decay)."""
+    """A moving average of the parameters (optimizer.ema_decay): float32, from zero, and
+    the updates it has seen, which its bias correction reads."""
+    count: jax.Array
     ema: Any
 
 
 def ema_of_params(decay: float) -> optax.GradientTransformation:
     """Last in a chain, where `params + updates` is the step's new parameters: keeps
-    decay x ema + (1 - decay) x them. Starts at the initial parameters (no debiasing,
-    as Polyak averaging and timm's ModelEma). In the optimizer state, it is sharded like
-    the parameters, saved with every checkpoint, skipped with a non-finite step, and
-    moved only by real updates of an accumulating optimizer."""
+    decay x ema + (1 - decay) x them. It starts at zero and is read divided by
+    1 - decay^count (Adam's bias correction), so the average is over the parameters of
+    the updates made, none of it on the random initial ones (which an average started
+    from them keeps decay^t of: 8% after 2,500 steps at 0.999). In the optimizer state it
+    is sharded like the parameters, saved with every checkpoint, kept by a non-finite
+    (skipped) step, and moved only by real updates of an accumulating optimizer."""
     def init(params):
-        return EmaParamsState(ema=jax.tree_util.tree_map(
-            lambda p: jnp.asarray(p, jnp.float32), params))
+        return EmaParamsState(count=jnp.zeros([], jnp.int32), ema=jax.tree_util.tree_map(
+            lambda p: jnp.zeros(jnp.shape(p), jnp.float32), params))
 
     def update(updates, state, params=None):
         new = jax.tree_util.tree_map(
             lambda e, p, u: decay * e + (1.0 - decay) * (p + u).astype(jnp.float32),
             state.ema, params, updates)
-        return updates, EmaParamsState(ema=new)
+        return updates, EmaParamsState(optax.safe_int32_increment(state.count), new)
 
     return optax.GradientTransformation(init, update)
 
 
-def ema_of(opt_state):
-    """The EmaParamsState's average in an optimizer state (a live one, or a checkpoint's
-    restored without a target, where it is a dict with an "ema" entry), or None."""
+def ema_of(opt_state, decay: float):
+    """The bias-corrected parameter average in an optimizer state (a live one, or a
+    checkpoint's restored without a target, where it is a dict of "count" and "ema"),
+    or None when the state holds none."""
     nodes = jax.tree_util.tree_leaves(opt_state, is_leaf=lambda x: isinstance(x, EmaParamsState))
-    found = [n.ema for n in nodes if isinstance(n, EmaParamsState)]
-    if found:
-        return found[0]
+    found = [(n.count, n.ema) for n in nodes if isinstance(n, EmaParamsState)]
     stack = [opt_state]
-    while stack:
+    while stack and not found:
         node = stack.pop()
         if isinstance(node, dict):
-            if set(node) == {"ema"}:
-                return node["ema"]
+            if set(node) == {"count", "ema"}:
+                found = [(node["count"], node["ema"])]
             stack.extend(node.values())
         elif isinstance(node, (list, tuple)):
             stack.extend(node)
-    return None
+    if not found:
+        return None
+    count, ema = found[0]
+    correction = 1.0 - decay ** max(int(count), 1)
+    return jax.tree_util.tree_map(lambda e: np.asarray(e, np.float32) / correction, ema)
 
 
 def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = (),
