@@ -45,25 +45,39 @@ class Model:
         if not rows or not all(rows):
             raise UserError("pretrainx.load's model needs at least one non-empty row")
         width = max(len(r) for r in rows)
-        input_ids = np.full((len(rows), width), self.tokenizer.pad_id, np.int32)
-        mask = np.zeros((len(rows), width), np.int32)
+        padded = self._bucket(width)
+        input_ids = np.full((len(rows), padded), self.tokenizer.pad_id, np.int32)
+        mask = np.zeros((len(rows), padded), np.int32)
         for i, row in enumerate(rows):
             input_ids[i, :len(row)], mask[i, :len(row)] = row, 1
         batch = {"input_ids": input_ids, "attention_mask": mask,
                  "token_type_ids": np.zeros_like(input_ids)}
         out = self.family.outputs(self.pretrained.model, self.pretrained.params, batch)
-        return {"input_ids": input_ids, "attention_mask": mask,
-                **{k: np.asarray(v, np.float32) for k, v in out.items()}}
+        return {"input_ids": input_ids[:, :width], "attention_mask": mask[:, :width],
+                **{k: np.asarray(v, np.float32)[:, :width] for k, v in out.items()}}
 
+    def _bucket(self, width: int) -> int:
+        """The width rows are run at: a multiple of 16 within the model's positions, so
+        that one compiled program serves every length of a bucket (padding is masked;
+        the outputs are cut back to `width`)."""
+        padded = -(-width // 16) * 16
+        key = self.family.max_positions
+        if key and key in self.pretrained.model:
+            padded = min(padded, int(self.pretrained.model[key]))
+        return max(padded, width)
 
-    def embed(self, texts) -> np.ndarray:
+    def embed(self, texts, pooling: str | None = None) -> np.ndarray:
         """[rows, hidden] sentence embeddings of texts: the last hidden states pooled as
         the family pools for fine-tuning (registry.Family.sentence_pooling), which is
-        what SentenceTransformer computes from this model's HF export."""
-        pooling = registry.sentence_pooling(self.family, self.pretrained.model)
-        if pooling is None:
+        what SentenceTransformer computes from this model's HF export, or as `pooling`
+        says ("cls", "mean")."""
+        family_pooling = registry.sentence_pooling(self.family, self.pretrained.model)
+        if family_pooling is None:
             raise UserError(f"{self.pretrained.family} is not a sentence encoder: its "
                             "models give no sentence embeddings")
+        pooling = pooling or family_pooling
+        if pooling not in ("cls", "mean"):
+            raise UserError(f"pooling {pooling!r}: expected cls or mean")
         out = self(texts=texts)
         if pooling == "cls":
             return out["hidden_states"][:, 0]

@@ -378,6 +378,10 @@ def run_step(sandbox: Sandbox, words):
         result = json.loads(sandbox.run(words).strip().splitlines()[-1])
         assert result["eval"]["loss"] > 0, result
         return "evaluate"
+    if module == "pretrainx.similarity":
+        result = json.loads(sandbox.run(words + ["--limit=16"]).strip().splitlines()[-1])
+        assert result["pairs"] == 16 and -1 <= result["spearman"] <= 1, result
+        return "similarity"
     if module == "pretrainx.export":
         sandbox.run(words)
         output = pathlib.Path(sandbox.root, _flag(words, "output"))
@@ -475,6 +479,8 @@ def test_readme_block_runs(block, tmp_path, request):
                                          or 'pretrainx.load("workdir/quickstart")' in body
                                          or 'interop.load("workdir/quickstart")' in body
                                          or "pretrainx.embed --workdir=workdir/quickstart"
+                                         in body
+                                         or "pretrainx.similarity --workdir=workdir/quickstart"
                                          in body):
         shutil.copytree(request.getfixturevalue("pretrained_workdir"),  # a pretrained BERT
                         tmp_path / "workdir" / "quickstart")
