@@ -23,6 +23,7 @@ def run(tmp_path_factory):
     return workdir
 
 
+@pytest.mark.slow
 def test_average_of_two_checkpoints_is_their_weighted_mean_and_a_workdir(run, tmp_path):
     a, b = f"{run}/checkpoints/3", f"{run}/checkpoints/6"
     out = str(tmp_path / "merged")
@@ -73,6 +74,7 @@ def test_ties_trims_elects_a_sign_and_averages_the_agreeing_entries():
     np.testing.assert_allclose(merge.ties(base, [one, two], 0.5, 0.5)["w"], [1.5, 1.0, 0, -2])
 
 
+@pytest.mark.slow
 def test_mismatched_inputs_are_refused_in_one_line_and_nothing_is_written(run, tmp_path):
     from pretrainx.train import loop
     wider = str(tmp_path / "wider")
@@ -90,6 +92,7 @@ def test_mismatched_inputs_are_refused_in_one_line_and_nothing_is_written(run, t
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_ties_merges_two_finetunings_against_their_base(shared_data, pretrained_workdir,
                                                         tmp_path):
     """Two SST-2 fine-tunings of one pretrained BERT (two seeds) TIES-merged against it:
@@ -121,6 +124,7 @@ def test_ties_merges_two_finetunings_against_their_base(shared_data, pretrained_
         merge.ties({"other": np.zeros(3)}, [a, b], 0.5, 1.0)
 
 
+@pytest.mark.slow
 def test_ema_follows_its_recursion_across_checkpoints_and_becomes_a_workdir(tmp_path):
     """optimizer.ema_decay: each checkpoint's (bias-corrected) average is the decay-weighted
     mean of the parameters of the updates so far; --from_ema writes it as a workdir's

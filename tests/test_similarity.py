@@ -14,6 +14,7 @@ from pretrainx.errors import UserError
 TEACHER = REPO / "tests" / "data" / "quickstart_teacher_900"  # the quickstart at step 900
 
 
+@pytest.mark.slow
 def test_sts_spearman_of_the_quickstart_model_mean_pooled(shared_data):
     model = inference.load(str(TEACHER))
     got = similarity.sts(model, str(shared_data / "glue"), "mean", limit=120)
