@@ -4,6 +4,9 @@ The CLI prints a UserError as a single line and exits non-zero; anything else is
 a bug in pretrainx and keeps its traceback.
 """
 
+import json
+import sys
+
 
 class UserError(Exception):
     """Bad input: a config key, a file, a value. The message names the culprit."""
@@ -18,3 +21,16 @@ class WriterFailedError(UserError):
 
 class DiskFullError(WriterFailedError):
     """No space left for a checkpoint or the metrics file."""
+
+
+def json_command(compute) -> int:
+    """The body of a command that answers in JSON (merge, evaluate, similarity):
+    `compute()`'s dict as one line on stdout and exit status 0, or a UserError as one
+    `error:` line on stderr and status 2."""
+    try:
+        result = compute()
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0

@@ -13,7 +13,7 @@ import sys
 
 import ml_collections
 
-from pretrainx.errors import UserError
+from pretrainx.errors import UserError, json_command
 
 
 def main(argv=None) -> int:
@@ -24,7 +24,8 @@ def main(argv=None) -> int:
                         help="batches of each eval source (default: the config's eval_steps)")
     parser.add_argument("--eval_files", default=None, help="other eval sources than the config's")
     args = parser.parse_args(argv)
-    try:
+
+    def run():
         path = os.path.join(args.workdir, "config.json")
         if not os.path.isfile(path):
             raise UserError(f"{args.workdir} has no config.json: not a pretrainx pretraining "
@@ -38,12 +39,8 @@ def main(argv=None) -> int:
         if not cfg.data.eval_files and not cfg.data.eval_split_percent:
             raise UserError(f"{path} names no eval sources: give --eval_files")
         from pretrainx.train import loop
-        result = loop.evaluate(cfg, args.workdir)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps(result))
-    return 0
+        return loop.evaluate(cfg, args.workdir)
+    return json_command(run)
 
 
 if __name__ == "__main__":

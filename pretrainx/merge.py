@@ -39,7 +39,7 @@ import sys
 import jax
 import numpy as np
 
-from pretrainx.errors import UserError
+from pretrainx.errors import UserError, json_command
 
 MERGE_FILE = "merge.json"
 FINETUNE_FILE = "finetune.json"  # interop.workdir's
@@ -274,7 +274,8 @@ def main(argv=None) -> int:
     parser.add_argument("--from_ema", action="store_true",
                         help="merge the inputs' parameter averages (optimizer.ema_decay)")
     args = parser.parse_args(argv)
-    try:
+
+    def run():
         weights = [w for w in args.weights.split(",") if w.strip()] or None
         try:
             weights = None if weights is None else [float(w) for w in weights]
@@ -283,11 +284,8 @@ def main(argv=None) -> int:
         record = merge([p for p in args.inputs.split(",") if p.strip()], args.output,
                        args.method, weights, args.base, args.density, args.scale,
                        args.from_ema)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps(dict(record, output=args.output)))
-    return 0
+        return dict(record, output=args.output)
+    return json_command(run)
 
 
 if __name__ == "__main__":

@@ -9,13 +9,12 @@ by default: a pretrained MLM's [CLS] state was never trained to summarise a sent
 """
 
 import argparse
-import json
 import os
 import sys
 
 import numpy as np
 
-from pretrainx.errors import UserError
+from pretrainx.errors import UserError, json_command
 
 BATCH = 64  # sentences a forward pass
 
@@ -55,18 +54,16 @@ def main(argv=None) -> int:
     parser.add_argument("--split", default="dev")
     parser.add_argument("--limit", type=int, default=0, help="the first N pairs (0: all)")
     args = parser.parse_args(argv)
-    try:
+
+    def run():
         if args.pooling not in ("mean", "cls", "family"):
             raise UserError(f"--pooling={args.pooling}: expected mean, cls or family")
         from pretrainx import inference
         model = inference.load(args.workdir)
         result = sts(model, args.glue_dir, None if args.pooling == "family" else args.pooling,
                      args.split, args.limit)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps(dict(result, workdir=args.workdir)))
-    return 0
+        return dict(result, workdir=args.workdir)
+    return json_command(run)
 
 
 if __name__ == "__main__":
