@@ -14,6 +14,7 @@ import sys
 import ml_collections
 
 from pretrainx.errors import UserError, json_command
+from pretrainx.train import loop
 
 
 def main(argv=None) -> int:
@@ -38,7 +39,6 @@ def main(argv=None) -> int:
             cfg.data.eval_files, cfg.data.eval_split_percent = args.eval_files, 0.0
         if not cfg.data.eval_files and not cfg.data.eval_split_percent:
             raise UserError(f"{path} names no eval sources: give --eval_files")
-        from pretrainx.train import loop
         return loop.evaluate(cfg, args.workdir)
     return json_command(run)
 

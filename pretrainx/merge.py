@@ -38,8 +38,10 @@ import sys
 
 import jax
 import numpy as np
+import orbax.checkpoint as ocp
 
 from pretrainx.errors import UserError, json_command
+from pretrainx.train import optim
 
 MERGE_FILE = "merge.json"
 FINETUNE_FILE = "finetune.json"  # interop.workdir's
@@ -131,7 +133,6 @@ class Checkpoint:
     """One input: a pretraining checkpoint or a fine-tuning workdir, read whole."""
 
     def __init__(self, spec: str):
-        import orbax.checkpoint as ocp
         self.spec = spec.rstrip("/")
         if os.path.isfile(os.path.join(self.spec, FINETUNE_FILE)):
             self.kind, self.workdir, self.step = "finetune", self.spec, None
@@ -178,7 +179,6 @@ class Checkpoint:
 
 
 def _write(first: Checkpoint, params, output: str, record: dict) -> None:
-    import orbax.checkpoint as ocp
     os.makedirs(output, exist_ok=True)
     if first.kind == "finetune":
         with ocp.StandardCheckpointer() as ckptr:
@@ -205,7 +205,6 @@ def _write(first: Checkpoint, params, output: str, record: dict) -> None:
 
 def _ema(checkpoint: Checkpoint) -> dict:
     """A checkpoint's parameter average (optimizer.ema_decay), shaped as its parameters."""
-    from pretrainx.train import optim
     ema = None
     if checkpoint.kind == "pretrain" and checkpoint.config["optimizer"].get("ema_decay"):
         ema = optim.ema_of(checkpoint.state["opt_state"],

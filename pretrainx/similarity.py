@@ -14,7 +14,9 @@ import sys
 
 import numpy as np
 
+from pretrainx import inference
 from pretrainx.errors import UserError, json_command
+from pretrainx.finetune import glue, scores
 
 BATCH = 64  # sentences a forward pass
 
@@ -33,7 +35,6 @@ def embeddings(model, texts: list, pooling: str | None) -> np.ndarray:
 def sts(model, glue_dir: str, pooling: str | None = "mean", split: str = "dev",
         limit: int = 0) -> dict:
     """{"spearman", "pearson", "pairs", "pooling"} on STS-B's `split` file."""
-    from pretrainx.finetune import glue, scores
     task = glue.get_task("stsb")
     path = os.path.join(os.path.expanduser(glue_dir), task.directory, f"{split}.tsv")
     rows = glue.read_split(task, path, labelled=True, limit=limit)
@@ -58,7 +59,6 @@ def main(argv=None) -> int:
     def run():
         if args.pooling not in ("mean", "cls", "family"):
             raise UserError(f"--pooling={args.pooling}: expected mean, cls or family")
-        from pretrainx import inference
         model = inference.load(args.workdir)
         result = sts(model, args.glue_dir, None if args.pooling == "family" else args.pooling,
                      args.split, args.limit)
