@@ -97,3 +97,22 @@ def test_asking_for_wandb_without_it_is_refused_in_one_line(monkeypatch):
     with pytest.raises(UserError, match=r"logging\.wandb=True needs the wandb package: pip "
                                         r"install -e \"\.\[wandb\]\""):
         config_lib.validate_shared(cfg)
+
+
+def test_wandb_that_will_not_start_is_one_line_and_the_run_can_go_on(tmp_path, monkeypatch):
+    """No login (wandb.init raises): one line saying what to do (it was wandb's own
+    traceback), and the same command without W&B then trains in that workdir."""
+    wandb = pytest.importorskip("wandb")
+    from pretrainx.train import loop
+
+    def refuse(**kwargs):
+        raise wandb.errors.UsageError("api_key not configured (no-tty)")
+    monkeypatch.setattr(wandb, "init", refuse)
+    workdir = str(tmp_path / "w")
+    cfg = tiny_bert_config(**{"total_steps": 2, "logging.wandb": True})
+    with pytest.raises(UserError, match=r"Weights & Biases did not start \(UsageError: api_key "
+                                        r"not configured.*run `wandb login`, or set WANDB_MODE"):
+        loop.train(cfg, workdir, devices=jax.devices()[:1])
+    cfg.logging.wandb = False
+    loop.train(cfg, workdir, devices=jax.devices()[:1])
+    assert [r["step"] for r in read_metrics(workdir)] == [1, 2]

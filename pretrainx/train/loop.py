@@ -56,7 +56,12 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
     models the objective reads (pretrainx.pretrain gives both).
     """
     run = Run(cfg, workdir, devices, stop_at, init, imported)
-    metrics = hooks_lib.Metrics(run)
+    try:
+        metrics = hooks_lib.Metrics(run)  # W&B may refuse to start (no login)
+    except BaseException:
+        run.ckpt.close()
+        run.lock.release()
+        raise
     checkpoint = hooks_lib.Checkpoint()
     evaluate = hooks_lib.Evaluate(metrics, stop=checkpoint.stop_requested)
     profile = hooks_lib.Profile(run)

@@ -15,6 +15,8 @@ import tempfile
 
 from etils import epath
 
+from pretrainx.errors import UserError
+
 RUN_ID_FILE = "wandb_run_id"
 
 
@@ -37,11 +39,17 @@ class WandbSink:
         directory = workdir if local else tempfile.mkdtemp(prefix="pretrainx-wandb-")
         os.makedirs(directory, exist_ok=True)
         tags = [t.strip() for t in settings.wandb_tags.split(",") if t.strip()]
-        self._run = wandb.init(
-            project=settings.wandb_project, entity=settings.wandb_entity or None,
-            name=settings.wandb_run_name or os.path.basename(os.path.normpath(workdir)),
-            tags=tags, id=run_id(workdir, lambda: secrets.token_hex(4)), resume="allow",
-            dir=directory, config=config)
+        try:
+            self._run = wandb.init(
+                project=settings.wandb_project, entity=settings.wandb_entity or None,
+                name=settings.wandb_run_name or os.path.basename(os.path.normpath(workdir)),
+                tags=tags, id=run_id(workdir, lambda: secrets.token_hex(4)), resume="allow",
+                dir=directory, config=config)
+        except Exception as e:  # noqa: BLE001 - no login, no network, a bad entity
+            reason = " ".join(str(e).split())[:200] or type(e).__name__
+            raise UserError(f"Weights & Biases did not start ({type(e).__name__}: {reason}); "
+                            "run `wandb login`, or set WANDB_MODE=offline to log locally, or "
+                            "logging.wandb=False") from None
         self._run.define_metric("step")
         self._run.define_metric("*", step_metric="step")
 
