@@ -137,6 +137,13 @@ def test_readme_has_only_runnable_command_blocks():
                 assert not re.match(r"\s*(\$ |python |pip )", body), f"{page.name}:{line}"
 
 
+def _alice_pages(separator: str) -> list:
+    """Alice as web-page-like documents of 20 paragraphs, joined by `separator`."""
+    paragraphs = [p.replace("\n", " ").strip()
+                  for p in ALICE.read_text(encoding="utf-8").split("\n\n")]
+    return [separator.join(paragraphs[i:i + 20]) for i in range(0, len(paragraphs), 20)]
+
+
 class Sandbox:
     """A scratch directory standing where the README's reader stands (the checkout's
     root), with the local stand-ins for what the README's placeholders name."""
@@ -192,11 +199,9 @@ class Sandbox:
         path = self.root / "webtext" / "alice.jsonl"
         if not path.exists():
             path.parent.mkdir()
-            paragraphs = [p.replace("\n", " ").strip()
-                          for p in ALICE.read_text(encoding="utf-8").split("\n\n")]
             with open(path, "w", encoding="utf-8") as f:
-                for i in range(0, len(paragraphs), 20):  # documents of 20 paragraphs
-                    f.write(json.dumps({"text": "\n\n".join(paragraphs[i:i + 20])}) + "\n")
+                for page in _alice_pages("\n\n"):
+                    f.write(json.dumps({"text": page}) + "\n")
         return str(path.parent / "*.jsonl")
 
     def _parquet(self):
@@ -206,9 +211,7 @@ class Sandbox:
             import pyarrow as pa
             import pyarrow.parquet as pq
             path.parent.mkdir()
-            paragraphs = [p.replace("\n", " ").strip()
-                          for p in ALICE.read_text(encoding="utf-8").split("\n\n")]
-            texts = ["\n".join(paragraphs[i:i + 20]) for i in range(0, len(paragraphs), 20)]
+            texts = _alice_pages("\n")
             pq.write_table(pa.table({"text": texts, "id": list(range(len(texts)))}), str(path),
                            row_group_size=8)
         return str(path.parent / "*.parquet")

@@ -58,8 +58,13 @@ def _filesystem(path: str):
         raise UserError(f"cannot read {path!r}: {e}") from None
 
 
+def _short(error: Exception, limit: int = 120) -> str:
+    """An exception's message on one line, cut to `limit` characters."""
+    return " ".join(str(error).split())[:limit]
+
+
 def _remote_error(path: str, error: Exception) -> UserError:
-    reason = " ".join(str(error).split())[:160] or type(error).__name__
+    reason = _short(error, 160) or type(error).__name__
     return UserError(f"cannot reach {path!r} ({type(error).__name__}: {reason}); "
                      f"{_offline_hint(path)}")
 
@@ -96,7 +101,7 @@ def _parquet(handle, path: str) -> pq.ParquetFile:
         return pq.ParquetFile(handle)
     except (pa.ArrowException, OSError) as e:
         raise UserError(f"cannot read {path!r}: not a Parquet file, or cut short "
-                        f"({' '.join(str(e).split())[:120]})") from None
+                        f"({_short(e)})") from None
 
 
 def _arrow_files(path: str) -> list:
@@ -118,7 +123,7 @@ def _arrow_reader(handle, path: str):
         return pa.ipc.open_stream(handle)
     except (pa.ArrowException, OSError) as e:
         raise UserError(f"cannot read {path!r}: not an Arrow file, or cut short "
-                        f"({' '.join(str(e).split())[:120]})") from None
+                        f"({_short(e)})") from None
 
 
 def _arrow_batches(reader):
@@ -140,34 +145,35 @@ def _group(sizes, rows_per_unit):
     return ranges
 
 
-def describe(path: str) -> dict:
-    """What a resume checks the file against: bytes and rows (from metadata only)."""
-    if path.endswith(".parquet"):
-        with _open(path) as f:
-            rows = _parquet(f, path).metadata.num_rows
-            size = f.seek(0, os.SEEK_END)
-        return {"path": path, "bytes": int(size), "rows": int(rows)}
-    files = _arrow_files(path)
-    rows = 0
-    for name in files:
-        with pa.memory_map(name) as f:
-            rows += sum(b.num_rows for b in _arrow_batches(_arrow_reader(f, name)))
-    return {"path": path, "bytes": sum(os.path.getsize(n) for n in files), "rows": rows}
-
-
-def part_ranges(path: str, rows_per_unit: int = ROWS_PER_UNIT) -> list:
-    """[(kind, file, start, stop)]: the units of a columnar path, in file order."""
+def _part_sizes(path: str) -> list:
+    """[(file, bytes, rows of each row group or record batch)] of a columnar path, from
+    Parquet's metadata or the memory-mapped Arrow files' batch headers."""
     if path.endswith(".parquet"):
         with _open(path) as f:
             meta = _parquet(f, path).metadata
-            sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-        return [("parquet", path, a, b) for a, b in _group(sizes, rows_per_unit)]
+            size = f.seek(0, os.SEEK_END)
+        return [(path, int(size), [meta.row_group(i).num_rows
+                                   for i in range(meta.num_row_groups)])]
     out = []
     for name in _arrow_files(path):
         with pa.memory_map(name) as f:
             sizes = [b.num_rows for b in _arrow_batches(_arrow_reader(f, name))]
-        out.extend(("arrow", name, a, b) for a, b in _group(sizes, rows_per_unit))
+        out.append((name, os.path.getsize(name), sizes))
     return out
+
+
+def describe(path: str) -> dict:
+    """What a resume checks the file against: bytes and rows (from metadata only)."""
+    parts = _part_sizes(path)
+    return {"path": path, "bytes": sum(b for _, b, _ in parts),
+            "rows": int(sum(sum(sizes) for _, _, sizes in parts))}
+
+
+def part_ranges(path: str, rows_per_unit: int = ROWS_PER_UNIT) -> list:
+    """[(kind, file, start, stop)]: the units of a columnar path, in file order."""
+    kind = "parquet" if path.endswith(".parquet") else "arrow"
+    return [(kind, name, a, b) for name, _, sizes in _part_sizes(path)
+            for a, b in _group(sizes, rows_per_unit)]
 
 
 def _text_column(schema: pa.Schema, field: str, path: str) -> None:
@@ -191,7 +197,7 @@ def texts(kind: str, path: str, start: int, stop: int, field: str):
                     yield from batch.column(0).to_pylist()
             except (pa.ArrowException, OSError) as e:
                 raise UserError(f"cannot read {path!r}: damaged in row groups {start}:{stop} "
-                                f"({' '.join(str(e).split())[:120]})") from None
+                                f"({_short(e)})") from None
         return
     with pa.memory_map(path) as f:
         reader = _arrow_reader(f, path)
