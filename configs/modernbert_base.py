@@ -4,8 +4,10 @@
         --config.data.train_files='/data/text/*.jsonl' --config.data.tokenizer=/data/spm.model
 
 Parameters: 149,655,232 (answerdotai/ModernBERT-base as transformers counts
-ModernBertForMaskedLM: 149.7M); 2,161,662 steps of one 768 x 1,024-token micro-batch
-(1.7T tokens) at 8e-4, updates of 768 rows rising to 4,608 over the first 50B tokens.
+ModernBertForMaskedLM: 149.7M); 2,543,132 steps of one micro-batch of 786,432 tokens
+(2T): `pretrain`, 1.7T tokens at 1,024 and 8e-4, updates of 768 rows rising to 4,608
+over the first 50B; `extension`, 250B at 8,192 and 3e-4 with the global RoPE base
+160,000; `decay`, 50B of 1 - sqrt decay.
 """
 
 from pretrainx.config import sibling_config

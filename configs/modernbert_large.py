@@ -4,8 +4,10 @@
         --config.data.train_files='/data/text/*.jsonl' --config.data.tokenizer=/data/spm.model
 
 Parameters: 395,881,664 (answerdotai/ModernBERT-large as transformers counts
-ModernBertForMaskedLM: 395.9M); 3,705,706 steps of one 448 x 1,024-token micro-batch
-(1.7T tokens) at 5e-4, updates of 448 rows rising to 4,928 over the first 10B tokens.
+ModernBertForMaskedLM: 395.9M); 4,359,654 steps of one micro-batch of 458,752 tokens
+(2T): `pretrain`, 900B at 1,024 and 5e-4, updates of 448 rows rising to 4,928 over the
+first 10B; `restart`, 800B at 5e-5; `extension`, 250B at 8,192 and 5e-5 with the global
+RoPE base 160,000; `decay`, 50B of 1 - sqrt decay.
 """
 
 from pretrainx.config import sibling_config

@@ -1,5 +1,5 @@
 """What every run's config shares: trainer, mesh, optimizer, data and checkpoint keys,
-their checks, the phases of a run, and loading recipe files.
+their checks, and loading recipe files (a run's phases: phasing.py).
 
 A family's own keys and checks live in its spec (`pretrainx/families/NAME/spec.py`,
 read through `pretrainx.objectives`); a recipe in `configs/` starts from the
@@ -14,6 +14,7 @@ import os
 import ml_collections
 
 from pretrainx.errors import UserError
+from pretrainx.phasing import Phase, phase_at, phases  # noqa: F401 (read as config.*)
 
 # Logical axis name -> mesh axes. One table for the whole model zoo: changing the
 # parallelism is an edit of this table (or of `mesh.*`), never of a model file.
@@ -70,6 +71,13 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     # or another run's workdir) instead of random weights; the model keys must match it.
     c.init_from = ""
     c.total_steps = total_steps
+    # The lifecycle's phases by name (pretrainx/phasing.py): "pretrain,extension,decay",
+    # each phases.NAME setting its steps (or tokens) and what it changes; "" = one phase
+    # (or BERT's phase2). start_phase: a fresh run (from init_from) starts at that phase,
+    # its schedule and data, with a fresh optimizer state.
+    c.phase_order = ""
+    c.phases = ml_collections.ConfigDict()
+    c.start_phase = ""
     c.global_batch_size = batch
     c.seq_len = seq_len
     c.micro_batches = 1  # gradient accumulation: global batch split in this many
@@ -206,6 +214,8 @@ def check_keys(cfg, known_cfg) -> None:
     known = flatten(known_cfg)
     known_groups = {k.rsplit(".", 1)[0] for k in known if "." in k}
     for name in flatten(cfg):
+        if name.startswith("phases."):  # a phase's keys: checked against the run's (phasing)
+            continue
         if name not in known and name not in known_groups:
             raise UserError(f"unknown config key '{name}'")
 
@@ -345,39 +355,6 @@ def require_data(cfg) -> None:
     for name in ("data.train_files", "data.tokenizer"):
         if not flatten(cfg)[name]:
             raise UserError(f"config key '{name}' is empty; set it with --config.{name}=...")
-
-
-class Phase:
-    """A stretch of training with one sequence length and batch size."""
-
-    def __init__(self, index, start, end, seq_len, global_batch_size, max_predictions, prefix):
-        self.index, self.start, self.end = index, start, end
-        self.seq_len, self.global_batch_size = seq_len, global_batch_size
-        self.max_predictions, self.prefix = max_predictions, prefix
-
-    def __repr__(self):
-        return (f"Phase({self.index}: steps [{self.start}, {self.end}), seq_len={self.seq_len}, "
-                f"global_batch_size={self.global_batch_size})")
-
-
-def phases(cfg) -> list:
-    """The BERT recipe's phases: 90% of steps at 128, the rest at 512 (phase2.fraction)."""
-    total = cfg.total_steps
-    n2 = int(round(total * cfg.phase2.fraction)) if "phase2" in cfg else 0
-    first = Phase(1, 0, total - n2, cfg.seq_len, cfg.global_batch_size,
-                  cfg.data.get("max_predictions_per_seq", 0), "")
-    if n2 == 0:
-        return [first]
-    second = Phase(2, total - n2, total, cfg.phase2.seq_len, cfg.phase2.global_batch_size,
-                   cfg.phase2.max_predictions_per_seq, "phase2.")
-    return [first, second] if first.end > 0 else [second]
-
-
-def phase_at(cfg, step: int) -> Phase:
-    for phase in phases(cfg):
-        if step < phase.end:
-            return phase
-    return phases(cfg)[-1]
 
 
 def load_file(spec: str) -> ml_collections.ConfigDict:

@@ -42,10 +42,10 @@ def batch_statistics(cfg, num_batches: int, show: int = 0, out=sys.stderr) -> di
     objectives.validate(cfg)
     config_lib.require_data(cfg)
     tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case)
-    objective = objectives.build(cfg, tokenizer)
     phase = config_lib.phases(cfg)[0]
+    objective = objectives.build(phase.cfg, tokenizer)  # the first phase's, as it trains
     start = time.perf_counter()
-    dataset, signature = phases_lib.train_data(cfg, objective, phase)
+    dataset, signature = phases_lib.train_data(phase.cfg, objective, phase)
     iterator = pipeline.make_iterator(dataset)
     first = next(iterator)
     setup_sec = time.perf_counter() - start

@@ -14,6 +14,7 @@ from ml_collections import config_flags
 
 from pretrainx import jobs
 from pretrainx.errors import UserError, WriterFailedError
+from pretrainx.train import phases as phases_lib
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Recipe file (ml-collections).",
                                           lock_config=True)
@@ -74,7 +75,10 @@ def run(argv) -> int:
     _init_distributed()
     loop = jobs.loop_for(cfg)
     if _DESCRIBE.value:
-        print(json.dumps(loop.describe(cfg)))
+        described = loop.describe(cfg)
+        print(json.dumps(described))
+        if len(described.get("phases", ())) > 1:  # the phases as a person reads them
+            print(phases_lib.table(described["phases"]), file=sys.stderr)
         return 0
     if not _WORKDIR.value:
         raise UserError("--workdir is required to train")

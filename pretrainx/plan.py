@@ -7,8 +7,8 @@ deviceless ahead-of-time compilation) and prints one JSON object: whether it fit
 in HBM, the compiler's memory and FLOP figures, and a step time, MFU and run
 length estimated from the compiler's cost model. Estimates, not measurements.
 
-Without --phase every phase of the recipe is planned; the top-level figures are
-those of the first phase and `est_days` covers the whole recipe.
+Without --phase every phase is planned; the top-level figures are the first phase's,
+`est_days` the whole recipe's.
 
 With --num_slices=N the topology is N such slices joined by the data-center
 network (DCN); the mesh is the run's hybrid mesh (mesh.dcn_data / mesh.dcn_fsdp),
@@ -38,16 +38,16 @@ from pretrainx.chips import CHIPS, GIB  # noqa: E402
 from pretrainx.errors import UserError  # noqa: E402
 from pretrainx.main import _first_line, cli, cli_config  # noqa: E402
 from pretrainx.models import attention  # noqa: E402
-from pretrainx.train import optim, state as state_lib, step as step_lib  # noqa: E402
+from pretrainx.train import optim, phases as phases_lib, state as state_lib  # noqa: E402
+from pretrainx.train import step as step_lib  # noqa: E402
 
 _TOPOLOGY = flags.DEFINE_string("topology", None, "TPU topology, e.g. v3:4x4, v5e:4x4, v4:2x2x2.")
-_PHASE = flags.DEFINE_integer("phase", None, "Plan only this phase (1, or 2 for BERT's 512).")
+_PHASE = flags.DEFINE_integer("phase", None, "Plan only this phase (1, 2, ...: --describe's).")
 _NUM_SLICES = flags.DEFINE_integer("num_slices", 1, "Slices of --topology joined over DCN.")
 _DCN_GBPS = flags.DEFINE_float("dcn_gbps_per_chip", None, "DCN bandwidth per chip in Gbit/s "
                                "(default: the chip table's, where Google publishes one).")
 _SEARCH = flags.DEFINE_bool("search", False, "Try mesh layouts x attention (XLA or kernels), "
-                            "then remat policies x micro-batch counts; report "
-                            "the fastest that fits.")
+                            "then remat x micro-batches; report the fastest that fits.")
 
 TPU_GENERATIONS = tuple(name for name in CHIPS if name.startswith("v"))
 _OOM = re.compile(r"RESOURCE_EXHAUSTED|HbmOom|exceeds available HBM|Ran out of memory",
@@ -161,7 +161,8 @@ def _dcn(compiled_text, n_slices, generation, devices_per_chip, gbps_per_chip) -
 
 
 def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None) -> dict:
-    objective = objectives.build(cfg, tokenizer=None)
+    phase = config_lib.phase_at(cfg, phase.start)  # of cfg as given (a search's variant)
+    objective = objectives.build(phase.cfg, tokenizer=None)  # a named phase's own model
     model, o = objective.model, cfg.optimizer
     mesh = sharding.make_mesh(cfg.mesh, devices)
     rules = sharding.rules_of(cfg)
@@ -183,7 +184,7 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
     key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=sharding.replicated(mesh))
     clock = {k: jax.ShapeDtypeStruct((), v.dtype, sharding=key.sharding)
              for k, v in step_lib.clock(0).items()}
-    schedule = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
+    schedule = phases_lib.learning_rate(cfg)
     step = step_lib.compile_train_step(
         step_lib.make_train_step(model, tx, objective, schedule, cfg.micro_batches), mesh, rules,
         shardings, {k: batch_sharding for k in batch})
@@ -192,7 +193,7 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
     hbm = CHIPS[generation].hbm_bytes // devices_per_chip
     n = len(devices)
     model_flops = objective.flops_per_token(phase) * phase.global_batch_size * phase.seq_len
-    out = {"phase": phase.index, "global_batch": phase.global_batch_size,
+    out = {"phase": phase.index, "name": phase.label, "global_batch": phase.global_batch_size,
            "per_device_batch": phase.global_batch_size / n, "seq_len": phase.seq_len,
            "steps": phase.end - phase.start, "remat": cfg.model.remat,
            "micro_batches": cfg.micro_batches, "hbm_bytes_per_device": hbm,
@@ -287,12 +288,8 @@ def _plan(cfg, topology, phase_index, search, num_slices, dcn_gbps) -> dict:
             raise UserError(f"--phase={phase_index}: the config has phases "
                             f"{[p.index for p in phases]}")
         phases = chosen
-    results = []
-    for phase in phases:
-        if search:
-            results.append(_search(cfg, phase, devices, generation, per_chip, dcn_gbps))
-        else:
-            results.append(plan_phase(cfg, phase, devices, generation, per_chip, dcn_gbps))
+    one = _search if search else plan_phase
+    results = [one(cfg, phase, devices, generation, per_chip, dcn_gbps) for phase in phases]
     mesh = sharding.make_mesh(cfg.mesh, devices)
     dcn = sharding.dcn_sizes(cfg.mesh, num_slices)
     first = results[0]

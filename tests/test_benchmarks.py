@@ -67,6 +67,12 @@ def test_averaging_merges_and_evaluates_the_last_checkpoints():
     assert results["last"]["mlm_accuracy"] >= 0 and results["average of last 2"]["loss"] > 0
 
 
+def test_long_context_times_steps_after_the_compiling_one():
+    _, out = _run("long_context.py", "--seq_len=256", "--rows=2", "--steps=3")
+    assert out["tokens_per_step"] == 512 and out["seconds_per_step"]["windows"] == 2
+    assert out["peak_rss"] >= out["rss_after_start"] > 0
+
+
 def test_parquet_memory_reads_every_record_of_the_file_it_wrote(shared_data):
     _, out = _run("parquet_memory.py", "--gigabytes=0.003",
                   f"--corpus={shared_data}/corpus/gutenberg/pg11_alice_in_wonderland.txt")

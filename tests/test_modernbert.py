@@ -155,7 +155,18 @@ def test_recipe_sizes_match_the_released_models(size, expected):
     tokens = cfg.global_batch_size * cfg.seq_len
     assert (o.name, o.schedule, o.b1, o.b2, o.eps) == (
         "stable_adamw", "warmup_stable_decay", 0.9, 0.98, 1e-6)
-    assert abs(cfg.total_steps * tokens / 1.7e12 - 1) < 1e-3
+    assert abs(cfg.total_steps * tokens / 2e12 - 1) < 1e-3  # 2T tokens in all
+    phases = config_lib.phases(cfg)  # the release's phases, by their tokens and lengths
+    first = {"base": [("pretrain", 1.7e12)], "large": [("pretrain", 900e9),
+                                                       ("restart", 800e9)]}[size]
+    assert [(p.name, p.seq_len) for p in phases] == [(n, 1024) for n, _ in first] + [
+        ("extension", 8192), ("decay", 8192)]
+    for p, want in zip(phases, [t for _, t in first] + [250e9, 50e9]):
+        assert abs((p.end - p.start) * p.global_batch_size * p.seq_len / want - 1) < 1e-3
+    assert phases[0].cfg.model.global_rope_theta == 10_000.0
+    assert phases[-2].cfg.model.global_rope_theta == 160_000.0
+    assert phases[-2].cfg.optimizer.learning_rate == (3e-4 if size == "base" else 5e-5)
+    assert phases[-1].cfg.optimizer.decay_steps == phases[-1].end - phases[-1].start
     assert abs(o.weight_decay * o.learning_rate - 1e-5) < 1e-12
     assert (cfg.data.mask_prob, cfg.model.vocab_size, cfg.seq_len) == (0.30, 50368, 1024)
 

@@ -13,7 +13,7 @@ from pretrainx.data import sources
 from pretrainx.errors import UserError
 from pretrainx.models import attention
 from pretrainx.objectives.contract import Entry  # noqa: F401  (what a spec lists)
-from pretrainx import registry
+from pretrainx import phasing, registry
 
 OBJECTIVES = registry.View("objective", registry.FAMILIES, "objectives")
 
@@ -55,5 +55,16 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     attention.validate(cfg.model)
     if cfg.data.train_files and cfg.data.train_source_names:
         sources.source_names(cfg.data.train_files, cfg.data.train_source_names)
+    if phasing.named(cfg):
+        for phase in phasing.phases(cfg):  # each phase's config, standing alone, first
+            try:
+                config_lib.validate_shared(phase.cfg)
+                attention.validate(phase.cfg.model)
+                entry.validate(phase.cfg)
+            except UserError as e:
+                raise UserError(f"phase {phase.name}: {e}") from None
+        phasing.check(cfg)
+    elif cfg.start_phase:
+        raise UserError(f"start_phase={cfg.start_phase!r} needs named phases (phase_order)")
     entry.validate(cfg)
     return cfg

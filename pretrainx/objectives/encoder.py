@@ -65,11 +65,12 @@ def validate_packing(cfg) -> None:
     if not cfg.data.get("pack_examples", False):
         return
     for phase in config_lib.phases(cfg):
-        if phase.max_predictions < cfg.data.mask_prob * phase.seq_len:
+        rate = phase.cfg.data.mask_prob  # a named phase's own
+        if phase.max_predictions < rate * phase.seq_len:
             raise UserError(
                 f"data.pack_examples=True needs {phase.prefix or 'data.'}"
                 f"max_predictions_per_seq >= mask_prob x seq_len (a full row's share), "
-                f"{phase.max_predictions} < {cfg.data.mask_prob * phase.seq_len:g}")
+                f"{phase.max_predictions} < {rate * phase.seq_len:g}")
 
 
 def validate(cfg) -> None:
@@ -90,12 +91,14 @@ def validate(cfg) -> None:
         raise UserError(f"phase2.fraction={cfg.phase2.fraction} must be in [0, 1)")
     config_lib.check_fraction(cfg, "data.mask_prob", 0.0, 1.0)
     for phase in config_lib.phases(cfg):
-        offset = m.get("position_offset", 0)
-        if phase.seq_len + offset > m.max_position_embeddings:
+        pm = phase.cfg.model  # a named phase may raise max_position_embeddings (RoPE)
+        offset = pm.get("position_offset", 0)
+        if phase.seq_len + offset > pm.max_position_embeddings:
             raise UserError(
                 f"{phase.prefix}seq_len={phase.seq_len}"
                 + (f" + model.position_offset={offset}" if offset else "")
-                + f" exceeds model.max_position_embeddings={m.max_position_embeddings}")
+                + f" exceeds {phase.prefix}model.max_position_embeddings="
+                f"{pm.max_position_embeddings}")
         if phase.global_batch_size % cfg.micro_batches:
             raise UserError(
                 f"{phase.prefix}global_batch_size={phase.global_batch_size} is not divisible "
@@ -118,10 +121,11 @@ def validate_document_mlm(cfg) -> None:
     if not 0.0 <= rate <= 1.0:
         raise UserError(f"data.eval_mask_prob={rate} must be in [0, 1] (0: data.mask_prob)")
     for phase in config_lib.phases(cfg):
-        need = math.ceil(cfg.data.mask_prob * (phase.seq_len - 2))
+        rate = phase.cfg.data.mask_prob  # a named phase's own
+        need = math.ceil(rate * (phase.seq_len - 2))
         if phase.max_predictions < min(need, phase.seq_len) * 0.9:
             raise UserError(f"{phase.prefix or 'data.'}max_predictions_per_seq="
-                            f"{phase.max_predictions} cuts mask_prob={cfg.data.mask_prob} of "
+                            f"{phase.max_predictions} cuts mask_prob={rate} of "
                             f"{phase.seq_len} tokens ({need} predictions) by more than 10%")
 
 

@@ -194,10 +194,12 @@ class Checkpointer:
             return []
 
     def save(self, step: int, state, data_iterator, config_json: str, force: bool = False,
-             layout: dict | None = None) -> bool:
+             layout: dict | None = None, phase: str = "") -> bool:
         """`layout` (processes, slices, mesh: sharding.layout) goes beside the data
-        position, so that a resume on another layout can say what changed."""
-        data = dict(data_iterator.get_state(), **({"layout": layout} if layout else {}))
+        position, so that a resume on another layout can say what changed; so does
+        `phase`, the phase whose data position it is (a named phase's name)."""
+        data = dict(data_iterator.get_state(), **({"layout": layout} if layout else {}),
+                    **({"phase": phase} if phase else {}))
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(state),
             data=ocp.args.JsonSave(data),
@@ -232,7 +234,8 @@ class Checkpointer:
                 restored = self.manager.restore(step, args=ocp.args.Composite(
                     state=ocp.args.StandardRestore(_abstract(abstract_state, shardings)),
                     data=ocp.args.JsonRestore()))
-                iterator.set_state(restored["data"])
+                if iterator is not None:  # None: the state alone (an evaluation)
+                    iterator.set_state(restored["data"])
             except UserError:  # it restores, but into other data: say so, do not skip it
                 raise
             except Exception as e:  # a truncated or half-deleted checkpoint

@@ -13,7 +13,7 @@ import numpy as np
 from pretrainx import config as config_lib
 from pretrainx.errors import UserError
 from pretrainx.train import metrics as metrics_lib
-from pretrainx.train import preemption, profile as profile_lib, wandb_log
+from pretrainx.train import phases as phases_lib, preemption, profile as profile_lib, wandb_log
 
 
 class Hook:
@@ -76,8 +76,18 @@ class Metrics(Hook):
         self.fresh = True
         self.restart_interval()
 
-    def phase_started(self):
-        """The next step compiles: leave it out of tokens/s."""
+    def phase_started(self, run):
+        """A record naming the boundary (what the new phase is and sets); the next step
+        compiles: leave it out of tokens/s."""
+        phase = run.phase
+        record = {"step": run.step, "split": "phase", "phase": phase.label,
+                  "seq_len": phase.seq_len, "global_batch_size": phase.global_batch_size}
+        if phase.changes:
+            record["sets"] = phases_lib.sets(phase)
+        self.writer.write(record)
+        metrics_lib.log(f"step {run.step}: {phase.label} starts (seq_len {phase.seq_len}, "
+                        f"global batch {phase.global_batch_size}"
+                        + "".join(f", {k}={v}" for k, v in record.get("sets", {}).items()) + ")")
         self.fresh = True
 
     def restart_interval(self):
@@ -106,7 +116,7 @@ class Metrics(Hook):
         self.seconds_per_step = elapsed / max(self.interval_steps, 1)
         tps = self.interval_steps * phase.global_batch_size * phase.seq_len / max(elapsed, 1e-9)
         record.update(step=run.step, tokens_per_sec=tps,
-                      mfu=run.objective.flops_per_token(phase) * tps
+                      mfu=run.phases.objective_of(phase).flops_per_token(phase) * tps
                       / (run.peak * jax.device_count()),
                       seq_len=phase.seq_len, global_batch_size=phase.global_batch_size)
         self.write(record)
@@ -131,7 +141,9 @@ class Evaluate(Hook):
         self.metrics, self.last, self.stop = metrics, None, stop
 
     def after_step(self, run, step_metrics):
-        if (run.step % run.cfg.eval_every and not run.finished) or self.stop():
+        due = not run.step % run.cfg.eval_every or run.finished or (
+            run.phase.name and phase_ends(run))  # a named phase's model, on its own data
+        if not due or self.stop():
             return []  # asked to stop: the checkpoint first, not an evaluation
         return self.now(run)
 
@@ -143,12 +155,12 @@ class Evaluate(Hook):
         if self.stop():
             metrics_lib.log(f"evaluation at step {run.step} left unfinished: the run is "
                             "asked to stop")
-        logged = []
+        logged, named = [], {"phase": run.phase.name} if run.phase.name else {}
         if result is not None:
-            self.last = dict(result, step=run.step, split="eval")
+            self.last = dict(result, step=run.step, split="eval", **named)
             logged.append(self.last)
         for name, metrics in by_source.items():  # one record per eval source (language)
-            logged.append(dict(metrics, step=run.step, split="eval", source=name))
+            logged.append(dict(metrics, step=run.step, split="eval", source=name, **named))
         for record in logged:
             self.metrics.write(record)
         self.metrics.restart_interval()  # eval time is not training time
@@ -171,7 +183,7 @@ class PhaseSwitch(Hook):
         if phase_ends(run):
             run.phase = config_lib.phase_at(run.cfg, run.step)
             run.iterator = run.phases.train_iterator(run.phase)
-            self.metrics.phase_started()
+            self.metrics.phase_started(run)
         return []
 
 
@@ -185,11 +197,12 @@ class Checkpoint(Hook):
         self.saved_at = None
 
     def _due(self, run) -> bool:
-        return run.step % run.cfg.checkpoint_every == 0 or run.step == run.end
+        return (run.step % run.cfg.checkpoint_every == 0 or run.step == run.end
+                or bool(run.phase.name) and run.step == run.phase.start)  # a named phase's end
 
     def _save(self, run, force: bool) -> None:
         run.ckpt.save(run.step, run.state, run.iterator, run.cfg.to_json(sort_keys=True),
-                      force=force, layout=run.layout)
+                      force=force, layout=run.layout, phase=run.phase.name)
         self.saved_at = run.step
 
     def before_evaluation(self, run) -> None:

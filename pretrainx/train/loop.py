@@ -5,11 +5,11 @@ the first step is train/run.py's."""
 import jax
 
 from pretrainx import config as config_lib
-from pretrainx import objectives, sharding
+from pretrainx import objectives, phasing, sharding
 from pretrainx.train import budget as budget_lib
 from pretrainx.train import downstream, hooks as hooks_lib
 from pretrainx.train import metrics as metrics_lib
-from pretrainx.train import optim, ramp, state as state_lib
+from pretrainx.train import optim, phases as phases_lib, ramp, state as state_lib
 from pretrainx.train.run import Run
 
 
@@ -31,8 +31,7 @@ def describe(cfg) -> dict:
         "per_device_batch_size": cfg.global_batch_size / jax.device_count(),
         "seq_len": cfg.seq_len,
         "total_steps": cfg.total_steps,
-        "phases": [{"steps": [p.start, p.end], "seq_len": p.seq_len,
-                    "global_batch_size": p.global_batch_size} for p in config_lib.phases(cfg)],
+        "phases": phases_lib.describe(cfg, lambda c: objectives.build(c, tokenizer=None)),
         "flops_per_token": objective.flops_per_token(phase),
         "flops_per_token_formula": objective.flops_formula,
         **({"flops_per_token_symbols": objective.flops_symbols(phase)}
@@ -76,7 +75,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
              hooks_lib.SaveBeforeEvaluation(checkpoint), evaluate,
              hooks_lib.PhaseSwitch(metrics), checkpoint, probe]
     try:
-        if cfg.init_from and run.step == 0 < run.end:  # the imported model, as it came
+        if cfg.init_from and not run.resumed and run.step < run.end:  # the imported model
             evaluate.now(run)
         while run.step < run.end:
             batch = run.next_batch()
@@ -105,17 +104,22 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
             "peak_flops_source": run.peak_source}
 
 
-def evaluate(cfg, workdir: str, devices=None) -> dict:
+def evaluate(cfg, workdir: str, devices=None, phase: str | None = None) -> dict:
     """{"step", "eval", "sources"}: the newest checkpoint of `workdir` evaluated on cfg's
     eval sources (eval_steps batches of each, as a run evaluates), training nothing.
-    What pretrainx.evaluate prints, e.g. for a merged checkpoint (pretrainx.merge)."""
-    run = Run(cfg, workdir, devices)
+    What pretrainx.evaluate prints, e.g. for a merged checkpoint (pretrainx.merge).
+    `phase`: as that named phase evaluates (its length, model keys, eval data)."""
+    if phase is not None:
+        phasing.by_name(cfg, phase, key="--phase")  # before the workdir is locked
+    run = Run(cfg, workdir, devices, train_data=False)  # no data position: any config's
     try:
-        overall, by_source = run.phases.evaluate(run.phase, run.state.params, cfg.eval_steps)
+        at = run.phase if phase is None else phasing.by_name(cfg, phase, key="--phase")
+        overall, by_source = run.phases.evaluate(at, run.state.params, cfg.eval_steps)
     finally:
         run.ckpt.close()
         run.lock.release()
-    return {"step": run.step, "eval": overall, "sources": by_source}
+    return {"step": run.step, "eval": overall, "sources": by_source,
+            **({"phase": phase} if phase else {})}
 
 
 def _ending(run, cfg, checkpoint, budget) -> str:

@@ -275,7 +275,7 @@ def ema_of(opt_state, decay: float):
 
 
 def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = (),
-                   ema_decay: float = 0.0) -> optax.GradientTransformation:
+                   ema_decay: float = 0.0, schedule=None) -> optax.GradientTransformation:
     """AdamW (decoupled decay, masked), T5's Adafactor (factored second moments,
     no momentum, decay 0.8, updates clipped at RMS 1 and scaled by parameter RMS),
     ELMo's Adagrad, or ALBERT's LAMB (layer-wise trust ratio, You et al. 2020).
@@ -284,8 +284,9 @@ def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = (),
     optimizer state (a distillation's teacher): optax.multi_transform sends them to
     set_to_zero, the rest (clipping included) to the recipe's optimizer. `ema_decay` > 0
     (a pretraining run's optimizer.ema_decay) keeps an average of the trained parameters
-    (ema_of_params)."""
-    tx = _recipe_optimizer(opt_cfg, total_steps)
+    (ema_of_params). `schedule`: the run's learning rate by step where its phases
+    give it in segments (train/phases.learning_rate); else opt_cfg's over total_steps."""
+    tx = _recipe_optimizer(opt_cfg, schedule or learning_rate_schedule(opt_cfg, total_steps))
     if ema_decay:
         tx = optax.chain(tx, ema_of_params(float(ema_decay)))
     if int(opt_cfg.get("accumulate_to", 1)) > 1 or opt_cfg.get("batch_ramp", 0.0):
@@ -329,8 +330,7 @@ def layerwise(tx: optax.GradientTransformation, scales, unfreeze_at) -> optax.Gr
     return optax.GradientTransformation(init, update)
 
 
-def _recipe_optimizer(opt_cfg, total_steps: int) -> optax.GradientTransformation:
-    schedule = learning_rate_schedule(opt_cfg, total_steps)
+def _recipe_optimizer(opt_cfg, schedule) -> optax.GradientTransformation:
     parts = []
     if opt_cfg.grad_clip and opt_cfg.grad_clip > 0:
         parts.append(optax.clip_by_global_norm(opt_cfg.grad_clip))

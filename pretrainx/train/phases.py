@@ -1,10 +1,13 @@
-"""A run's phases (BERT's 128 -> 512 switch) as the loop sees them: each phase's
-training and eval batches and its compiled steps, built on first use."""
+"""A run's phases (BERT's 128 -> 512 switch, the lifecycle's named phases: phasing.py)
+as the loop sees them: each phase's objective, training and eval batches and compiled
+steps, built on first use, and the run's learning rate across them."""
 
 import jax
 import numpy as np
+import optax
 
-from pretrainx import sharding
+from pretrainx import config as config_lib
+from pretrainx import phasing, sharding
 from pretrainx.data import pipeline, sources
 from pretrainx.errors import UserError
 from pretrainx.train import optim, step as step_lib
@@ -59,6 +62,69 @@ def mixing_weights(cfg, objective, specs):
     return sources.source_weights(data.train_files, data.train_weights, data.mixing_alpha, sizes)
 
 
+def learning_rate(cfg):
+    """Step -> learning rate over the whole run: one schedule over total_steps, or with
+    named phases one segment a schedule-changing phase starts (phasing.segments), each
+    counted from its first step by that phase's optimizer keys."""
+    parts = phasing.segments(cfg)
+    if not phasing.named(cfg):
+        return optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
+    schedules = [optim.learning_rate_schedule(first.cfg.optimizer, steps)
+                 for first, steps in parts]
+    if len(schedules) == 1:
+        return schedules[0]
+    return optax.join_schedules(schedules, [first.start for first, _ in parts[1:]])
+
+
+def sets(phase) -> dict:
+    """{dotted key: value} of what a named phase sets ({} for the others)."""
+    flat = config_lib.flatten(phase.cfg) if phase.changes else {}
+    return {k: flat[k] for k in phase.changes}
+
+
+def describe(cfg, build) -> list:
+    """One row a phase for --describe: its steps and tokens, length and batch, the
+    schedule segment it is in, its data mix and masking rate, FLOPs a token (of the
+    objective `build(phase cfg)` makes) and what a named phase sets."""
+    rows, segment = [], None
+    starts = {first.index: steps for first, steps in phasing.segments(cfg)}
+    for p in phasing.phases(cfg):
+        c = p.cfg or cfg
+        if p.index in starts:
+            o = c.optimizer
+            segment = (f"{o.schedule} from step {p.start:,} over {starts[p.index]:,} steps, "
+                       f"peak {o.learning_rate:g}, warmup {o.warmup_steps:,}"
+                       + (f", decay {o.decay_steps:,}" if o.schedule == "warmup_stable_decay"
+                          else ""))
+        objective = build(c) if p.cfg is not None and p.cfg is not cfg else None
+        row = {"name": p.label, "steps": [p.start, p.end],
+               "tokens": (p.end - p.start) * p.global_batch_size * p.seq_len,
+               "seq_len": p.seq_len, "global_batch_size": p.global_batch_size,
+               "learning_rate": segment,
+               "mix": {"train_files": c.data.train_files, "train_weights": c.data.train_weights,
+                       "mixing_alpha": c.data.mixing_alpha},
+               **({"mask_prob": c.data.mask_prob} if "mask_prob" in c.data else {})}
+        if objective is not None:
+            row["flops_per_token"] = objective.flops_per_token(p)
+        if p.changes:
+            row["sets"] = sets(p)
+        rows.append(row)
+    return rows
+
+
+def table(rows) -> str:
+    """describe()'s rows as the text table --describe prints beside its JSON."""
+    head = ("phase", "steps", "tokens", "seq_len", "batch", "mask", "learning rate", "sets")
+    body = [(r["name"], f"{r['steps'][0]:,}-{r['steps'][1]:,}", f"{r['tokens']:.3g}",
+             str(r["seq_len"]), str(r["global_batch_size"]), str(r.get("mask_prob", "-")),
+             r["learning_rate"] or "(as above)",
+             ", ".join(f"{k}={v}" for k, v in r.get("sets", {}).items()
+                       if not k.startswith("optimizer."))) for r in rows]
+    widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+    return "\n".join("  ".join(x[i].ljust(widths[i]) for i in range(len(head))).rstrip()
+                     for x in [head, *body])
+
+
 def eval_sources(cfg) -> list:
     """[(name, spec)] of the eval sets: the held-out part of each train source
     (data.eval_split_percent), else data.eval_files' sources; [] without either."""
@@ -72,26 +138,54 @@ def eval_sources(cfg) -> list:
                     sources.split_sources(data.eval_files)))
 
 
-class Phases:
-    """Per-phase datasets and compiled steps, built on first use."""
+def _eval_seed(phase) -> int:
+    """The eval masks' seed: a named phase's by its length, so that phases of one length
+    (an extension and its decay) evaluate the same masked rows and compare."""
+    return 12345 + (phase.seq_len if phase.name else phase.index)
 
-    def __init__(self, cfg, objective, mesh, rules, model, tx, shardings):
+
+class Phases:
+    """Per-phase objectives, datasets and compiled steps, built on first use. A phase
+    with a config of its own (a named phase) gets its own objective, built from it by
+    `build(cfg)`: its model reads the phase's RoPE bases, its batches the phase's mix
+    and masking rate."""
+
+    def __init__(self, cfg, objective, mesh, rules, tx, shardings, schedule, build=None):
         self.cfg, self.objective, self.mesh, self.rules = cfg, objective, mesh, rules
         self.batch_sharding = sharding.batch_sharding(mesh, rules)
         self._train_ds, self._eval_ds, self._steps, self._evals = {}, {}, {}, {}
         self._eval_batches = {}  # (phase index, source): whole batches in one pass
-        schedule = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
-        self._train_fn = step_lib.make_train_step(model, tx, objective, schedule, cfg.micro_batches)
-        self._eval_fn = step_lib.make_eval_step(model, objective)
-        self._shardings = shardings
+        self._objectives, self._fns = {}, {}
+        self._build, self._tx, self._shardings = build, tx, shardings
+        self.schedule = schedule  # learning_rate(cfg), which tx follows too
+
+    def objective_of(self, phase):
+        """The objective that trains `phase`: the run's, or one built from its config."""
+        if phase.cfg is None or phase.cfg is self.cfg or self._build is None:
+            return self.objective
+        if phase.index not in self._objectives:
+            self._objectives[phase.index] = self._build(phase.cfg)
+        return self._objectives[phase.index]
+
+    def _step_fns(self, phase):
+        """(train fn, eval fn) of the phase's objective (one pair for the run's)."""
+        objective = self.objective_of(phase)
+        key = id(objective)
+        if key not in self._fns:
+            self._fns[key] = (
+                step_lib.make_train_step(objective.model, self._tx, objective, self.schedule,
+                                         self.cfg.micro_batches),
+                step_lib.make_eval_step(objective.model, objective))
+        return self._fns[key]
 
     def _batch_shardings(self, phase):
-        example = self.objective.example_batch(phase.global_batch_size, phase)
+        example = self.objective_of(phase).example_batch(phase.global_batch_size, phase)
         return {k: self.batch_sharding for k in example}
 
     def train_iterator(self, phase):
         if phase.index not in self._train_ds:
-            self._train_ds[phase.index] = train_data(self.cfg, self.objective, phase)
+            self._train_ds[phase.index] = train_data(phase.cfg or self.cfg,
+                                                     self.objective_of(phase), phase)
         dataset, signature = self._train_ds[phase.index]
         return pipeline.make_iterator(dataset, signature=signature,
                                       worker_processes=self.cfg.data.worker_processes)
@@ -100,29 +194,29 @@ class Phases:
         """{source name: the phase's eval batches} (built once); {} without eval data.
         One source keeps one dataset of all its examples."""
         if phase.index not in self._eval_ds:
-            datasets = {}
-            for name, spec in eval_sources(self.cfg):
-                examples = self.objective.examples(spec, phase, train=False)
+            datasets, objective = {}, self.objective_of(phase)
+            for name, spec in eval_sources(phase.cfg or self.cfg):
+                examples = objective.examples(spec, phase, train=False)
                 check_enough(examples, phase, spec)
                 self._eval_batches[phase.index, name] = max(
                     1, len(examples) // phase.global_batch_size)
                 datasets[name] = pipeline.make_dataset(
-                    examples, self.objective.transform(phase, train=False),
-                    phase.global_batch_size, seed=12345 + phase.index, shuffle=False)
+                    examples, objective.transform(phase, train=False),
+                    phase.global_batch_size, seed=_eval_seed(phase), shuffle=False)
             self._eval_ds[phase.index] = datasets
         return self._eval_ds[phase.index]
 
     def train_step(self, phase):
         if phase.index not in self._steps:
             self._steps[phase.index] = step_lib.compile_train_step(
-                self._train_fn, self.mesh, self.rules, self._shardings,
+                self._step_fns(phase)[0], self.mesh, self.rules, self._shardings,
                 self._batch_shardings(phase))
         return self._steps[phase.index]
 
     def eval_step(self, phase):
         if phase.index not in self._evals:
             self._evals[phase.index] = step_lib.compile_eval_step(
-                self._eval_fn, self.mesh, self.rules, self._shardings.params,
+                self._step_fns(phase)[1], self.mesh, self.rules, self._shardings.params,
                 self._batch_shardings(phase))
         return self._evals[phase.index]
 
@@ -155,6 +249,7 @@ class Phases:
         overall = None
         for totals in sums.values():
             overall = totals if overall is None else {k: overall[k] + totals[k] for k in overall}
+        objective = self.objective_of(phase)
         by_source = ({} if len(sums) == 1 else
-                     {name: self.objective.eval_metrics(totals) for name, totals in sums.items()})
-        return self.objective.eval_metrics(overall), by_source
+                     {name: objective.eval_metrics(totals) for name, totals in sums.items()})
+        return objective.eval_metrics(overall), by_source

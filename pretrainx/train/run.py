@@ -7,12 +7,13 @@ from etils import epath  # local paths and gs:// alike
 from flax import linen as nn
 
 from pretrainx import config as config_lib
-from pretrainx import objectives, sharding
+from pretrainx import objectives, phasing, sharding
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.train import checkpoint as checkpoint_lib
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, ramp, state as state_lib, step as step_lib
+from pretrainx.train import phases as phases_lib
 from pretrainx.train.phases import Phases
 from pretrainx.train.workdir_lock import WorkdirLock
 
@@ -65,17 +66,34 @@ def _writable(workdir: str, write) -> None:
         raise UserError(f"workdir {workdir} is not writable: {e.strerror or e}") from None
 
 
+def _check_phase_shapes(cfg, phases, tx, abstract) -> None:
+    """A named phase's model keys must keep every parameter's shape (one state trains
+    through all phases)."""
+    want = jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), nn.unbox(abstract.params))
+    for phase in config_lib.phases(cfg):
+        if not any(c.startswith("model.") for c in phase.changes):
+            continue
+        objective = phases.objective_of(phase)
+        got = state_lib.abstract_state(objective.model, tx, objective.example_batch(1, phase))
+        if jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), nn.unbox(got.params)) != want:
+            keys = ", ".join(c for c in phase.changes if c.startswith("model."))
+            raise UserError(f"phase {phase.name}: {keys} changes the parameters' shapes; a "
+                            "phase may change only model keys that keep them (RoPE bases, "
+                            "windows, dropout)")
+
+
 class Run:
     """A run's settled parts and where it stands (`step`, `state`, `iterator`, `phase`).
 
     `init(cfg, state, shardings) -> state` starts a fresh run from other weights
     (cfg.init_from); pretrainx.pretrain passes the one that reads them through interop.
     `imported` holds the models the objective reads (objectives.imports: a teacher),
-    loaded by pretrainx.pretrain too.
+    loaded by pretrainx.pretrain too. `train_data=False` (an evaluation) reads no train
+    data and leaves a checkpoint's data position, so it evaluates under any config.
     """
 
     def __init__(self, cfg, workdir: str, devices=None, stop_at=None, init=None,
-                 imported=None):
+                 imported=None, train_data: bool = True):
         objectives.validate(cfg)
         wanted = objectives.imports(cfg)
         if wanted and not imported:
@@ -88,7 +106,7 @@ class Run:
                 tokenizer, "softmax_may_be_smaller", False):
             raise UserError(f"tokenizer {cfg.data.tokenizer} has {tokenizer.vocab_size} ids but "
                             f"model.vocab_size={cfg.model.vocab_size}")
-        self.cfg, self.workdir = cfg, workdir
+        self.cfg, self.workdir, self.tokenizer = cfg, workdir, tokenizer
         self.objective = objectives.build(cfg, tokenizer, imported)
         self.mesh = mesh = sharding.make_mesh(cfg.mesh, devices)
         rules = sharding.rules_of(cfg)
@@ -99,31 +117,37 @@ class Run:
         if jax.process_index() == 0:
             self.lock.acquire()
         try:
-            self._settle(rules, stop_at, init, imported)
+            self._settle(rules, stop_at, init, imported, train_data)
         except BaseException:
             if getattr(self, "ckpt", None) is not None:
                 self.ckpt.let_go()
             self.lock.release(refused=True)
             raise
 
-    def _settle(self, rules, stop_at, init, imported):
+    def _settle(self, rules, stop_at, init, imported, train_data):
         """The rest of __init__, under the workdir's lock."""
         cfg, workdir, objective, mesh = self.cfg, self.workdir, self.objective, self.mesh
-        tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps,
-                                  getattr(objective, "frozen", ()), cfg.optimizer.ema_decay)
+        schedule = phases_lib.learning_rate(cfg)
+        tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps, getattr(objective, "frozen", ()),
+                                  cfg.optimizer.ema_decay, schedule)
         init_batch = objective.example_batch(1, config_lib.phases(cfg)[0])
         abstract = state_lib.abstract_state(objective.model, tx, init_batch)
         self.n_params = state_lib.count_params(abstract)
         shardings = state_lib.state_shardings(abstract, mesh, rules)
+        self.phases = Phases(cfg, objective, mesh, rules, tx, shardings, schedule,
+                             build=lambda phase_cfg: objectives.build(phase_cfg, self.tokenizer,
+                                                                      imported))
+        _check_phase_shapes(cfg, self.phases, tx, abstract)
         self._log_start()
         # Measured before the input pipeline's threads start, so they do not skew it.
         self.peak, self.peak_source = metrics_lib.peak_flops_per_device()
-        self.phases = Phases(cfg, objective, mesh, rules, objective.model, tx, shardings)
         self.ckpt = checkpoint_lib.Checkpointer(workdir, cfg.keep_checkpoints,
                                                 cfg.checkpoint_every)
         restored = self.ckpt.restore(
             nn.unbox(abstract), shardings,
-            lambda s: self.phases.train_iterator(config_lib.phase_at(cfg, s)), self._check_saved)
+            lambda s: self.phases.train_iterator(config_lib.phase_at(cfg, s)) if train_data
+            else None, self._check_saved)
+        self.resumed = restored is not None
         if restored is not None:
             self.step, self.state, self.iterator, saved_cfg, saved_layout = restored
             self._log_resume(saved_cfg, saved_layout)
@@ -139,7 +163,13 @@ class Run:
                     raise UserError("init_from is read by pretrainx.pretrain.train (or "
                                     "python -m pretrainx.main); this call gave no init hook")
                 self.state = init(cfg, self.state, shardings)
-            self.iterator = self.phases.train_iterator(config_lib.phase_at(cfg, 0))
+            if cfg.start_phase:  # a later phase from trained weights, its optimizer fresh
+                self.step = phasing.by_name(cfg, cfg.start_phase).start
+                metrics_lib.log(f"  starting at phase {cfg.start_phase} (step {self.step}) "
+                                f"from {cfg.init_from}: a fresh optimizer state, the "
+                                "schedule and data at that phase")
+            self.iterator = (self.phases.train_iterator(config_lib.phase_at(cfg, self.step))
+                             if train_data else None)
         self.phase = config_lib.phase_at(cfg, self.step)
         self.phases.eval_datasets(self.phase)  # a bad eval corpus fails now
         # Written only once the run is sure to start: a refused run changes nothing, nor
@@ -160,11 +190,14 @@ class Run:
                         f"({self.n_params / 1e6:.1f}M) on mesh {dict(mesh.shape)} of "
                         f"{jax.device_count()} {jax.devices()[0].platform} devices")
         for p in config_lib.phases(cfg):
-            metrics_lib.log(f"  phase {p.index}: steps [{p.start}, {p.end}) seq_len {p.seq_len} "
+            changes = ", ".join(f"{k}={v}" for k, v in phases_lib.sets(p).items())
+            metrics_lib.log(f"  phase {p.index}{' ' + p.name if p.name else ''}: steps "
+                            f"[{p.start}, {p.end}) seq_len {p.seq_len} "
                             f"global batch {p.global_batch_size} "
                             f"({p.global_batch_size // jax.device_count()} per device)"
-                            + "".join(f"; {k} {v}"
-                                      for k, v in self.objective.describe(p).items()))
+                            + "".join(f"; {k} {v}" for k, v in
+                                      self.phases.objective_of(p).describe(p).items())
+                            + (f"; sets {changes}" if changes else ""))
         o = cfg.optimizer
         if ramp.accumulating(o):
             clock = "budget's time" if o.budget_hours else "steps"
