@@ -67,6 +67,12 @@ def test_averaging_merges_and_evaluates_the_last_checkpoints():
     assert results["last"]["mlm_accuracy"] >= 0 and results["average of last 2"]["loss"] > 0
 
 
+def test_scan_layers_compares_both_forms_on_the_same_steps():
+    _, out = _run("scan_layers.py", "--depths=7", "--windows=1", "--steps=1")
+    seven = out["depths"]["7"]
+    assert seven["max_loss_difference"] < 1e-5 and seven["step_ratio_scanned_over_unrolled"] > 0
+
+
 def test_long_context_times_steps_after_the_compiling_one():
     _, out = _run("long_context.py", "--seq_len=256", "--rows=2", "--steps=3")
     assert out["tokens_per_step"] == 512 and out["seconds_per_step"]["windows"] == 2

@@ -276,7 +276,6 @@ def test_loss_falls_sharded_equals_unsharded_and_glue_finetunes(shared_data, tmp
 
 
 @pytest.mark.parametrize("key,value,words", [
-    ("model.scan_layers", True, "scan_layers=True"),
     ("model.attention_impl", "flash", "no sliding window"),
     ("model.local_attention", 7, "even window"),
     ("optimizer.decay_steps", 5000, "decay_steps=5000"),

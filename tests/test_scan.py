@@ -93,3 +93,52 @@ def test_scanned_parameters_shard_like_unrolled_ones():
         specs[scan] = encoder["layers" if scan else "layer_0"]["attention"]["query"]["kernel"].spec
     assert tuple(specs[False]) == ("fsdp", "tensor", None)
     assert tuple(specs[True]) == (None, "fsdp", "tensor", None)  # the layer axis is whole
+
+
+def _tiny_modernbert(layers, **keys):
+    from conftest import load_config, override
+    return override(load_config("modernbert_quickstart.py"), {
+        "model.num_layers": layers, "model.hidden_size": 32, "model.num_heads": 2,
+        "model.mlp_dim": 48, "model.local_attention": 8, "seq_len": 32,
+        "data.max_predictions_per_seq": 12, **keys})
+
+
+@pytest.mark.parametrize("remat", ["none", "full"])
+def test_modernbert_scans_groups_of_a_global_and_its_local_layers(remat):
+    """7 layers: the first group (its first layer has no attention norm) and the last
+    global layer unrolled, the group of layers 3-5 scanned (`layers_from_3`); the same
+    outputs and gradients as the unrolled stack, interop converting between the two."""
+    from pretrainx import interop
+    unrolled, batch = _model_and_batch(_tiny_modernbert(7, **{"model.remat": remat}))
+    scanned, _ = _model_and_batch(_tiny_modernbert(7, **{"model.remat": remat,
+                                                         "model.scan_layers": True}))
+    rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
+    params = jax.device_get(nn.unbox(unrolled.init(rngs, batch)["params"]))
+    like = jax.device_get(nn.unbox(jax.eval_shape(scanned.init, rngs, batch)["params"]))
+    assert sorted(like["model"]) == ["embed_norm", "final_norm", "layer_0", "layer_1",
+                                     "layer_2", "layer_6", "layers_from_3", "token_embed"]
+    stacked = interop.stack_layers(params, like)
+    assert jax.tree_util.tree_structure(stacked) == jax.tree_util.tree_structure(like)
+    back = interop.unstack_layers(stacked)
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(back),
+                                                    jax.tree_util.tree_leaves(params)))
+    want = unrolled.apply({"params": params}, batch)
+    got = scanned.apply({"params": stacked}, batch)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-5, err_msg=key)
+
+    def loss(p, model):
+        return sum(jnp.sum(v ** 2) for v in model.apply({"params": p}, batch).values())
+    g_unrolled = interop.stack_layers(jax.grad(loss)(params, unrolled), like)
+    g_scanned = jax.grad(loss)(stacked, scanned)
+    want, got = jax.tree_util.tree_leaves(g_unrolled), jax.tree_util.tree_leaves(g_scanned)
+    scale = max(float(np.max(np.abs(a))) for a in want)
+    for a, b in zip(want, got):
+        assert np.max(np.abs(b - a)) <= 1e-5 * scale
+
+
+def test_modernbert_scan_keeps_the_program_flat_in_depth():
+    def size(layers, scan):
+        return _program_size(_tiny_modernbert(layers, **{"model.scan_layers": scan}))
+    assert size(28, True) < 1.1 * size(22, True)  # 22 and 28: base and large's depths
+    assert size(28, False) > 1.2 * size(22, False)

@@ -45,11 +45,27 @@ class Pretrained:
 _STACKS = ("layers", "encoders", "decoders")  # scan_layers' stacked subtrees
 
 
+def _groups_from(key: str):
+    """N of a `layers_from_N` key: scanned groups of layers (sub_0, sub_1, ...) from
+    layer N on (ModernBERT's global + local layers), else None."""
+    head, _, start = key.rpartition("_")
+    return int(start) if head == "layers_from" and start.isdigit() else None
+
+
 def unstack_layers(params: dict) -> dict:
-    """scan_layers' stacked `layers` subtree -> layer_0, layer_1, ... (anywhere in the tree)."""
+    """scan_layers' stacked `layers` subtree -> layer_0, layer_1, ... (anywhere in the
+    tree); a `layers_from_N` stack of groups -> layer_N, layer_N+1, ... in group order."""
     out = {}
     for key, value in params.items():
-        if key in _STACKS and isinstance(value, dict):
+        start = _groups_from(key)
+        if start is not None and isinstance(value, dict):
+            size = len(value)  # layers a group: sub_0 .. sub_{size-1}
+            n = jax.tree_util.tree_leaves(value)[0].shape[0]
+            for g in range(n):
+                for j in range(size):
+                    out[f"layer_{start + g * size + j}"] = jax.tree_util.tree_map(
+                        lambda x, g=g: x[g], value[f"sub_{j}"])
+        elif key in _STACKS and isinstance(value, dict):
             n = jax.tree_util.tree_leaves(value)[0].shape[0]
             prefix = key[:-1]
             for i in range(n):
@@ -65,7 +81,15 @@ def stack_layers(params: dict, like: dict) -> dict:
     """The inverse of `unstack_layers`, shaped as `like` (a scanned model's params)."""
     out = {}
     for key, value in like.items():
-        if key in _STACKS and isinstance(value, dict):
+        start = _groups_from(key)
+        if start is not None and isinstance(value, dict):
+            size = len(value)
+            n = jax.tree_util.tree_leaves(value)[0].shape[0]
+            out[key] = {f"sub_{j}": jax.tree_util.tree_map(
+                lambda *xs: np.stack(xs),
+                *[params[f"layer_{start + g * size + j}"] for g in range(n)])
+                for j in range(size)}
+        elif key in _STACKS and isinstance(value, dict):
             prefix = key[:-1]
             n = jax.tree_util.tree_leaves(value)[0].shape[0]
             parts = [params[f"{prefix}_{i}"] for i in range(n)]

@@ -59,7 +59,7 @@ REMAT_POLICIES = {  # what a layer keeps for the backward pass; the rest is reco
 
 
 def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple,
-                shared: bool = False, **kwargs) -> list:
+                shared: bool = False, stack_name: str = "", **kwargs) -> list:
     """`count` layers of `cls` applied in sequence, as a list of modules that each map
     x -> x (call them in order, or with `apply_stack`).
 
@@ -71,6 +71,8 @@ def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple,
     shared (ALBERT's cross-layer sharing): one layer's parameters, named
     prefix_shared, applied `count` times; scanned, the parameters are broadcast to
     every iteration instead of stacked, so both forms have the same parameter tree.
+    `stack_name` names the scan (default prefix + "s"; interop's unstack_layers reads
+    "layers" and "layers_from_N", a stack of groups of layers from layer N).
     """
     scan = cfg.scan_layers
     if cfg.remat != "none":
@@ -89,7 +91,7 @@ def layer_stack(cls, cfg, dtype, count: int, prefix: str, static_argnums: tuple,
                       split_rngs={"params": True, "dropout": True}, in_axes=nn.broadcast,
                       length=count,
                       metadata_params={nn.PARTITION_NAME: "layers"})
-    return [_carry_only(scanned)(cfg, dtype, name=f"{prefix}s", **kwargs)]
+    return [_carry_only(scanned)(cfg, dtype, name=stack_name or f"{prefix}s", **kwargs)]
 
 
 def _as_scan_body(layer_cls):

@@ -12,8 +12,9 @@ positions (the released training code's sparse prediction).
 
 Packed rows: `attention_mask` carries segment ids (1, 2, ... per example, 0 on padding)
 and `positions` restart in every example, so each packed document sees only itself, as
-the released model's unpadded batches do. Layers are unrolled (their windows and RoPE
-bases differ); model.scan_layers is refused.
+the released model's unpadded batches do. model.scan_layers scans groups of one global
+layer and the local ones after it (`layers_from_3`, the first group and the remainder
+unrolled: `layer_plan`), whose parameters interop unstacks into layer_N for export.
 """
 
 import math
@@ -91,8 +92,37 @@ class ModernBertLayer(nn.Module):
         return layers.constrain(x + h, ("batch", "length", "embed"))
 
 
+class ModernBertGroup(nn.Module):
+    """One global layer and the local ones up to the next (a scan's body): the layers
+    at group positions 0, 1, ... of any group after the first, whose first layer alone
+    has no attention norm."""
+    cfg: ml_collections.ConfigDict
+    dtype: jnp.dtype
+
+    @nn.compact
+    def __call__(self, x, segments, positions, deterministic):
+        every = self.cfg.global_attn_every_n_layers
+        for j in range(every):  # index every + j: global at j = 0, never the first layer
+            x = ModernBertLayer(self.cfg, self.dtype, every + j, name=f"sub_{j}")(
+                x, segments, positions, deterministic)
+        return x
+
+
+def layer_plan(cfg) -> tuple:
+    """(unrolled first layers, scanned groups, unrolled last layers) of the stack: with
+    scan_layers the first group (its first layer differs) and the remainder past the
+    last whole group are unrolled, the groups between are one nn.scan."""
+    every, n = cfg.global_attn_every_n_layers, cfg.num_layers
+    if not cfg.scan_layers or n < 2 * every:
+        return n, 0, 0
+    groups = (n - every) // every
+    return every, groups, n - every - groups * every
+
+
 class ModernBertEncoder(nn.Module):
-    """Token embeddings + LayerNorm, the layers, the final LayerNorm."""
+    """Token embeddings + LayerNorm, the layers, the final LayerNorm. With scan_layers
+    the groups of one global and the local layers after it are scanned
+    (`layers_from_N`), so the program does not grow with depth."""
     cfg: ml_collections.ConfigDict
 
     def setup(self):
@@ -106,7 +136,14 @@ class ModernBertEncoder(nn.Module):
         cls = ModernBertLayer
         if cfg.remat != "none":
             cls = nn.remat(cls, policy=layers.REMAT_POLICIES[cfg.remat], static_argnums=(4,))
-        self.layers = [cls(cfg, self.dtype, i, name=f"layer_{i}") for i in range(cfg.num_layers)]
+        first, groups, last = layer_plan(cfg)
+        every, stack = cfg.global_attn_every_n_layers, []
+        if groups:
+            stack = layers.layer_stack(ModernBertGroup, cfg, self.dtype, groups, "group",
+                                       static_argnums=(4,), stack_name=f"layers_from_{first}")
+        tail = range(first + groups * every, cfg.num_layers)
+        self.layers = ([cls(cfg, self.dtype, i, name=f"layer_{i}") for i in range(first)]
+                       + stack + [cls(cfg, self.dtype, i, name=f"layer_{i}") for i in tail])
         self.final_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, use_bias=False)
 
     def __call__(self, input_ids, segments, positions, deterministic):

@@ -35,9 +35,6 @@ def defaults():
 def validate(cfg) -> None:
     encoder.validate(cfg)
     m = cfg.model
-    if m.scan_layers:
-        raise UserError("model.scan_layers=True: ModernBERT's layers differ in window and "
-                        "RoPE base, so they are unrolled; set model.scan_layers=False")
     if m.attention_impl == "flash":
         raise UserError("model.attention_impl=flash has no sliding window for ModernBERT's "
                         "local layers; use splash (TPU), cudnn (GPU), xla or auto")
