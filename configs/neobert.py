@@ -1,7 +1,8 @@
 """NeoBERT (Le Breton et al. 2025), as released: 28 x 768, pre-RMSNorm, RoPE, SwiGLU,
 20% masking, AdamW (b2 0.95) with cosine decay to 10%, 1M steps at 1,024 tokens then
 50,000 at 4,096 (2M tokens a step throughout); 221.7M parameters in the encoder and
-245.1M with its decoder (`neobert.parameter_count`; the paper says 250M).
+245.1M with its decoder (`neobert.parameter_count`; the released float32 file holds 245.2M;
+the paper rounds to 250M).
 
     python -m pretrainx.main --config=configs/neobert.py --workdir=gs://BUCKET/neobert \
         --config.data.train_files='/data/refinedweb/*.jsonl' \

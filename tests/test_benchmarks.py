@@ -73,6 +73,15 @@ def test_scan_layers_compares_both_forms_on_the_same_steps():
     assert seven["max_loss_difference"] < 1e-5 and seven["step_ratio_scanned_over_unrolled"] > 0
 
 
+@pytest.mark.slow
+def test_sts_contrastive_compares_pretrained_with_random_init(shared_data, pretrained_workdir):
+    _, out = _run("sts_contrastive.py", f"--workdir={pretrained_workdir}",
+                  f"--glue_dir={shared_data}/glue", "--seeds=1", "--epochs=1", "--limit=64")
+    assert -1 <= out["zero_shot"] <= 1 and len(out["random init"]["runs"]) == 1
+    assert out["pretrained_minus_random"] == pytest.approx(
+        out["pretrained"]["median"] - out["random init"]["median"])
+
+
 def test_long_context_times_steps_after_the_compiling_one():
     _, out = _run("long_context.py", "--seq_len=256", "--rows=2", "--steps=3")
     assert out["tokens_per_step"] == 512 and out["seconds_per_step"]["windows"] == 2

@@ -26,7 +26,8 @@ def is_finetuning(cfg) -> bool:
 def finetune_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
     c.objective = OBJECTIVE
-    c.task = "sst2"  # cola sst2 mrpc qqp stsb mnli qnli rte wnli | conll2003 | squad
+    c.task = "sst2"  # cola sst2 mrpc qqp stsb mnli qnli rte wnli | conll2003 | squad |
+    #                  contrastive (a sentence embedder: data.pairs_file, data.pooling)
     c.init_from = ""  # pretraining/fine-tuning workdir or HF directory; "" = random init
     c.seed = 0
     c.epochs = 3
@@ -75,6 +76,13 @@ def finetune_config() -> ml_collections.ConfigDict:
     # > 0: the last N of the training rows read are not trained on; they are scored
     # after every epoch and choose the best one (dev is reported there, not chosen on)
     c.data.holdout_examples = 0
+    # task contrastive (finetune/contrastive.py): TSV / JSONL / Parquet rows of an anchor,
+    # a positive and optionally a hard negative ("" = STS-B's train pairs scored >= 4);
+    # each text pooled (mean | cls), InfoNCE over the batch at a fixed temperature
+    c.data.pairs_file = ""
+    c.data.pair_fields = "anchor,positive"
+    c.data.pooling = "mean"
+    c.data.temperature = 0.05
 
     c.peft = ml_collections.ConfigDict()
     c.peft.method = "none"  # none | lora | adapter | prefix | prompt
@@ -126,6 +134,13 @@ def validate(cfg) -> ml_collections.ConfigDict:
         if not cfg.data.squad_dir:
             raise UserError("config key 'data.squad_dir' is empty; set it with "
                             "--config.data.squad_dir=DIR (train-v1.1.json, dev-v1.1.json)")
+    elif cfg.task == "contrastive":
+        config_lib.choice(cfg.data.pooling, "data.pooling", ("mean", "cls"))
+        if not cfg.data.temperature > 0:
+            raise UserError(f"data.temperature={cfg.data.temperature} must be positive")
+        if not (cfg.data.pairs_file or cfg.data.glue_dir):
+            raise UserError("task contrastive reads data.pairs_file, or STS-B's train pairs "
+                            "under data.glue_dir: set one")
     elif not (cfg.data.glue_dir or (cfg.task == "conll2003" and cfg.data.conll_dir)):
         raise UserError("config key 'data.glue_dir' is empty; set it with "
                         "--config.data.glue_dir=DIR (the folder with SST-2/, CoLA/, ...)")

@@ -81,7 +81,7 @@ class Split:
     indices: list
 
 
-def _rows(path: str):
+def tsv_rows(path: str):
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
             yield from enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE), start=1)
@@ -91,7 +91,7 @@ def _rows(path: str):
         raise UserError(f"cannot read GLUE file {path}: {e}") from None
 
 
-def _column_index(path, header, column, what):
+def column_index(path, header, column, what):
     if isinstance(column, int):
         return column
     if column not in header:
@@ -102,7 +102,7 @@ def _column_index(path, header, column, what):
 
 def read_split(task: Task, path: str, labelled: bool, limit: int = 0) -> Split:
     """Examples of one GLUE file; `limit` > 0 keeps the first `limit` rows."""
-    rows = _rows(path)
+    rows = tsv_rows(path)
     header = None
     has_header = task.header or not labelled  # GLUE's test files all have one
     text_columns = task.text_columns if labelled else (task.test_text_columns or task.text_columns)
@@ -111,8 +111,8 @@ def read_split(task: Task, path: str, labelled: bool, limit: int = 0) -> Split:
         if first is None:
             raise UserError(f"GLUE file {path} is empty")
         header = first[1]
-        text_idx = [_column_index(path, header, c, "text") for c in text_columns]
-        label_idx = _column_index(path, header, task.label_column, "label") if labelled else None
+        text_idx = [column_index(path, header, c, "text") for c in text_columns]
+        label_idx = column_index(path, header, task.label_column, "label") if labelled else None
         index_idx = header.index("index") if "index" in header else None
     else:
         text_idx, label_idx, index_idx = list(text_columns), task.label_column, None

@@ -20,7 +20,7 @@ from pretrainx import interop, models, sharding
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.finetune import config as ft_config
-from pretrainx.finetune import layerwise, task_data
+from pretrainx.finetune import contrastive, layerwise, task_data
 from pretrainx.models import heads, peft as peft_lib
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, state as state_lib, step as step_lib
@@ -197,9 +197,12 @@ def train(cfg, workdir: str, devices=None) -> dict:
                         f"must divide over {dp} data-parallel devices")
     example = _rows(data.train, np.zeros(1, np.int64))
     model = setup.model(data.head, data.num_labels)
+    embeds = data.head.startswith("embed_")  # rows of texts -> their embeddings
+    model = contrastive.Paired(model) if embeds else model
     shapes = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.key(0), example))["params"])
     tx, schedule = _optimizer(cfg, total_steps, setup.peft, shapes, steps_per_epoch)
-    objective = TaskLoss(data.head, data.regression)
+    objective = (contrastive.InfoNceLoss(cfg.data.temperature) if embeds
+                 else TaskLoss(data.head, data.regression))
     state, shardings = state_lib.create_state(model, tx, example, cfg.seed, mesh, rules)
     fresh = jax.device_get(state.params)
     taken, new = 0, ["all"]

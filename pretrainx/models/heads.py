@@ -1,6 +1,8 @@
 """The task heads every encoder fine-tunes under, written once.
 
-classify: the sequence pooled ([CLS] or the mean of its real tokens), optionally
+embed_mean / embed_cls: the encoder's last states pooled, nothing on top (contrastive
+fine-tuning, finetune/contrastive.py). classify: the sequence pooled ([CLS] or the mean
+of its real tokens), optionally
 through a pooler (dense + activation, BERT's tanh pooler, DeBERTa's ContextPooler,
 the crammed BERT's head), dropout, num_labels logits (1 for regression); tokens:
 dropout, num_labels logits per token (NER); span: start and end logits per token
@@ -44,6 +46,9 @@ def task_logits(x, attention_mask, *, head: str, num_labels: int, deterministic:
     `x` is already what the classifier reads (a family pooled it its own way)."""
     def drop(h):
         return layers.Dropout(dropout_rate)(h, deterministic=deterministic)
+
+    if head.startswith("embed_"):  # a sentence embedding: the pooled states, no layer
+        return {"logits": pool(x, attention_mask, head[len("embed_"):]).astype(jnp.float32)}
 
     axes = ("embed", "classes")
     if head == "classify" and pooling != "none":

@@ -214,6 +214,10 @@ class ModernBertForFineTuning(heads.TaskModel):
     def __call__(self, batch, deterministic: bool = True):
         cfg = self.cfg
         x = ModernBertEncoder(cfg, name="model")(*layers.packed_inputs(batch), deterministic)
+        if self.head.startswith("embed_"):  # the last states pooled, as sentence-transformers
+            return heads.task_logits(x, batch["attention_mask"], head=self.head, num_labels=0,
+                                     deterministic=deterministic, dtype=jnp.dtype(cfg.dtype),
+                                     init=None, dropout_rate=0.0)
         if self.head == "classify":
             x = heads.pool(x, batch["attention_mask"], cfg.classifier_pooling)
         return heads.task_logits(

@@ -1,0 +1,200 @@
+"""Contrastive fine-tuning into a sentence embedder (task `contrastive`): rows of an
+anchor, its positive and optionally a hard negative, each text pooled (mean or [CLS])
+by any encoder's `embed_mean` / `embed_cls` head, and InfoNCE over in-batch negatives
+(Sentence-BERT's MultipleNegativesRankingLoss, E5, GTE): each anchor against every
+positive and hard negative of the global batch, at a fixed temperature. Under jit the
+candidate matrix spans the whole batch, however it is sharded, so 1 device and 8 give
+the same loss.
+
+Pairs come from `data.pairs_file` (TSV with a header, JSONL, or Parquet; the columns
+`data.pair_fields` names) or, without one, from STS-B's training split (pairs scored
+>= 4 of 5, under data.glue_dir). Dev: STS-B's dev Spearman of cosine similarities when
+data.glue_dir is set, else retrieval over the last `data.holdout_examples` pairs
+(each anchor ranks every held-out positive: MRR@10, recall@1 and @10).
+"""
+
+import json
+import os
+
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pyarrow.parquet as pq
+
+from pretrainx.errors import UserError
+from pretrainx.finetune import glue, scores
+from pretrainx.finetune.task import EvalSet, TaskData, split_holdout
+
+INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+STS_POSITIVE = 4.0  # STS-B pairs at or above this score are positives (of 5)
+
+
+class Paired:
+    """A fine-tuning model over rows of k texts: inputs [B, k, L] run as [B*k, L] through
+    `model` (its parameters and their paths unchanged), embeddings back as [B, k, H]."""
+
+    def __init__(self, model):
+        self.model = model
+
+    @staticmethod
+    def _flat(batch):
+        return {k: v.reshape((-1,) + v.shape[2:]) if k in INPUTS else v
+                for k, v in batch.items() if k in INPUTS}
+
+    def init(self, rngs, batch, **kwargs):
+        return self.model.init(rngs, self._flat(batch), **kwargs)
+
+    def apply(self, variables, batch, *args, **kwargs):
+        rows, k = batch["input_ids"].shape[:2]
+        out = self.model.apply(variables, self._flat(batch), *args, **kwargs)
+        return {"logits": out["logits"].reshape(rows, k, -1)}
+
+
+class InfoNceLoss:
+    """The train step's objective for embedding rows [B, k, H]: cross-entropy of each
+    anchor's cosine similarities / temperature over the batch's positives and
+    negatives, its own positive the label."""
+
+    def __init__(self, temperature: float):
+        self.temperature = temperature
+
+    def loss_sums(self, outputs, batch) -> dict:
+        e = outputs["logits"].astype(jnp.float32)
+        e = e / jnp.maximum(jnp.linalg.norm(e, axis=-1, keepdims=True), 1e-12)
+        anchors, others = e[:, 0], e[:, 1:]
+        candidates = jnp.swapaxes(others, 0, 1).reshape(-1, e.shape[-1])  # positives first
+        logits = anchors @ candidates.T / self.temperature
+        labels = jnp.arange(e.shape[0])
+        loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+        correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
+        w = batch["weight"]
+        return {"loss_sum": jnp.sum(w * loss), "correct_sum": jnp.sum(w * correct),
+                "count": jnp.sum(w)}
+
+    def normalizers(self, batch) -> dict:
+        return {"n": jnp.maximum(jnp.sum(batch["weight"]), 1.0)}
+
+    def loss(self, sums, norms):
+        return sums["loss_sum"] / norms["n"]
+
+    def metrics(self, sums, norms) -> dict:
+        return {"accuracy": sums["correct_sum"] / norms["n"]}  # the positive ranked first
+
+
+def _cosines(outputs) -> np.ndarray:
+    e = np.asarray(outputs, np.float64)
+    e /= np.maximum(np.linalg.norm(e, axis=-1, keepdims=True), 1e-12)
+    return e
+
+
+def retrieval_scores(outputs) -> dict:
+    """{"mrr_at_10", "recall_at_1", "recall_at_10"}: each anchor (outputs[:, 0]) ranks
+    every row's positive (outputs[:, 1]) by cosine; its own is the relevant one."""
+    e = _cosines(outputs)
+    sims = e[:, 0] @ e[:, 1].T
+    rank = (sims > np.diag(sims)[:, None]).sum(axis=1)  # 0: first
+    return {"mrr_at_10": float(np.mean(np.where(rank < 10, 1.0 / (rank + 1), 0.0))),
+            "recall_at_1": float(np.mean(rank < 1)), "recall_at_10": float(np.mean(rank < 10))}
+
+
+def sts_scores(outputs, gold) -> dict:
+    e = _cosines(outputs)
+    similarity = np.sum(e[:, 0] * e[:, 1], axis=-1)
+    return {"spearman": scores.spearman(gold, similarity), "pearson": scores.pearson(gold, similarity)}
+
+
+def read_pairs(path: str, fields: list, limit: int = 0) -> list:
+    """[(anchor, positive[, negative])] of a TSV (with a header), JSONL or Parquet file."""
+    if not os.path.isfile(path):
+        raise UserError(f"data.pairs_file {path} not found")
+    rows = []
+    if path.endswith(".parquet"):
+        try:
+            table = pq.read_table(path, columns=fields)
+        except Exception as e:  # noqa: BLE001 - a missing column, a damaged file
+            raise UserError(f"{path}: cannot read columns {fields}: {str(e).splitlines()[0]}"
+                            ) from None
+        rows = list(zip(*(table.column(f).to_pylist() for f in fields)))
+    elif path.endswith((".jsonl", ".json")):
+        with open(path, encoding="utf-8") as f:
+            for line_no, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    rows.append(tuple(record[k] for k in fields))
+                except (json.JSONDecodeError, KeyError, TypeError) as e:
+                    raise UserError(f"{path} line {line_no}: not a JSON object with "
+                                    f"{', '.join(fields)} ({type(e).__name__}: {e})") from None
+    else:
+        lines = glue.tsv_rows(path)
+        header = next(lines, (0, None))[1]
+        if not header:
+            raise UserError(f"data.pairs_file {path} is empty")
+        index = [glue.column_index(path, header, f, "text") for f in fields]
+        for line_no, row in lines:
+            if len(row) != len(header):
+                raise UserError(f"{path} line {line_no}: {len(row)} tab-separated fields, "
+                                f"expected {len(header)} as in its header")
+            rows.append(tuple(row[i] for i in index))
+    rows = [r for r in rows if all(isinstance(t, str) and t.strip() for t in r)]
+    if not rows:
+        raise UserError(f"data.pairs_file {path} has no rows with all of {', '.join(fields)}")
+    return rows[:limit] if limit else rows
+
+
+def encode_rows(rows: list, tokenizer, seq_len: int) -> dict:
+    """Arrays [N, k, L] of rows of k texts, each [CLS] text [SEP] on its own."""
+    columns = []
+    for j in range(len(rows[0])):
+        split = glue.Split("", [(r[j],) for r in rows], None, [])
+        columns.append(glue.encode(split, tokenizer, seq_len, regression=False))
+    out = {k: np.stack([c[k] for c in columns], axis=1) for k in INPUTS}
+    out["weight"] = np.ones(len(rows), np.float32)
+    return out
+
+
+def _sts_pairs(glue_dir: str, limit: int = 0):
+    task = glue.get_task("stsb")
+    files = glue.task_files(task, glue_dir)
+    train = glue.read_split(task, files["train"], True)
+    rows = [t for t, y in zip(train.texts, train.labels) if y >= STS_POSITIVE]
+    return (rows[:limit] if limit else rows), glue.read_split(task, files["dev"][0], True), task
+
+
+def build(cfg, tokenizer) -> TaskData:
+    data = cfg.data
+    fields = [f.strip() for f in data.pair_fields.split(",") if f.strip()]
+    if len(fields) not in (2, 3):
+        raise UserError(f"data.pair_fields={data.pair_fields!r}: name an anchor and a positive "
+                        "column, and optionally a hard negative")
+    if data.pairs_file:
+        rows, source = read_pairs(data.pairs_file, fields, data.max_train_examples), data.pairs_file
+        sts_dev = None
+        if data.glue_dir:
+            _, sts_dev, _ = _sts_pairs(data.glue_dir)
+    else:
+        rows, sts_dev, _ = _sts_pairs(data.glue_dir, data.max_train_examples)
+        source = "STS-B train pairs scored >= 4"
+    train, held = split_holdout(rows, data.holdout_examples, source)
+    head = f"embed_{data.pooling}"
+    dev = []
+    if sts_dev is not None:
+        limit = data.max_eval_examples or len(sts_dev.texts)
+        arrays = encode_rows(sts_dev.texts[:limit], tokenizer, cfg.seq_len)
+        gold = np.asarray(sts_dev.labels[:limit])
+        dev.append(EvalSet("", arrays, lambda out, y=gold: sts_scores(out, y)))
+    holdout = None
+    if held:
+        holdout = EvalSet("holdout", encode_rows([r[:2] for r in held], tokenizer, cfg.seq_len),
+                          retrieval_scores)
+        if not dev:
+            dev.append(EvalSet("", holdout.arrays, retrieval_scores))
+            holdout = None
+    if not dev:
+        raise UserError("task contrastive needs a dev set: data.glue_dir (STS-B's dev) or "
+                        "data.holdout_examples > 0 (retrieval over held-out pairs)")
+    metrics = ("spearman", "pearson") if sts_dev is not None else (
+        "mrr_at_10", "recall_at_1", "recall_at_10")
+    return TaskData(head, (), metrics, encode_rows(train, tokenizer, cfg.seq_len), dev, [],
+                    holdout=holdout)
