@@ -3,12 +3,12 @@ encoder zero-shot and after contrastive fine-tuning, against the same encoder fr
 random init.
 
     python benchmarks/sts_contrastive.py --workdir=W --glue_dir=../shared/data/glue \
-        [--seeds=3] [--epochs=3] [--limit=0]
+        [--seeds=3] [--epochs=3] [--limit=0] [--learning_rate=3e-4]
 
 W is a pretraining workdir (any encoder). Zero-shot: the cosine of mean-pooled last
 states on STS-B's dev pairs (`python -m pretrainx.similarity`). Then `--seeds` runs of
 the `contrastive` fine-tuning task (InfoNCE over in-batch negatives on STS-B's train
-pairs scored >= 4, mean pooling, batch 32, length 64, lr 1e-4 (3e-4 from random init),
+pairs scored >= 4, mean pooling, batch 32, length 64, `--learning_rate` for both,
 `--epochs` epochs) from W and from a randomly initialised encoder of W's shape and
 tokenizer; each run's best dev Spearman. Prints median, min and max over the seeds; the
 last line is one JSON object.
@@ -32,7 +32,7 @@ from pretrainx.finetune import loop as finetune_loop  # noqa: E402
 from pretrainx.finetune.config import finetune_config  # noqa: E402
 from pretrainx.similarity import sts  # noqa: E402
 
-RATES = {"pretrained": 1e-4, "random init": 3e-4}
+STARTS = ("pretrained", "random init")
 
 
 def _config(args, seed: int, start: str):
@@ -42,7 +42,7 @@ def _config(args, seed: int, start: str):
         "task": "contrastive", "seed": seed, "epochs": args.epochs, "seq_len": 64,
         "global_batch_size": 32, "eval_batch_size": 128, "log_every": 1000,
         "data.glue_dir": args.glue_dir, "data.max_train_examples": args.limit,
-        "data.max_eval_examples": args.limit, "optimizer.learning_rate": RATES[start]})
+        "data.max_eval_examples": args.limit, "optimizer.learning_rate": args.learning_rate})
     if start == "pretrained":
         c.init_from = args.workdir
     else:  # the same encoder, its weights drawn afresh
@@ -63,12 +63,13 @@ def main():
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--limit", type=int, default=0, help="the first N pairs (0: all)")
+    parser.add_argument("--learning_rate", type=float, default=3e-4)
     args = parser.parse_args()
     zero_shot = sts(inference.load(args.workdir), args.glue_dir, "mean", "dev",
                     args.limit)["spearman"]
     print(f"zero-shot (mean pooling): Spearman {zero_shot:.4f}", flush=True)
-    out = {"workdir": args.workdir, "zero_shot": zero_shot}
-    for start in RATES:
+    out = {"workdir": args.workdir, "zero_shot": zero_shot, "learning_rate": args.learning_rate}
+    for start in STARTS:
         got = []
         for seed in range(args.seeds):
             with tempfile.TemporaryDirectory() as workdir:

@@ -53,8 +53,8 @@ def test_infonce_is_cross_entropy_over_every_candidate_of_the_batch():
 
 
 @pytest.mark.slow
-def test_in_batch_negatives_span_the_global_batch_on_one_device_and_eight(shared_data,
-                                                                         tmp_path):
+def test_in_batch_negatives_span_the_global_batch_on_one_device_and_eight(
+        shared_data, tmp_path):
     """STS-B's train pairs scored >= 4, a tiny BERT from random init: the same losses
     on one device and on 8 data-parallel ones (each holds 2 of the 16 anchors, and each
     anchor still ranks all 16 positives), the loss falling, STS-B dev Spearman scored."""

@@ -100,7 +100,8 @@ def retrieval_scores(outputs) -> dict:
 def sts_scores(outputs, gold) -> dict:
     e = _cosines(outputs)
     similarity = np.sum(e[:, 0] * e[:, 1], axis=-1)
-    return {"spearman": scores.spearman(gold, similarity), "pearson": scores.pearson(gold, similarity)}
+    return {"spearman": scores.spearman(gold, similarity),
+            "pearson": scores.pearson(gold, similarity)}
 
 
 def read_pairs(path: str, fields: list, limit: int = 0) -> list:
