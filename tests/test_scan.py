@@ -35,6 +35,24 @@ def _restack(params):
     return out
 
 
+def _assert_same(unrolled, scanned, params, stacked, batch, restack):
+    """The scanned model's outputs and gradients are the unrolled one's (1e-5; the
+    gradients relative to their largest, as leaves near 0 are sum-order noise)."""
+    want = unrolled.apply({"params": params}, batch)
+    got = scanned.apply({"params": stacked}, batch)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-5, err_msg=key)
+
+    def loss(p, model):
+        return sum(jnp.sum(v ** 2) for v in model.apply({"params": p}, batch).values())
+    g_unrolled = restack(jax.grad(loss)(params, unrolled))
+    g_scanned = jax.grad(loss)(stacked, scanned)
+    want, got = jax.tree_util.tree_leaves(g_unrolled), jax.tree_util.tree_leaves(g_scanned)
+    scale = max(float(np.max(np.abs(a))) for a in want)
+    for a, b in zip(want, got):
+        assert np.max(np.abs(b - a)) <= 1e-5 * scale
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("make", [tiny_bert_config, tiny_t5_config], ids=["bert", "t5"])
 @pytest.mark.parametrize("remat", ["none", "full"])
@@ -47,19 +65,7 @@ def test_scanned_stack_computes_what_the_unrolled_one_does(make, remat):
     scanned_shapes = jax.eval_shape(scanned.init, rngs, batch)["params"]
     assert (jax.tree_util.tree_structure(stacked)
             == jax.tree_util.tree_structure(nn.unbox(scanned_shapes)))
-    want = unrolled.apply({"params": params}, batch)
-    got = scanned.apply({"params": stacked}, batch)
-    for key in want:
-        np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-5, err_msg=key)
-
-    def loss(p, model):
-        return sum(jnp.sum(v ** 2) for v in model.apply({"params": p}, batch).values())
-    g_unrolled = _restack(jax.grad(loss)(params, unrolled))
-    g_scanned = jax.grad(loss)(stacked, scanned)
-    want, got = jax.tree_util.tree_leaves(g_unrolled), jax.tree_util.tree_leaves(g_scanned)
-    scale = max(float(np.max(np.abs(a))) for a in want)  # leaves near 0 are sum-order noise
-    for a, b in zip(want, got):
-        assert np.max(np.abs(b - a)) <= 1e-5 * scale
+    _assert_same(unrolled, scanned, params, stacked, batch, _restack)
 
 
 def _program_size(cfg):
@@ -122,19 +128,8 @@ def test_modernbert_scans_groups_of_a_global_and_its_local_layers(remat):
     back = interop.unstack_layers(stacked)
     assert all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(back),
                                                     jax.tree_util.tree_leaves(params)))
-    want = unrolled.apply({"params": params}, batch)
-    got = scanned.apply({"params": stacked}, batch)
-    for key in want:
-        np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-5, err_msg=key)
-
-    def loss(p, model):
-        return sum(jnp.sum(v ** 2) for v in model.apply({"params": p}, batch).values())
-    g_unrolled = interop.stack_layers(jax.grad(loss)(params, unrolled), like)
-    g_scanned = jax.grad(loss)(stacked, scanned)
-    want, got = jax.tree_util.tree_leaves(g_unrolled), jax.tree_util.tree_leaves(g_scanned)
-    scale = max(float(np.max(np.abs(a))) for a in want)
-    for a, b in zip(want, got):
-        assert np.max(np.abs(b - a)) <= 1e-5 * scale
+    _assert_same(unrolled, scanned, params, stacked, batch,
+                 lambda tree: interop.stack_layers(tree, like))
 
 
 def test_modernbert_scan_keeps_the_program_flat_in_depth():
