@@ -155,12 +155,11 @@ def encode_rows(rows: list, tokenizer, seq_len: int) -> dict:
     return out
 
 
-def _sts_pairs(glue_dir: str, limit: int = 0):
+def _sts_split(glue_dir: str, split: str):
+    """STS-B's train or dev split under `glue_dir` (texts and gold scores)."""
     task = glue.get_task("stsb")
     files = glue.task_files(task, glue_dir)
-    train = glue.read_split(task, files["train"], True)
-    rows = [t for t, y in zip(train.texts, train.labels) if y >= STS_POSITIVE]
-    return (rows[:limit] if limit else rows), glue.read_split(task, files["dev"][0], True), task
+    return glue.read_split(task, files["train"] if split == "train" else files["dev"][0], True)
 
 
 def build(cfg, tokenizer) -> TaskData:
@@ -171,12 +170,11 @@ def build(cfg, tokenizer) -> TaskData:
                         "column, and optionally a hard negative")
     if data.pairs_file:
         rows, source = read_pairs(data.pairs_file, fields, data.max_train_examples), data.pairs_file
-        sts_dev = None
-        if data.glue_dir:
-            _, sts_dev, _ = _sts_pairs(data.glue_dir)
-    else:
-        rows, sts_dev, _ = _sts_pairs(data.glue_dir, data.max_train_examples)
-        source = "STS-B train pairs scored >= 4"
+    else:  # STS-B's pairs scored >= 4 (the dev split is read below, not twice)
+        train_split = _sts_split(data.glue_dir, "train")
+        rows = [t for t, y in zip(train_split.texts, train_split.labels) if y >= STS_POSITIVE]
+        rows, source = rows[:data.max_train_examples or None], "STS-B train pairs scored >= 4"
+    sts_dev = _sts_split(data.glue_dir, "dev") if data.glue_dir else None
     train, held = split_holdout(rows, data.holdout_examples, source)
     head = f"embed_{data.pooling}"
     dev = []
