@@ -119,12 +119,28 @@ def _install(log, out) -> dict:
     return {"PYTHONPATH": os.pathsep.join([str(REPO), str(site)])}
 
 
+def _verdicts_from_log(log: pathlib.Path) -> dict:
+    """{test name: (verdict, None)} from the lines `-v` prints as each test ends, for a
+    part stopped before pytest wrote its JUnit XML (which it writes last, after
+    pytest-xdist's workers have shut down: on the H100 that took past the part's share)."""
+    import re
+    verdicts = {}
+    text = log.read_text(errors="replace") if log.exists() else ""
+    for line in text.splitlines():
+        found = re.search(r"\b(PASSED|FAILED|ERROR|SKIPPED)\b", line)
+        test = re.search(r"::(\S+)", line)
+        if found and test:
+            verdicts[test.group(1)] = (found.group(1).lower() + " (from the log)", None)
+    return verdicts
+
+
 def _test_verdicts(junit: pathlib.Path) -> dict:
-    """{test name: (verdict, seconds)} from pytest's JUnit XML."""
+    """{test name: (verdict, seconds)} from pytest's JUnit XML, or from the part's log
+    where the XML is missing."""
     import xml.etree.ElementTree as ET
     verdicts = {}
     if not junit.exists():
-        return verdicts
+        return _verdicts_from_log(junit.with_suffix(".log"))
     for case in ET.parse(junit).getroot().iter("testcase"):
         verdict = "passed"
         for kind in ("failure", "error", "skipped"):
@@ -163,7 +179,8 @@ def _summary(results: dict) -> str:
         lines.append("- " + ", ".join(f"{k} {x}" for k, x in v["packages"].items()))
     lines += [f"- {name}: {code} in {took:.0f} s" for name, (code, took) in
               results["parts"].items()] + ["", "## pytest -m gpu", ""]
-    lines += [f"- {name}: {verdict} ({took} s)" for name, (verdict, took) in
+    lines += [f"- {name}: {verdict}" + ("" if took is None else f" ({took} s)")
+              for name, (verdict, took) in
               results["tests"].items()]
     lines += ["", "## figures the tests reported", ""]
     lines += [f"- {json.dumps(r)}" for r in results["reported"]] + [""]
@@ -214,7 +231,7 @@ def run(args) -> int:
         families = (["tests/test_gpu.py::test_every_family_trains_in_bf16_and_resumes[bert]"]
                     if args.dry_run else ["-n", "6", "tests/test_gpu.py", "-k", "family"])
         parts["families"] = _run_part(
-            log, "families", pytest + families + ["--junitxml", str(work / "families.xml")],
+            log, "families", pytest + families + ["-v", "--junitxml", str(work / "families.xml")],
             env, work, left() * args.test_share * 0.5)
     if "tests" in wanted:  # alone: the quickstart's figures are timed
         parts["tests"] = _run_part(

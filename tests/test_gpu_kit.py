@@ -85,3 +85,20 @@ def test_the_run_step_dry_runs_its_whole_path_on_the_cpu(tmp_path):
     except ImportError:
         pass
     assert "pytest -m gpu" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_part_stopped_before_its_junit_keeps_the_verdicts_its_log_printed(tmp_path):
+    """On the H100 the families part ran out of its share while pytest-xdist shut its
+    workers down, after every test had ended: the verdicts `-v` printed still count."""
+    spec = importlib.util.spec_from_file_location("gpu_kit", REPO / "launch" / "gpu_kit.py")
+    kit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kit)
+    (tmp_path / "families.log").write_text(
+        "bringing up nodes...\n"
+        "[gw1] [ 50%] PASSED tests/test_gpu.py::test_every_family_trains_in_bf16_and_resumes[bert] \n"
+        "[gw0] [100%] FAILED tests/test_gpu.py::test_every_family_trains_in_bf16_and_resumes[t5] \n"
+        "KeyboardInterrupt\n")
+    verdicts = kit._test_verdicts(tmp_path / "families.xml")
+    assert verdicts == {
+        "test_every_family_trains_in_bf16_and_resumes[bert]": ("passed (from the log)", None),
+        "test_every_family_trains_in_bf16_and_resumes[t5]": ("failed (from the log)", None)}
