@@ -103,6 +103,10 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     # span; the mesh's data axis is mesh.data x mesh.dcn_data. -1: all slices.
     c.mesh.dcn_data = -1
     c.mesh.dcn_fsdp = 1
+    # ZeRO-1: parameters replicated over the data axes as in data parallelism, the
+    # optimizer state and its update split over them (1/N of the moments per device,
+    # no device repeating another's update); train/step.py says how.
+    c.mesh.shard_optimizer = False
     c.sharding_rules = DEFAULT_SHARDING_RULES
 
     c.optimizer = ml_collections.ConfigDict()

@@ -175,7 +175,8 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
                                      if phase.global_batch_size < dp else ""))
     tx = optim.make_optimizer(o, cfg.total_steps, getattr(objective, "frozen", ()), o.ema_decay)
     abstract = state_lib.abstract_state(model, tx, objective.example_batch(1, phase))
-    shardings = state_lib.state_shardings(abstract, mesh, rules)
+    zero = bool(cfg.mesh.shard_optimizer)
+    shardings = state_lib.state_shardings(abstract, mesh, rules, zero)
     state = jax.tree_util.tree_map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
                                    nn.unbox(abstract), shardings)
     batch_sharding = sharding.batch_sharding(mesh, rules)
@@ -186,8 +187,9 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
              for k, v in step_lib.clock(0).items()}
     schedule = phases_lib.learning_rate(cfg)
     step = step_lib.compile_train_step(
-        step_lib.make_train_step(model, tx, objective, schedule, cfg.micro_batches), mesh, rules,
-        shardings, {k: batch_sharding for k in batch})
+        step_lib.make_train_step(model, tx, objective, schedule, cfg.micro_batches,
+                                 state_lib.zero_of(abstract, shardings, mesh, rules, zero)),
+        mesh, rules, shardings, {k: batch_sharding for k in batch})
 
     chip_peak = CHIPS[generation].peak_flops
     hbm = CHIPS[generation].hbm_bytes // devices_per_chip
@@ -315,9 +317,10 @@ def _plan(cfg, topology, phase_index, search, num_slices, dcn_gbps) -> dict:
 # What --search tries: mesh layouts within a slice (the DCN factors stay the
 # config's), then remat policies x micro-batch counts.
 REMATS, MICRO_BATCHES = ("none", "dots", "full"), (1, 2, 4, 8)
-LAYOUTS = {"fsdp": {"data": 1, "fsdp": -1, "tensor": 1},
-           "data": {"data": -1, "fsdp": 1, "tensor": 1},
-           "fsdp_tensor2": {"data": 1, "fsdp": -1, "tensor": 2}}
+LAYOUTS = {"fsdp": {"data": 1, "fsdp": -1, "tensor": 1, "shard_optimizer": False},
+           "data": {"data": -1, "fsdp": 1, "tensor": 1, "shard_optimizer": False},
+           "zero1": {"data": -1, "fsdp": 1, "tensor": 1, "shard_optimizer": True},
+           "fsdp_tensor2": {"data": 1, "fsdp": -1, "tensor": 2, "shard_optimizer": False}}
 
 
 def _trial(cfg, remat=None, micro=None, layout=None, kernel=False):

@@ -1,9 +1,9 @@
 """Multi-host and multi-slice: two local processes under jax.distributed (2 CPU
 devices each, gloo collectives) standing for two slices (mesh.dcn_data=2: data
 parallel across the slices, FSDP inside each) must train exactly as one process
-with 4 devices, and a checkpoint written by either must resume in the other and on
-a run of another data-parallel size (one process, 2 devices), with the same
-examples next."""
+with 4 devices, and a checkpoint written by either must resume in the other (there
+with ZeRO-1's split optimizer state) and on a run of another data-parallel size (one
+process, 2 devices), with the same examples next."""
 
 import os
 import shutil
@@ -34,11 +34,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _train(workdir, processes: int, devices_per_process: int):
+def _train(workdir, processes: int, devices_per_process: int, extra=()):
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS=xla_flags(devices_per_process))
     command = [sys.executable, "-m", "pretrainx.main", "--config=configs/quickstart.py",
-               f"--workdir={workdir}", *TINY, *(SLICES if processes > 1 else [])]
+               f"--workdir={workdir}", *TINY, *(SLICES if processes > 1 else []), *extra]
     if processes > 1:
         port = _free_port()
         commands = [command + [f"--coordinator_address=127.0.0.1:{port}",
@@ -100,9 +100,13 @@ def test_two_slices_train_as_one_host_and_resume_on_another_size(tmp_path):
                    "data-parallel 4 -> 2", "mesh.dcn_data 2 -> -1",
                    "the same examples follow"):
         assert change in changed, (change, changed)
+    # ... and one host's checkpoint on two slices with ZeRO-1 (the optimizer state split
+    # over the data axis, across the two processes): the same losses still
     _copy_at_step_3(one, tmp_path / "one_then_two")
-    out = _train(tmp_path / "one_then_two", processes=2, devices_per_process=2)
+    out = _train(tmp_path / "one_then_two", processes=2, devices_per_process=2,
+                 extra=["--config.mesh.shard_optimizer=True"])
     assert "resumed from" in out[0] and "slices 1 -> 2" in out[0]
+    assert "mesh.shard_optimizer False -> True" in out[0]
     for resumed in ("two_then_smaller", "one_then_two"):
         losses = _losses(tmp_path / resumed)
         assert sorted(losses) == [4, 5, 6], (resumed, losses)

@@ -150,13 +150,14 @@ class Phases:
     `build(cfg)`: its model reads the phase's RoPE bases, its batches the phase's mix
     and masking rate."""
 
-    def __init__(self, cfg, objective, mesh, rules, tx, shardings, schedule, build=None):
+    def __init__(self, cfg, objective, mesh, rules, tx, shardings, schedule, build=None,
+                 zero=None):
         self.cfg, self.objective, self.mesh, self.rules = cfg, objective, mesh, rules
         self.batch_sharding = sharding.batch_sharding(mesh, rules)
         self._train_ds, self._eval_ds, self._steps, self._evals = {}, {}, {}, {}
         self._eval_batches = {}  # (phase index, source): whole batches in one pass
         self._objectives, self._fns = {}, {}
-        self._build, self._tx, self._shardings = build, tx, shardings
+        self._build, self._tx, self._shardings, self._zero = build, tx, shardings, zero
         self.schedule = schedule  # learning_rate(cfg), which tx follows too
 
     def objective_of(self, phase):
@@ -174,7 +175,7 @@ class Phases:
         if key not in self._fns:
             self._fns[key] = (
                 step_lib.make_train_step(objective.model, self._tx, objective, self.schedule,
-                                         self.cfg.micro_batches),
+                                         self.cfg.micro_batches, self._zero),
                 step_lib.make_eval_step(objective.model, objective))
         return self._fns[key]
 

@@ -22,7 +22,8 @@ _RUNTIME_MODEL_KEYS = ("dtype", "remat", "dropout_rate", "attention_dropout_rate
                        "float32_attention_logits", "initializer_range")
 # Keys a resumed run may change; it says so.
 _RESUMABLE_CHANGES = ("total_steps", "global_batch_size", "micro_batches", "mesh.data",
-                      "mesh.fsdp", "mesh.tensor", "mesh.dcn_data", "mesh.dcn_fsdp")
+                      "mesh.fsdp", "mesh.tensor", "mesh.dcn_data", "mesh.dcn_fsdp",
+                      "mesh.shard_optimizer")
 
 
 def _check_batches(cfg, mesh, rules):
@@ -133,10 +134,12 @@ class Run:
         init_batch = objective.example_batch(1, config_lib.phases(cfg)[0])
         abstract = state_lib.abstract_state(objective.model, tx, init_batch)
         self.n_params = state_lib.count_params(abstract)
-        shardings = state_lib.state_shardings(abstract, mesh, rules)
+        zero = bool(cfg.mesh.shard_optimizer)
+        shardings = state_lib.state_shardings(abstract, mesh, rules, zero)
         self.phases = Phases(cfg, objective, mesh, rules, tx, shardings, schedule,
                              build=lambda phase_cfg: objectives.build(phase_cfg, self.tokenizer,
-                                                                      imported))
+                                                                      imported),
+                             zero=state_lib.zero_of(abstract, shardings, mesh, rules, zero))
         _check_phase_shapes(cfg, self.phases, tx, abstract)
         self._log_start()
         # Measured before the input pipeline's threads start, so they do not skew it.

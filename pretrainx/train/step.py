@@ -37,10 +37,18 @@ def clock(schedule_step: int, every: int = 1, sharding=None) -> dict:
     return jax.device_put(values, sharding)  # one transfer for both, each step
 
 
-def make_train_step(model, tx, objective, schedule, micro_batches: int):
+def make_train_step(model, tx, objective, schedule, micro_batches: int, zero=None):
     """(state, batch, key, clock) -> (state, metrics); pure, to be jitted by
     `compile_train_step`. `clock` (see `clock`) sets the schedules' step and the
-    accumulation inside the step; None: they follow the optimizer's own counters."""
+    accumulation inside the step; None: they follow the optimizer's own counters.
+
+    `zero` (ZeRO-1, mesh.shard_optimizer): (the parameters' shardings, the same split
+    over the data-parallel axes as state.over_data gives them). The gradients are
+    constrained to the split one (a reduce-scatter where data parallelism would
+    all-reduce), the optimizer updates each device's slice of the parameters with its
+    slice of the moments, and the updated parameters are constrained back (an
+    all-gather). Explicit constraints keep the compiler from choosing FSDP's layout."""
+    constrain = jax.lax.with_sharding_constraint
 
     def loss_fn(params, batch, norms, rng):
         outputs = model.apply({"params": params}, batch, deterministic=False,
@@ -77,11 +85,16 @@ def make_train_step(model, tx, objective, schedule, micro_batches: int):
             (grads, loss, sums), _ = jax.lax.scan(
                 accumulate, (zeros_g, jnp.zeros((), jnp.float32), zeros_s),
                 (jnp.arange(micro_batches), micro))
+        if zero is not None:  # summed as the parameters are laid out, then split: the
+            # partitioner makes it a reduce-scatter (split at once, it gathers activations)
+            grads = constrain(constrain(grads, zero[0]), zero[1])
         grad_norm = optax.tree.norm(grads)
 
         def apply_update():
-            updates, new_opt_state = tx.update(grads, opt_state, state.params)
-            return optax.apply_updates(state.params, updates), new_opt_state
+            params = state.params if zero is None else constrain(state.params, zero[1])
+            updates, new_opt_state = tx.update(grads, opt_state, params)
+            params = optax.apply_updates(params, updates)
+            return (params if zero is None else constrain(params, zero[0])), new_opt_state
 
         # One bad batch must not poison a long run: a non-finite loss or gradient
         # leaves parameters and optimizer state as they were (the step and the data
