@@ -32,7 +32,7 @@ from absl import flags  # noqa: E402
 from flax import linen as nn  # noqa: E402
 
 from pretrainx import config as config_lib  # noqa: E402
-from pretrainx import dcn_traffic, hlo_bytes, objectives, sharding  # noqa: E402
+from pretrainx import dcn_traffic, hlo_bytes, kernel_cost, objectives, sharding  # noqa: E402
 
 from pretrainx.chips import CHIPS, GIB  # noqa: E402
 from pretrainx.errors import UserError  # noqa: E402
@@ -108,46 +108,6 @@ def _estimate(cost, generation, devices_per_chip, model_flops_device, micro_batc
     return roofline, "roofline: max(flops / peak, bytes accessed / HBM bandwidth)"
 
 
-def kernel_work(calls, global_batch, remat, generation, devices_per_chip, n_devices) -> dict:
-    """FLOPs and HBM bytes of a train step's attention kernels, which the compiler's cost
-    model cannot see into, and their seconds at the chip's roofline.
-
-    Per call (global shapes, rows scaled to the step's batch: a micro-batched step
-    traces one micro-batch): the forward's two matmuls (QK^T, PV) are 4 B H Lq Lk D
-    FLOPs, halved for a causal mask (the kernels skip blocks above the diagonal; with a
-    sliding window, Lk is the key blocks a query block meets); the
-    backward's two kernels (dK/dV, then dQ) recompute the scores and do 7 matmuls in
-    all, 3.5x the forward; a rematerialised step runs the forward twice. Bytes: each
-    kernel reads its blocked operand once per block of the other side (128 long)."""
-    calls, chip = list(calls), CHIPS[generation]
-    flops = bytes_ = 0.0
-    for c in calls:
-        rows = global_batch / c.batch
-        nq, nk = -(-c.q_len // 128), -(-c.kv_len // 128)  # attend pads to whole blocks
-        # A sliding window: a block meets at most 2 ceil(w / 128) + 1 blocks of the other side
-        band = 2 * -(-c.window // 128) + 1 if c.window else max(nq, nk)
-        q_len, kv_len = 128 * nq, 128 * nk
-        q_met, kv_met = 128 * min(nq, band), 128 * min(nk, band)  # per block of the other
-        fwd = 4.0 * c.batch * c.heads * q_len * kv_met * c.head_dim * rows
-        if c.causal and q_len == kv_len:
-            fwd /= 2
-        flops += fwd * (1 + 3.5 + (remat != "none"))
-        per = c.batch * rows * c.heads * c.head_dim * c.itemsize
-        fwd_bytes = per * (2 * q_len + 2 * kv_met * nq)  # q, o; k, v per q block
-        bwd_bytes = (per * (4 * kv_len + 3 * q_met * nk)  # dK/dV: q, o, dO per kv block
-                     + per * (3 * q_len + 2 * kv_met * nq))  # dQ: k, v per q block
-        bytes_ += fwd_bytes * (1 + (remat != "none")) + bwd_bytes
-    flops_dev, bytes_dev = flops / n_devices, bytes_ / n_devices
-    seconds = max(flops_dev / (chip.peak_flops / devices_per_chip),
-                  bytes_dev / (chip.hbm_bandwidth / devices_per_chip))
-    impls = sorted({c.impl for c in calls})
-    return {"impl": "/".join(impls), "calls": len(calls), "flops_per_step": flops,
-            "flops_per_device": flops_dev, "bytes_per_device": bytes_dev,
-            "est_seconds": seconds,
-            "note": "the compiler's cost model cannot see inside a Mosaic kernel; these "
-                    "FLOPs and bytes are counted from the shapes and added at the roofline"}
-
-
 def _dcn(compiled_text, n_slices, generation, devices_per_chip, gbps_per_chip) -> dict:
     """What crosses slices per step, and its seconds at the DCN bandwidth."""
     per_chip = gbps_per_chip * 1e9 / 8 if gbps_per_chip else CHIPS[generation].dcn_bandwidth
@@ -219,7 +179,7 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
     cost = dict(cost[0] if isinstance(cost, (list, tuple)) else (cost or {}))
     kernels = None
     if kernel_calls:  # the cost model counts a Mosaic kernel as nothing: add its work
-        kernels = kernel_work(kernel_calls.values(), phase.global_batch_size, cfg.model.remat,
+        kernels = kernel_cost.kernel_work(kernel_calls.values(), phase.global_batch_size, cfg.model.remat,
                               generation, devices_per_chip, n)
         cost["flops"] = float(cost.get("flops", 0.0)) + kernels["flops_per_device"]
         cost["bytes accessed"] = (float(cost.get("bytes accessed", 0.0))
@@ -227,13 +187,19 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
         out["attention_kernels"] = kernels
     seconds, source = _estimate(cost, generation, devices_per_chip, model_flops / n,
                                 cfg.micro_batches)
-    if seconds:
+    if seconds or cfg.micro_batches > 1:
         chip = CHIPS[generation]
         out["memory_traffic"] = hlo_bytes.of_compiled(
             compiled, float(cost.get("bytes accessed", 0.0)), float(cost.get("flops", 0.0)),
             model_flops / n, chip.peak_flops / devices_per_chip,
             chip.hbm_bandwidth / devices_per_chip, kernels and kernels["bytes_per_device"],
             chip.clock_hz)
+    cycles = out.get("memory_traffic", {}).get("compiler_cycles_seconds")
+    if seconds is None and cfg.micro_batches > 1 and cycles and not kernels:
+        # the compiler's per-instruction cycles count the loop per iteration
+        seconds, source = cycles, (
+            f"compiler's cycles: the loop over {cfg.micro_batches} micro-batches counted "
+            "per iteration (the cost analysis counts it once, so no roofline)")
     if kernels and seconds and source.startswith("cost_model"):
         seconds += kernels["est_seconds"]
         source += " + attention kernels at the chip's roofline"
@@ -356,8 +322,10 @@ def _search(cfg, phase, devices, generation, per_chip, dcn_gbps=None) -> dict:
 
     def best_of(results):
         fitting = [t for t in results if t["fits"]]
-        if fitting:
-            return min(fitting, key=lambda t: t["est_step_seconds"] or math.inf)
+        if fitting:  # a micro-batched point's time is the compiler's cycles, another
+            # estimate than the others': it wins only where nothing else fits
+            return min(fitting, key=lambda t: (t["estimate"].startswith("compiler's cycles"),
+                                               t["est_step_seconds"] or math.inf))
         return min(results, key=lambda t: t.get("per_device_bytes") or math.inf)
 
     kernels = (False, True) if "attention_impl" in cfg.model else (False,)

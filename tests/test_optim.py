@@ -183,3 +183,43 @@ def test_schedule_values_at_start_warmup_end_middle_and_last_step(kind, expected
     schedule = optim.learning_rate_schedule(cfg, 1000)
     np.testing.assert_allclose([float(schedule(s)) for s in (0, 100, 550, 1000)], expected,
                                rtol=1e-6, atol=1e-12)
+
+
+def test_the_lamb_recipe_is_the_papers_mixed_batch_run():
+    """configs/bert_large_lamb.py: You et al.'s 64k/32k run (7,037 + 1,562 steps), each
+    phase warming up again; one LAMB update of a weight matrix and a bias as the paper's
+    algorithm 2 computes them (bias-corrected Adam direction plus weight decay, scaled by
+    ||w|| / ||direction||; the bias without decay and trust ratio, as BERT excludes)."""
+    from conftest import load_config
+    from pretrainx import config as config_lib
+    from pretrainx.train import phases as phases_lib
+    cfg = load_config("bert_large_lamb.py")
+    assert (cfg.model.num_layers, cfg.model.hidden_size) == (24, 1024)
+    assert [(p.start, p.end, p.global_batch_size, p.seq_len, p.max_predictions)
+            for p in config_lib.phases(cfg)] == [(0, 7037, 65536, 128, 20),
+                                                (7037, 8599, 32768, 512, 80)]
+    lr = phases_lib.learning_rate(cfg)
+    peak = 5e-3 * np.sqrt(2)
+    np.testing.assert_allclose([lr(0), lr(1407), lr(2815), lr(7037), lr(7037 + 156),
+                                lr(7037 + 312), lr(8598)],
+                               [0, peak * 1407 / 2815, peak, 0, 2.5e-3, 5e-3, 5e-3 / 1250],
+                               rtol=2e-3, atol=1e-9)
+
+    o = cfg.optimizer
+    tx = optim.make_optimizer(o, cfg.total_steps, schedule=lambda _: 1e-3)
+    w = np.array([[1.0, -2.0], [0.5, 3.0]], np.float32)
+    b = np.array([0.2, -0.1], np.float32)
+    gw = np.array([[0.3, 0.1], [-0.2, 0.4]], np.float32)
+    gb = np.array([0.05, -0.02], np.float32)
+    params, grads = {"dense": {"kernel": w, "bias": b}}, {"dense": {"kernel": gw, "bias": gb}}
+    updates, _ = tx.update(grads, tx.init(params), params)
+    scale = min(1.0, o.grad_clip / np.sqrt(np.sum(gw ** 2) + np.sum(gb ** 2)))
+
+    def adam(g):  # step 1, bias-corrected: m / (sqrt(v) + eps) = g / (|g| + eps)
+        g = g * scale
+        return g / (np.abs(g) + o.eps)
+
+    direction = adam(gw) + o.weight_decay * w
+    want_w = -1e-3 * np.linalg.norm(w) / np.linalg.norm(direction) * direction
+    np.testing.assert_allclose(updates["dense"]["kernel"], want_w, rtol=1e-5)
+    np.testing.assert_allclose(updates["dense"]["bias"], -1e-3 * adam(gb), rtol=1e-5)

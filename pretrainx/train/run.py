@@ -2,6 +2,8 @@
 objective, mesh, optimizer, the state (restored, imported or fresh) and the data
 position. A refused run changes nothing in its workdir."""
 
+import functools
+
 import jax
 from etils import epath  # local paths and gs:// alike
 from flax import linen as nn
@@ -134,12 +136,11 @@ class Run:
         init_batch = objective.example_batch(1, config_lib.phases(cfg)[0])
         abstract = state_lib.abstract_state(objective.model, tx, init_batch)
         self.n_params = state_lib.count_params(abstract)
-        zero = bool(cfg.mesh.shard_optimizer)
+        zero = cfg.mesh.shard_optimizer
         shardings = state_lib.state_shardings(abstract, mesh, rules, zero)
-        self.phases = Phases(cfg, objective, mesh, rules, tx, shardings, schedule,
-                             build=lambda phase_cfg: objectives.build(phase_cfg, self.tokenizer,
-                                                                      imported),
-                             zero=state_lib.zero_of(abstract, shardings, mesh, rules, zero))
+        build = functools.partial(objectives.build, tokenizer=self.tokenizer, imported=imported)
+        self.phases = Phases(cfg, objective, mesh, rules, tx, shardings, schedule, build,
+                             state_lib.zero_of(abstract, shardings, mesh, rules, zero))
         _check_phase_shapes(cfg, self.phases, tx, abstract)
         self._log_start()
         # Measured before the input pipeline's threads start, so they do not skew it.

@@ -37,6 +37,25 @@ def clock(schedule_step: int, every: int = 1, sharding=None) -> dict:
     return jax.device_put(values, sharding)  # one transfer for both, each step
 
 
+def _accumulated(grad_fn, params, batch, norms, rng, micro_batches: int):
+    """(loss, sums, gradients) summed over the batch's micro-batches in a lax.scan, each
+    with its own dropout key; `grad_fn` as make_train_step's."""
+    micro = _split_micro(batch, micro_batches)
+
+    def accumulate(carry, xs):
+        index, mb = xs
+        (l, s), g = grad_fn(params, mb, norms, jax.random.fold_in(rng, index))
+        acc_l, acc_s, acc_g = carry
+        return (acc_l + l, jax.tree_util.tree_map(jnp.add, acc_s, s),
+                jax.tree_util.tree_map(jnp.add, acc_g, g)), None
+
+    first = jax.tree_util.tree_map(lambda x: x[0], micro)
+    (_, zeros_s), _ = jax.eval_shape(lambda: grad_fn(params, first, norms, rng))
+    zeros = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, zeros_s),
+             jax.tree_util.tree_map(jnp.zeros_like, params))
+    return jax.lax.scan(accumulate, zeros, (jnp.arange(micro_batches), micro))[0]
+
+
 def make_train_step(model, tx, objective, schedule, micro_batches: int, zero=None):
     """(state, batch, key, clock) -> (state, metrics); pure, to be jitted by
     `compile_train_step`. `clock` (see `clock`) sets the schedules' step and the
@@ -69,22 +88,8 @@ def make_train_step(model, tx, objective, schedule, micro_batches: int, zero=Non
         if micro_batches == 1:
             (loss, sums), grads = grad_fn(state.params, batch, norms, rng)
         else:
-            micro = _split_micro(batch, micro_batches)
-
-            def accumulate(carry, xs):
-                index, mb = xs
-                (l, s), g = grad_fn(state.params, mb, norms, jax.random.fold_in(rng, index))
-                acc_g, acc_l, acc_s = carry
-                return (jax.tree_util.tree_map(jnp.add, acc_g, g), acc_l + l,
-                        jax.tree_util.tree_map(jnp.add, acc_s, s)), None
-
-            zeros_g = jax.tree_util.tree_map(jnp.zeros_like, state.params)
-            zeros_s = jax.tree_util.tree_map(
-                jnp.zeros_like, jax.eval_shape(lambda: loss_fn(
-                    state.params, jax.tree_util.tree_map(lambda x: x[0], micro), norms, rng)[1]))
-            (grads, loss, sums), _ = jax.lax.scan(
-                accumulate, (zeros_g, jnp.zeros((), jnp.float32), zeros_s),
-                (jnp.arange(micro_batches), micro))
+            loss, sums, grads = _accumulated(grad_fn, state.params, batch, norms, rng,
+                                             micro_batches)
         if zero is not None:  # summed as the parameters are laid out, then split: the
             # partitioner makes it a reduce-scatter (split at once, it gathers activations)
             grads = constrain(constrain(grads, zero[0]), zero[1])
