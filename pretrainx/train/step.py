@@ -62,11 +62,11 @@ def make_train_step(model, tx, objective, schedule, micro_batches: int, zero=Non
     accumulation inside the step; None: they follow the optimizer's own counters.
 
     `zero` (ZeRO-1, mesh.shard_optimizer): (the parameters' shardings, the same split
-    over the data-parallel axes as state.over_data gives them). The gradients are
-    constrained to the split one (a reduce-scatter where data parallelism would
-    all-reduce), the optimizer updates each device's slice of the parameters with its
-    slice of the moments, and the updated parameters are constrained back (an
-    all-gather). Explicit constraints keep the compiler from choosing FSDP's layout."""
+    over the data-parallel axes as state.over_data gives them). The gradients are summed
+    as the parameters are laid out and then constrained to the split one, the optimizer
+    updates each device's slice of the parameters with its slice of the moments, and the
+    updated parameters are constrained back (an all-gather). Explicit constraints keep
+    the compiler from choosing FSDP's layout."""
     constrain = jax.lax.with_sharding_constraint
 
     def loss_fn(params, batch, norms, rng):
@@ -90,8 +90,8 @@ def make_train_step(model, tx, objective, schedule, micro_batches: int, zero=Non
         else:
             loss, sums, grads = _accumulated(grad_fn, state.params, batch, norms, rng,
                                              micro_batches)
-        if zero is not None:  # summed as the parameters are laid out, then split: the
-            # partitioner makes it a reduce-scatter (split at once, it gathers activations)
+        if zero is not None:  # summed whole, then split (an all-reduce and a slice in
+            # the programs compiled here); split at once, XLA gathered activations instead
             grads = constrain(constrain(grads, zero[0]), zero[1])
         grad_norm = optax.tree.norm(grads)
 
