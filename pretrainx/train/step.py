@@ -37,9 +37,9 @@ def clock(schedule_step: int, every: int = 1, sharding=None) -> dict:
     return jax.device_put(values, sharding)  # one transfer for both, each step
 
 
-def _accumulated(grad_fn, params, batch, norms, rng, micro_batches: int):
+def _accumulated(loss_fn, grad_fn, params, batch, norms, rng, micro_batches: int):
     """(loss, sums, gradients) summed over the batch's micro-batches in a lax.scan, each
-    with its own dropout key; `grad_fn` as make_train_step's."""
+    with its own dropout key; `loss_fn` and `grad_fn` as make_train_step's."""
     micro = _split_micro(batch, micro_batches)
 
     def accumulate(carry, xs):
@@ -50,7 +50,7 @@ def _accumulated(grad_fn, params, batch, norms, rng, micro_batches: int):
                 jax.tree_util.tree_map(jnp.add, acc_g, g)), None
 
     first = jax.tree_util.tree_map(lambda x: x[0], micro)
-    (_, zeros_s), _ = jax.eval_shape(lambda: grad_fn(params, first, norms, rng))
+    _, zeros_s = jax.eval_shape(lambda: loss_fn(params, first, norms, rng))  # no backward
     zeros = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, zeros_s),
              jax.tree_util.tree_map(jnp.zeros_like, params))
     return jax.lax.scan(accumulate, zeros, (jnp.arange(micro_batches), micro))[0]
@@ -88,8 +88,8 @@ def make_train_step(model, tx, objective, schedule, micro_batches: int, zero=Non
         if micro_batches == 1:
             (loss, sums), grads = grad_fn(state.params, batch, norms, rng)
         else:
-            loss, sums, grads = _accumulated(grad_fn, state.params, batch, norms, rng,
-                                             micro_batches)
+            loss, sums, grads = _accumulated(loss_fn, grad_fn, state.params, batch, norms,
+                                             rng, micro_batches)
         if zero is not None:  # summed whole, then split (an all-reduce and a slice in
             # the programs compiled here); split at once, XLA gathered activations instead
             grads = constrain(constrain(grads, zero[0]), zero[1])
