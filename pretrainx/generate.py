@@ -10,6 +10,7 @@ greedily or by beam search (--num_beams; BART's decoding keeps a key-value cache
 the prompt, "<mask>" is the tokenizer's mask token: a pretrained BART fills it in.
 """
 
+import jax
 import numpy as np
 from absl import flags
 
@@ -86,8 +87,12 @@ def _encoder_decoder(pretrained, family, tokenizer) -> int:
     model_cfg.scan_layers = False  # interop.load unrolls scanned layers
     tokens = np.asarray([ids], np.int32)
     try:
-        out = family.generate(model_cfg, pretrained.params, tokens, np.ones_like(tokens),
-                              _MAX_NEW.value, tokenizer.sep_id, tokenizer.pad_id, _BEAMS.value)
+        # one program (run eagerly, every op of the encoder and the first decode would
+        # compile alone)
+        search = jax.jit(lambda params, t, s: family.generate(
+            model_cfg, params, t, s, _MAX_NEW.value, tokenizer.sep_id, tokenizer.pad_id,
+            _BEAMS.value))
+        out = search(pretrained.params, tokens, np.ones_like(tokens))
     except ValueError as e:
         raise UserError(str(e)) from None
     print(text_to_text.decode(tokenizer, np.asarray(out)[0], framing), flush=True)

@@ -10,7 +10,9 @@ position, as the family's entry computes them (registry.Family.outputs).
 """
 
 import dataclasses
+import functools
 
+import jax
 import numpy as np
 
 from pretrainx import interop, models, registry
@@ -52,9 +54,16 @@ class Model:
             input_ids[i, :len(row)], mask[i, :len(row)] = row, 1
         batch = {"input_ids": input_ids, "attention_mask": mask,
                  "token_type_ids": np.zeros_like(input_ids)}
-        out = self.family.outputs(self.pretrained.model, self.pretrained.params, batch)
+        out = self._outputs(self.pretrained.params, batch)
         return {"input_ids": input_ids[:, :width], "attention_mask": mask[:, :width],
                 **{k: np.asarray(v, np.float32)[:, :width] for k, v in out.items()}}
+
+    @functools.cached_property
+    def _outputs(self):
+        """The family's outputs as one compiled program per batch shape (run eagerly,
+        each op of each layer would compile alone, on every call's new shapes)."""
+        family, cfg = self.family, self.pretrained.model
+        return jax.jit(lambda params, batch: family.outputs(cfg, params, batch))
 
     def _bucket(self, width: int) -> int:
         """The width rows are run at: a multiple of 16 within the model's positions, so

@@ -87,6 +87,24 @@ def remove_old_steps(directory: str) -> None:
         os.rmdir(trash)
 
 
+def save_replicas_whole_in_one_process() -> None:
+    """One process holds every replica of an array, so Orbax's replica-parallel saving
+    (each replica writes a slice, so that hosts share the writing) gains nothing there,
+    and it compiles a slicing program for each array and device: a save of 30 small
+    arrays on a (2, 2, 2) CPU mesh made 240 compiles and took 8.6 s, against 0.05 s
+    without. Several processes keep Orbax's default; the files restore either way."""
+    if jax.process_count() > 1:
+        return
+    try:  # where Orbax keeps the store its default handler gets (not exported)
+        from orbax.checkpoint._src.metadata import array_metadata_store
+    except ImportError:  # moved in another Orbax: keep its default handler
+        return
+    ocp.type_handlers.register_type_handler(
+        jax.Array, ocp.type_handlers.ArrayHandler(
+            array_metadata_store=array_metadata_store.Store(), use_replica_parallel=False),
+        override=True)
+
+
 def check_writable(directory: str) -> None:
     """A checkpoint folder that is a file, or that cannot be written, refused at the
     start in one line (Orbax finds out at the first save, minutes into an Orbax retry
@@ -109,6 +127,7 @@ class Checkpointer:
     def __init__(self, workdir: str, keep: int, save_every: int):
         for name in ("absl", "asyncio"):
             logging.getLogger(name).addFilter(_QUIET)  # once: filters are a set
+        save_replicas_whole_in_one_process()
         local = "://" not in workdir
         root = os.path.abspath(workdir) if local else workdir
         self.directory = f"{root.rstrip('/')}/checkpoints"
