@@ -200,13 +200,16 @@ def assert_packed_examples_see_only_themselves(model, make_params, examples, len
     batch = {"input_ids": pad(row["input_ids"]), "attention_mask": pad(row["segment_ids"]),
              "positions": pad(row["positions"]),
              "masked_lm_positions": np.arange(length, dtype=np.int32)[None]}
+    # jitted: eagerly, every op of every layer compiles alone (298 compiles for
+    # ModernBERT's three layers; 22 s -> 5 s at 8,192 tokens)
+    apply = jax.jit(lambda p, b: model.apply({"params": p}, b)["mlm_logits"])
     params = make_params(batch)
-    together = np.asarray(model.apply({"params": params}, batch)["mlm_logits"])[0]
+    together = np.asarray(apply(params, batch))[0]
     start = 0
     for e in examples:
         alone = {"input_ids": e[None], "attention_mask": np.ones_like(e)[None],
                  "masked_lm_positions": np.arange(e.size, dtype=np.int32)[None]}
-        logits = np.asarray(model.apply({"params": params}, alone)["mlm_logits"])[0]
+        logits = np.asarray(apply(params, alone))[0]
         np.testing.assert_allclose(together[start:start + e.size], logits, rtol=0, atol=1e-5)
         start += e.size
     return n

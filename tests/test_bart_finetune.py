@@ -64,9 +64,10 @@ def test_greedy_and_beam_search_write_what_transformers_generate_writes(seed):
     length, written = 12, {}
     for beams, penalty, early in ((1, 1.0, False), (3, 1.0, False), (4, 2.0, False),
                                   (3, 0.5, True), (2, 1.0, "never")):
-        ours = np.asarray(bart.generate(cfg, params, jnp.asarray(tokens),
-                                        jnp.asarray(segments), length, EOS, PAD, beams,
-                                        penalty, early))
+        # jitted as a whole, as fine-tuning runs it (eagerly, every op compiles alone)
+        search = jax.jit(lambda p, t, s: bart.generate(
+            cfg, p, t, s, length, EOS, PAD, beams, penalty, early))
+        ours = np.asarray(search(params, jnp.asarray(tokens), jnp.asarray(segments)))
         with torch.no_grad():
             theirs = model.generate(torch.tensor(tokens), attention_mask=torch.tensor(segments),
                                     max_new_tokens=length, num_beams=beams, do_sample=False,

@@ -40,7 +40,7 @@ def _batch():
 
 
 def _init(model, batch):
-    params = jax.device_get(nn.unbox(model.init(jax.random.key(3), batch)["params"]))
+    params = jax.device_get(nn.unbox(jax.jit(model.init)(jax.random.key(3), batch)["params"]))
     return jax.tree_util.tree_map(lambda x: np.asarray(x, np.float32), params)
 
 
@@ -95,9 +95,11 @@ def test_packed_segments_never_see_each_other():
     b = batch["input_ids"][2][batch["attention_mask"][2] > 0]
     packed = np.concatenate([a, b])[None]
     segments = np.concatenate([np.ones(len(a), np.int32), np.full(len(b), 2, np.int32)])[None]
-    params = encoder.init(jax.random.key(0), packed, np.zeros_like(packed), segments, True)
-    run = lambda ids, seg: np.asarray(encoder.apply(params, ids, np.zeros_like(ids), seg,
-                                                    True)[0])
+    # jitted (eagerly, every op of every layer compiles alone); `True`: deterministic
+    params = jax.jit(encoder.init, static_argnums=4)(
+        jax.random.key(0), packed, np.zeros_like(packed), segments, True)
+    apply = jax.jit(encoder.apply, static_argnums=4)
+    run = lambda ids, seg: np.asarray(apply(params, ids, np.zeros_like(ids), seg, True)[0])
     together = run(packed, segments)[0]
     alone_a = run(a[None], np.ones((1, len(a)), np.int32))[0]
     alone_b = run(b[None], np.ones((1, len(b)), np.int32))[0]
@@ -211,7 +213,7 @@ def test_gradient_disentangled_embedding_sharing():
                  masked_lm_positions=np.tile(np.arange(batch["input_ids"].shape[1],
                                                        dtype=np.int32), (3, 1)))
     model = deberta_rtd.DebertaV3ForPreTraining(cfg)
-    params = nn.unbox(model.init(jax.random.key(0), batch)["params"])
+    params = nn.unbox(jax.jit(model.init)(jax.random.key(0), batch)["params"])
     assert not np.any(np.asarray(params["discriminator"]["token_embed"]["embedding"]))
 
     def grads(gen_weight, disc_weight):
@@ -220,7 +222,7 @@ def test_gradient_disentangled_embedding_sharing():
                               rngs={"dropout": jax.random.key(1)})
             sums = rtd.loss_sums(out, batch)
             return rtd.loss(sums, rtd.normalizers(batch), gen_weight, disc_weight)
-        return jax.grad(loss)(params)
+        return jax.jit(jax.grad(loss))(params)
 
     def moved(tree):
         return any(np.any(np.asarray(x)) for x in jax.tree_util.tree_leaves(tree))

@@ -95,7 +95,7 @@ def test_each_direction_sees_only_its_own_side():
     tok = words.WordTokenizer(str(VOCAB))
     ids = np.array([tok.encode("Down , down , down . Would the fall never come to an end ?")])
     batch = {"chars": tok.chars[ids], "segment_ids": np.ones_like(ids)}
-    params = model.init(jax.random.key(0), batch)["params"]
+    params = jax.jit(model.init)(jax.random.key(0), batch)["params"]
     apply = jax.jit(model.apply)
     base = apply({"params": params}, batch)
     k = 6
@@ -120,7 +120,7 @@ def test_scalar_mix_weights_the_layers():
     tok = words.WordTokenizer(str(VOCAB))
     ids = np.array([tok.encode("The Queen was in a furious passion .")])
     batch = {"chars": tok.chars[ids], "segment_ids": np.ones_like(ids)}
-    params = model.init(jax.random.key(0), batch)["params"]
+    params = jax.jit(model.init)(jax.random.key(0), batch)["params"]
     reps = jax.jit(lambda p: model.apply({"params": p}, batch, representations=True))(
         params)["layers"]
     assert len(reps) == 3 and all(r.shape == (1, ids.shape[1], 64) for r in reps)

@@ -102,9 +102,10 @@ def test_a_document_sees_nothing_of_its_neighbours(vocab):
               "positions": np.array([list(range(len(a))) + list(range(len(b)))])}
     alone = {"inputs": np.array([b]), "segment_ids": np.ones((1, len(b)), np.int32),
              "positions": np.arange(len(b))[None]}
-    params = model.init(jax.random.key(0), alone)["params"]
-    both = model.apply({"params": params}, packed)["logits"][0, len(a):]
-    single = model.apply({"params": params}, alone)["logits"][0]
+    params = jax.jit(model.init)(jax.random.key(0), alone)["params"]
+    apply = jax.jit(model.apply)  # eagerly, every op of every layer compiles alone
+    both = apply({"params": params}, packed)["logits"][0, len(a):]
+    single = apply({"params": params}, alone)["logits"][0]
     np.testing.assert_allclose(both, single, atol=1e-5)
 
 

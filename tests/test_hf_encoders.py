@@ -64,7 +64,7 @@ def _batch(tokenizer, pairs=False):
 def _init(cfg, batch, tokenizer):
     """The objective's model with random weights, read as a finished run of it is."""
     objective = objectives.build(cfg, tokenizer)
-    params = objective.model.init(jax.random.key(0), batch)["params"]
+    params = jax.jit(objective.model.init)(jax.random.key(0), batch)["params"]
     params = interop.unstack_layers(jax.tree_util.tree_map(
         lambda x: np.asarray(x, np.float32), jax.device_get(nn.unbox(params))))
     model, converted, head = objectives.OBJECTIVES.get(cfg.objective, "objective").as_pretrained(

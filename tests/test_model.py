@@ -34,12 +34,13 @@ def test_masked_prediction_depends_on_its_neighbours():
              "attention_mask": jnp.array([[1] * 12 + [0] * 4]),
              "masked_lm_positions": jnp.array([[5]]), "masked_lm_ids": jnp.array([[0]]),
              "masked_lm_weights": jnp.ones((1, 1))}
-    params = model.init({"params": jax.random.key(0)}, batch)
-    base = model.apply(params, batch)["mlm_logits"]
+    params = jax.jit(model.init)({"params": jax.random.key(0)}, batch)
+    apply = jax.jit(model.apply)  # eagerly, every op of every layer compiles alone
+    base = apply(params, batch)["mlm_logits"]
 
     def changed_at(pos):
         ids = batch["input_ids"].at[0, pos].set(50)
-        return float(jnp.abs(model.apply(params, dict(batch, input_ids=ids))["mlm_logits"]
+        return float(jnp.abs(apply(params, dict(batch, input_ids=ids))["mlm_logits"]
                              - base).max())
 
     assert changed_at(4) > 0 and changed_at(11) > 0  # context on both sides is seen

@@ -46,7 +46,7 @@ def _alice_rows(tokenizer, lengths):
 def _random_params(model, batch, seed=1):
     """Initial parameters with every norm scale and bias moved off 1 and 0, so that a
     swapped or dropped tensor shows."""
-    params = jax.device_get(nn.unbox(model.init(jax.random.key(seed), batch)["params"]))
+    params = jax.device_get(nn.unbox(jax.jit(model.init)(jax.random.key(seed), batch)["params"]))
     leaves, tree = jax.tree_util.tree_flatten(params)
     rng = np.random.default_rng(seed)
     leaves = [np.asarray(x, np.float32) + (0.1 * rng.standard_normal(x.shape).astype(np.float32)
@@ -127,11 +127,14 @@ def test_the_window_reaches_what_the_paper_says():
     x = jax.random.normal(jax.random.key(0), (1, 200, 64))
     segments = jnp.ones((1, 200), jnp.int32)
     positions = jnp.arange(200)[None]
-    params = layer.init(jax.random.key(1), x, segments, positions, True)
-    base = layer.apply(params, x, segments, positions, True)
+    # jitted (eagerly, every op compiles alone); `True`: deterministic
+    params = jax.jit(layer.init, static_argnums=4)(
+        jax.random.key(1), x, segments, positions, True)
+    apply = jax.jit(layer.apply, static_argnums=4)
+    base = apply(params, x, segments, positions, True)
     for distance, changes in ((65, False), (64, True)):
         bump = jax.random.normal(jax.random.key(2), (64,))  # not a constant: LayerNorm drops it
-        moved = layer.apply(params, x.at[0, 100 + distance].add(bump), segments, positions, True)
+        moved = apply(params, x.at[0, 100 + distance].add(bump), segments, positions, True)
         assert bool(jnp.any(jnp.abs(moved[0, 100] - base[0, 100]) > 1e-6)) == changes, distance
 
 

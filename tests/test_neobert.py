@@ -70,7 +70,7 @@ def test_packed_documents_never_see_each_other():
                 for i, n in ((1000, 30), (2000, 21), (3000, 12))]
     model = neobert.NeoBertForMaskedLM(cfg)
     assert_packed_examples_see_only_themselves(
-        model, lambda batch: model.init(jax.random.key(1), batch)["params"], examples, 64)
+        model, lambda batch: jax.jit(model.init)(jax.random.key(1), batch)["params"], examples, 64)
 
 
 def _quick(**overrides):

@@ -121,7 +121,7 @@ def _bert_params(scan: bool):
     cfg = tiny_bert_config(**{"model.scan_layers": scan})
     objective = objectives.build(cfg, None)
     batch = objective.example_batch(1, config_lib.phases(cfg)[0])
-    return nn_lib.unbox(objective.model.init(jax.random.key(0), batch)["params"])
+    return nn_lib.unbox(jax.jit(objective.model.init)(jax.random.key(0), batch)["params"])
 
 
 def _named(tree):
@@ -138,7 +138,8 @@ def test_weight_decay_reaches_kernels_and_embeddings_never_norms_or_biases(scan)
                                          weight_decay=0.01, grad_clip=0.0))
     params = _bert_params(scan)
     tx = optim.make_optimizer(cfg, 10)
-    updates, _ = tx.update(jax.tree_util.tree_map(jnp.zeros_like, params), tx.init(params), params)
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    updates, _ = jax.jit(tx.update)(zeros, jax.jit(tx.init)(params), params)
     decayed = {name for name, u in _named(updates).items() if np.abs(u).max() > 0}
     names = set(_named(params))
     assert decayed == {n for n in names if n.endswith(("kernel", "embedding"))}, decayed ^ names
@@ -157,7 +158,7 @@ def test_lamb_trust_ratio_skips_norms_and_biases():
     params = _bert_params(False)
     grads = jax.tree_util.tree_map(lambda p: 0.5 * jnp.ones_like(p), params)
     tx = optim.make_optimizer(cfg, 10)
-    updates, _ = tx.update(grads, tx.init(params), params)
+    updates, _ = jax.jit(tx.update)(grads, jax.jit(tx.init)(params), params)
     named_u, named_p = _named(updates), _named(params)
     for name, u in named_u.items():
         if name.endswith("kernel"):
@@ -212,7 +213,7 @@ def test_the_lamb_recipe_is_the_papers_mixed_batch_run():
     gw = np.array([[0.3, 0.1], [-0.2, 0.4]], np.float32)
     gb = np.array([0.05, -0.02], np.float32)
     params, grads = {"dense": {"kernel": w, "bias": b}}, {"dense": {"kernel": gw, "bias": gb}}
-    updates, _ = tx.update(grads, tx.init(params), params)
+    updates, _ = jax.jit(tx.update)(grads, jax.jit(tx.init)(params), params)
     scale = min(1.0, o.grad_clip / np.sqrt(np.sum(gw ** 2) + np.sum(gb ** 2)))
 
     def adam(g):  # step 1, bias-corrected: m / (sqrt(v) + eps) = g / (|g| + eps)

@@ -38,15 +38,17 @@ def _restack(params):
 def _assert_same(unrolled, scanned, params, stacked, batch, restack):
     """The scanned model's outputs and gradients are the unrolled one's (1e-5; the
     gradients relative to their largest, as leaves near 0 are sum-order noise)."""
-    want = unrolled.apply({"params": params}, batch)
-    got = scanned.apply({"params": stacked}, batch)
+    # jitted, as training runs them (eagerly, every op of every layer compiles alone)
+    want = jax.jit(unrolled.apply)({"params": params}, batch)
+    got = jax.jit(scanned.apply)({"params": stacked}, batch)
     for key in want:
         np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-5, err_msg=key)
 
-    def loss(p, model):
-        return sum(jnp.sum(v ** 2) for v in model.apply({"params": p}, batch).values())
-    g_unrolled = restack(jax.grad(loss)(params, unrolled))
-    g_scanned = jax.grad(loss)(stacked, scanned)
+    def gradient(model):
+        return jax.jit(jax.grad(lambda p: sum(
+            jnp.sum(v ** 2) for v in model.apply({"params": p}, batch).values())))
+    g_unrolled = restack(gradient(unrolled)(params))
+    g_scanned = gradient(scanned)(stacked)
     want, got = jax.tree_util.tree_leaves(g_unrolled), jax.tree_util.tree_leaves(g_scanned)
     scale = max(float(np.max(np.abs(a))) for a in want)
     for a, b in zip(want, got):
@@ -60,7 +62,7 @@ def test_scanned_stack_computes_what_the_unrolled_one_does(make, remat):
     unrolled, batch = _model_and_batch(make(**{"model.remat": remat}))
     scanned, _ = _model_and_batch(make(**{"model.remat": remat, "model.scan_layers": True}))
     rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
-    params = nn.unbox(unrolled.init(rngs, batch)["params"])
+    params = nn.unbox(jax.jit(unrolled.init)(rngs, batch)["params"])
     stacked = _restack(params)
     scanned_shapes = jax.eval_shape(scanned.init, rngs, batch)["params"]
     assert (jax.tree_util.tree_structure(stacked)
@@ -119,7 +121,7 @@ def test_modernbert_scans_groups_of_a_global_and_its_local_layers(remat):
     scanned, _ = _model_and_batch(_tiny_modernbert(7, **{"model.remat": remat,
                                                          "model.scan_layers": True}))
     rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
-    params = jax.device_get(nn.unbox(unrolled.init(rngs, batch)["params"]))
+    params = jax.device_get(nn.unbox(jax.jit(unrolled.init)(rngs, batch)["params"]))
     like = jax.device_get(nn.unbox(jax.eval_shape(scanned.init, rngs, batch)["params"]))
     assert sorted(like["model"]) == ["embed_norm", "final_norm", "layer_0", "layer_1",
                                      "layer_2", "layer_6", "layers_from_3", "token_embed"]

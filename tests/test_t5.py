@@ -131,8 +131,9 @@ def test_packed_examples_never_see_each_other(variant):
     ex = lambda n, m: (rng.integers(3, 4000, n), rng.integers(3, 4000, m))  # noqa: E731
     a, b, c = ex(15, 5), ex(20, 6), ex(10, 4)
     b_changed = (rng.integers(3, 4000, 20), rng.integers(3, 4000, 6))
-    params = model.init(jax.random.key(0), _row([a, b, c]))["params"]
-    logits = lambda row: np.asarray(model.apply({"params": params}, row)["logits"][0])  # noqa
+    params = jax.jit(model.init)(jax.random.key(0), _row([a, b, c]))["params"]
+    apply = jax.jit(model.apply)  # eagerly, every op of every layer compiles alone
+    logits = lambda row: np.asarray(apply({"params": params}, row)["logits"][0])  # noqa
     base, changed = logits(_row([a, b, c])), logits(_row([a, b_changed, c]))
     seg = _row([a, b, c])["decoder_segment_ids"][0]
     for s in (1, 3):  # a and c: bitwise untouched by b's encoder and decoder tokens
