@@ -43,9 +43,10 @@ def probe_defaults() -> ml_collections.ConfigDict:
     `every_steps` (a multiple of checkpoint_every) a background process fine-tunes
     that checkpoint on a small labelled task and the run logs probe/* scalars."""
     p = ml_collections.ConfigDict()
-    p.task = ""  # sst2, mrpc, cola, ..., conll2003; "" = no probe
+    p.task = ""  # sst2, mrpc, cola, ..., conll2003, or cloze (no fine-tuning); "" = none
     p.every_steps = 0
     p.glue_dir = ""  # the GLUE folder (CoNLL-2003/ inside it)
+    p.probes = ""  # task cloze: its TSV (pretrainx/cloze.py); "" = the shipped set
     p.max_train_examples = 2000
     p.holdout_examples = 400  # of those: they choose the epoch (dev is reported)
     p.epochs = 3
@@ -331,9 +332,10 @@ def _check_probe(cfg) -> None:
     if probe.every_steps < 0 or probe.every_steps % cfg.checkpoint_every:
         raise UserError(f"probe.every_steps={probe.every_steps} must be a multiple of "
                         f"checkpoint_every={cfg.checkpoint_every}: a probe fine-tunes a checkpoint")
-    if not probe.task or not probe.glue_dir:
+    if not probe.task or not (probe.glue_dir or probe.task == "cloze"):
         raise UserError("probe.every_steps is set but probe.task or probe.glue_dir is empty; "
-                        "set both (--config.probe.task=sst2 --config.probe.glue_dir=DIR)")
+                        "set both (--config.probe.task=sst2 --config.probe.glue_dir=DIR), or "
+                        "--config.probe.task=cloze")
 
 
 def _check_sources(data) -> None:

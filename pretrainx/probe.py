@@ -1,4 +1,5 @@
 """python -m pretrainx.probe --workdir=RUN [--step=N] [--task=sst2] [--glue_dir=DIR]
+python -m pretrainx.probe cloze --workdir=RUN_OR_HF_DIR [--probes=FILE] [--step=N]
 
 Fine-tunes checkpoints of a pretraining run on a small labelled task and logs the dev
 score as probe/* scalars in RUN/metrics.jsonl and TensorBoard (split "probe", at the
@@ -6,18 +7,24 @@ checkpoint's step), so that a run shows time-to-GLUE beside its MLM loss, as Mos
 reports. Without --step, every checkpoint that has no probe yet. The run's `probe.*`
 config keys say what to fine-tune (the flags override them); train/downstream.py starts
 this command in the background every probe.every_steps, with --nolog (the run logs).
+Task `cloze` fine-tunes nothing: it scores the checkpoint's masked LM on cloze probes
+(pretrainx/cloze.py), so that the curve shows when a model starts to know things.
 
 Each probe is RUN/probe/STEP: a fine-tuning workdir, and probe.json with its record.
 The epoch is chosen on probe.holdout_examples held-out training rows, never on dev.
+`cloze` alone scores one model (a run's latest checkpoint or --step, or an HF folder)
+and prints its scores per category as one JSON line.
 """
 
 import argparse
 import json
 import os
+import sys
 import time
 
 import ml_collections
 
+from pretrainx import cloze, inference
 from pretrainx import config as config_lib
 from pretrainx.errors import UserError
 from pretrainx.finetune import loop as finetune
@@ -39,7 +46,7 @@ def settings(workdir: str, task: str | None = None, glue_dir: str | None = None)
     for key, value in (("task", task), ("glue_dir", glue_dir)):
         if value is not None:
             probe[key] = value
-    if not probe.get("task") or not probe.get("glue_dir"):
+    if not probe.get("task") or not (probe.get("glue_dir") or probe.task == "cloze"):
         raise UserError(f"{path}: probe.task or probe.glue_dir is empty; give --task and "
                         "--glue_dir")
     return probe
@@ -66,16 +73,54 @@ def probe_step(workdir: str, step: int, probe) -> dict:
         with open(done, encoding="utf-8") as f:
             return json.load(f)
     start = time.perf_counter()
-    cfg = probe_config(probe, os.path.join(workdir, "checkpoints", str(step)))
+    checkpoint = os.path.join(workdir, "checkpoints", str(step))
+    if probe.task == "cloze":
+        os.makedirs(folder, exist_ok=True)
+        return _write(done, cloze_record(checkpoint, probe.probes, step, start))
+    cfg = probe_config(probe, checkpoint)
     best = finetune.train(cfg, os.path.join(folder, "finetune"))["best"]
     record = {"split": "probe", "step": step, "task": probe.task,
               **{k: v for k, v in best.items()
                  if k not in _NOT_METRICS and not k.startswith("holdout_")},
               "chosen_epoch": best["epoch"], "seconds": time.perf_counter() - start}
+    return _write(done, record)
+
+
+def _write(done: str, record: dict) -> dict:
     with open(done + ".tmp", "w", encoding="utf-8") as f:
         json.dump(record, f)
     os.replace(done + ".tmp", done)
     return record
+
+
+def cloze_record(model_path: str, probes: str, step, start: float) -> dict:
+    """A probe record of the cloze scores of the model at `model_path`: overall
+    precision@1 and @10 as floats (logged as probe/* scalars), the categories' in
+    `categories`, and the counts."""
+    result = cloze.score(inference.load(model_path),
+                         cloze.read_probes(probes or cloze.DEFAULT_PROBES))
+    return {"split": "probe", "step": step, "task": "cloze", "precision_at_1": result["p@1"],
+            "precision_at_10": result["p@10"], "probes": result["probes"],
+            "skipped": result["skipped"], "categories": result["categories"],
+            "seconds": time.perf_counter() - start}
+
+
+def cloze_main(argv) -> None:
+    parser = argparse.ArgumentParser(prog="python -m pretrainx.probe cloze",
+                                     description=cloze.__doc__)
+    parser.add_argument("--workdir", required=True,
+                        help="a pretraining run (its latest checkpoint) or an HF folder")
+    parser.add_argument("--probes", default="", help="the probe TSV (default: the shipped set)")
+    parser.add_argument("--step", type=int, help="a checkpoint of the run")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    path = (os.path.join(args.workdir, "checkpoints", str(args.step))
+            if args.step is not None else args.workdir)
+    try:
+        record = cloze_record(path, args.probes, args.step, time.perf_counter())
+    except UserError as e:
+        raise SystemExit(f"error: {e}") from None
+    print(json.dumps(record), flush=True)
 
 
 def checkpoint_steps(workdir: str) -> list:
@@ -86,6 +131,9 @@ def checkpoint_steps(workdir: str) -> list:
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["cloze"]:
+        return cloze_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m pretrainx.probe", description=__doc__)
     parser.add_argument("--workdir", required=True, help="the pretraining run's workdir")
     parser.add_argument("--step", type=int, help="one checkpoint (default: every unprobed one)")
