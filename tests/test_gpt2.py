@@ -132,9 +132,9 @@ def test_kv_cache_sampling(vocab):
     tok = load_tokenizer(vocab)
     model = gpt2.GPT2(cfg)
     prompt = tok.encode("Alice was beginning to get very tired of sitting")
-    params = model.init(jax.random.key(1), {"inputs": np.array([prompt]),
-                                            "segment_ids": np.ones((1, len(prompt)), np.int32),
-                                            "positions": np.arange(len(prompt))[None]})["params"]
+    params = jax.jit(model.init)(jax.random.key(1), {
+        "inputs": np.array([prompt]), "segment_ids": np.ones((1, len(prompt)), np.int32),
+        "positions": np.arange(len(prompt))[None]})["params"]
     cached = sampling.generate(cfg, params, prompt, 12, temperature=0.0)[0]
     # Greedy without a cache: the whole prefix every step, padded to one length (one
     # compilation; causal attention and segment 0 keep the padding out of the prefix).

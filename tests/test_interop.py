@@ -73,7 +73,7 @@ def test_pretraining_export_matches_transformers_and_round_trips(pretrained_work
         assert hf_tokenizer(s)["input_ids"] == [tokenizer.cls_id] + tokenizer.encode(s) + [
             tokenizer.sep_id]
     batch = _batch(tokenizer, pairs=True)
-    mine = bert.BertForPreTraining(ours.model).apply({"params": ours.params}, batch)
+    mine = jax.jit(bert.BertForPreTraining(ours.model).apply)({"params": ours.params}, batch)
     model = transformers.AutoModelForPreTraining.from_pretrained(out).eval()
     with torch.no_grad():
         theirs = model(**_torch_inputs(batch))
@@ -178,7 +178,7 @@ def test_t5_export_matches_transformers_and_round_trips(pretrained_t5_workdir, t
     enc, dec = pad(enc), pad(dec)
     batch = {"encoder_input_tokens": enc, "encoder_segment_ids": (enc > 0).astype(np.int32),
              "decoder_input_tokens": dec, "decoder_segment_ids": np.ones_like(dec)}
-    mine = np.asarray(t5.T5(ours.model).apply({"params": ours.params}, batch)["logits"])
+    mine = np.asarray(jax.jit(t5.T5(ours.model).apply)({"params": ours.params}, batch)["logits"])
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
     with torch.no_grad():
         theirs = model(input_ids=torch.tensor(enc), attention_mask=torch.tensor(enc > 0),
@@ -316,7 +316,8 @@ def test_gpt2_export_matches_transformers_and_round_trips(shared_data, tmp_path)
     mask = np.array([[1] * len(r) + [0] * (length - len(r)) for r in rows])
     batch = {"inputs": ids, "segment_ids": mask, "positions": np.tile(np.arange(length),
                                                                       (len(rows), 1))}
-    mine = np.asarray(gpt2.GPT2(ours.model).apply({"params": ours.params}, batch)["logits"])
+    mine = np.asarray(jax.jit(gpt2.GPT2(ours.model).apply)({"params": ours.params},
+                                                           batch)["logits"])
     model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     with torch.no_grad():
         theirs = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask)
