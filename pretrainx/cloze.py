@@ -118,8 +118,9 @@ def score(model, probes, batch_size: int = 64) -> dict:
 
     def summary(found_ranks):
         r = np.asarray(found_ranks)
-        return {"p@1": float(np.mean(r < 1)) if r.size else None,
-                "p@10": float(np.mean(r < 10)) if r.size else None, "probes": int(r.size)}
+        return {"precision_at_1": float(np.mean(r < 1)) if r.size else None,
+                "precision_at_10": float(np.mean(r < 10)) if r.size else None,
+                "probes": int(r.size)}
     return {**summary(found), "skipped": len(probes) - len(kept),
             "categories": {c: dict(summary(by_category.get(c, [])), skipped=skipped.get(c, 0))
                            for c in sorted({p.category for p in probes})}}

@@ -99,9 +99,7 @@ def cloze_record(model_path: str, probes: str, step, start: float) -> dict:
     `categories`, and the counts."""
     result = cloze.score(inference.load(model_path),
                          cloze.read_probes(probes or cloze.DEFAULT_PROBES))
-    return {"split": "probe", "step": step, "task": "cloze", "precision_at_1": result["p@1"],
-            "precision_at_10": result["p@10"], "probes": result["probes"],
-            "skipped": result["skipped"], "categories": result["categories"],
+    return {"split": "probe", "step": step, "task": "cloze", **result,
             "seconds": time.perf_counter() - start}
 
 

@@ -4,6 +4,7 @@ for each request on stdin (one JSON line) forks a child that runs the module as
 `__main__` (or a script, as `python SCRIPT` would) and answers with its exit status
 (one JSON line on stdout)."""
 
+import gc
 import importlib
 import json
 import os
@@ -18,6 +19,11 @@ sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 for _name in ("pretrainx.jobs", "pretrainx.pretrain", "pretrainx.interop",
               "pretrainx.finetune.loop"):
     importlib.import_module(_name)
+# What the tests' own processes do (conftest.py: GC_THRESHOLDS), and the imports above
+# moved out of the collector's sight: a child never scans them again in a full collection.
+gc.set_threshold(50_000, 20, 10)
+gc.collect()
+gc.freeze()
 
 
 def _child(request) -> int:

@@ -49,13 +49,14 @@ def test_context_fills_blanks_of_unseen_text_and_agrees_with_fill_mask(teacher):
     seen = cloze.score(teacher, probes)
     alone = cloze.score(teacher, [cloze.Probe("", "", p.answers, p.category) for p in probes])
     assert seen["probes"] == alone["probes"] > 120, seen
-    assert seen["p@1"] > alone["p@1"] + 0.05 and seen["p@10"] > alone["p@10"] + 0.1, (seen, alone)
-    assert seen["categories"]["alice"]["p@10"] == seen["p@10"]
+    assert seen["precision_at_1"] > alone["precision_at_1"] + 0.05, (seen, alone)
+    assert seen["precision_at_10"] > alone["precision_at_10"] + 0.1, (seen, alone)
+    assert seen["categories"]["alice"]["precision_at_10"] == seen["precision_at_10"]
     tokenizer = teacher.tokenizer
     few = [p for p in probes if cloze.answer_ids(tokenizer, p.answers)][:24]
     filled = notebook.fill_mask(TEACHER, [f"{p.left} [MASK]{p.right}" for p in few], top_k=1)
     hits = [f["predictions"][0][0][0].strip() == p.answers[0] for f, p in zip(filled, few)]
-    one_by_one = [cloze.score(teacher, [p])["p@1"] == 1.0 for p in few]
+    one_by_one = [cloze.score(teacher, [p])["precision_at_1"] == 1.0 for p in few]
     assert hits == one_by_one and any(hits), hits
 
 
@@ -98,7 +99,7 @@ def test_the_command_scores_an_hf_folder_and_names_a_missing_probe_file(tmp_path
     assert out.returncode == 0, out.stderr[-2000:]
     record = json.loads(out.stdout.strip().splitlines()[-1])
     assert record["task"] == "cloze" and record["probes"] == 1
-    assert record["categories"]["book"]["p@10"] == record["precision_at_10"]
+    assert record["categories"]["book"]["precision_at_10"] == record["precision_at_10"]
     bad = run_module("pretrainx.probe", ["cloze", f"--workdir={TEACHER}",
                                          f"--probes={tmp_path / 'missing.tsv'}"])
     assert bad.returncode != 0 and "missing.tsv" in bad.stderr.strip().splitlines()[-1]
