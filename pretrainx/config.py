@@ -111,12 +111,12 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.sharding_rules = DEFAULT_SHARDING_RULES
 
     c.optimizer = ml_collections.ConfigDict()
-    # adamw | adafactor | adagrad | lamb | stable_adamw
+    # adamw | adafactor | adagrad | lamb | stable_adamw | sgd
     c.optimizer.name = opt.pop("name", "adamw")
     c.optimizer.learning_rate = learning_rate
     c.optimizer.warmup_steps = opt.pop("warmup_steps", 10_000)
     # bert_linear | warmup_linear | constant | rsqrt | cosine | cosine_floor |
-    # slanted_triangular | warmup_stable_decay | one_cycle (with the keys the recipes
+    # linear_floor | slanted_triangular | warmup_stable_decay | one_cycle (with the keys the recipes
     # that use them set)
     c.optimizer.schedule = schedule
     c.optimizer.b1 = opt.pop("b1", 0.9)
@@ -179,14 +179,14 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
 _DTYPES = ("float32", "bfloat16")
 _REMAT = ("none", "full", "dots")
 SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt", "cosine", "cosine_floor",
-             "slanted_triangular", "warmup_stable_decay", "one_cycle")
+             "linear_floor", "slanted_triangular", "warmup_stable_decay", "one_cycle")
 # the optimizer keys a schedule or an optimizer reads besides the shared ones; the
 # recipes that use them set them (the crammed BERT, ModernBERT, NeoBERT, ELMo), so that each
 # value lives in one place
 NEEDS = {"slanted_triangular": ("stlr_ratio",), "one_cycle": ("cycle_start", "cycle_falloff"),
          "warmup_stable_decay": ("decay_steps",), "cosine_floor": ("final_lr_fraction",),
-         "adagrad": ("initial_accumulator",)}
-_OPTIMIZERS = ("adamw", "adafactor", "adagrad", "lamb", "stable_adamw")
+         "linear_floor": ("final_lr_fraction",), "adagrad": ("initial_accumulator",)}
+_OPTIMIZERS = ("adamw", "adafactor", "adagrad", "lamb", "stable_adamw", "sgd")
 
 
 def flatten(cfg, prefix="") -> dict:
@@ -261,8 +261,9 @@ def validate_shared(cfg) -> None:
     """The checks every run shares; an objective's `validate` adds its own."""
     check_positive(cfg, "total_steps", "global_batch_size", "seq_len", "micro_batches",
                    "log_every", "eval_every", "eval_steps", "checkpoint_every",
-                   "keep_checkpoints", "max_skipped_steps", "model.num_layers",
-                   "model.vocab_size")
+                   "keep_checkpoints", "max_skipped_steps", "model.vocab_size",
+                   # a model of layers (word vectors have none)
+                   *(["model.num_layers"] if "num_layers" in cfg.model else []))
     choice(cfg.optimizer.name, "optimizer.name", _OPTIMIZERS)
     m = cfg.model
     if m.dtype == "float16":  # refused, not half-supported: see docs/troubleshooting.md

@@ -4,13 +4,14 @@
 Writes a pretraining or fine-tuning workdir's model (LoRA merged) as a HuggingFace
 directory: config.json, model.safetensors, the tokenizer files, which
 `transformers.AutoModel*.from_pretrained(HF_DIR)` loads, and a README.md model card.
+A family with a format of its own writes that instead (word2vec: vectors.txt/.bin).
 With --push_to_hub it then uploads the directory (private unless --public; the token
 from HF_TOKEN).
 """
 
 from absl import flags
 
-from pretrainx import interop
+from pretrainx import interop, models
 from pretrainx import main as main_lib
 from pretrainx.interop import hf, hub
 from pretrainx.errors import UserError
@@ -34,6 +35,14 @@ def run(argv) -> int:
     if _PUSH.value:  # refused before anything is written
         hub_token = hub.token() if hub.check_repo(_PUSH.value) else None
     pretrained = interop.load(flags.FLAGS.workdir)
+    family = models.FAMILIES.find(pretrained.family)
+    if family is not None and family.export is not None:
+        if _PUSH.value:
+            raise UserError(f"--push_to_hub uploads HF directories; a {pretrained.family} "
+                            "export is its own files")
+        written = family.export(pretrained, _OUTPUT.value)
+        print(f"exported {pretrained.source} to {_OUTPUT.value}: " + ", ".join(written))
+        return 0
     written = hf.save(pretrained, _OUTPUT.value, license_id=_LICENSE.value)
     print(f"exported {pretrained.source} ({pretrained.head}) to {_OUTPUT.value}: "
           + ", ".join(written))

@@ -58,6 +58,9 @@ class Family:
     # not a sentence encoder (decoders, seq2seq), its exports carry none.
     sentence_pooling: str | Callable | None = None
     formats: tuple = ()  # interop.Format: other projects' checkpoint layouts it reads
+    # (Pretrained, output folder) -> the files written: `python -m pretrainx.export` in the
+    # family's own format instead of an HF directory (word vectors); None: HF's
+    export: Callable | None = None
 
 
 def sentence_pooling(family: Family, model_cfg) -> str | None:

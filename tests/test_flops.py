@@ -32,9 +32,10 @@ def _expression(formula: str) -> str:
 def _symbols(cfg, phase) -> dict:
     m = cfg.model
     every = m.get("global_attn_every_n_layers", 1)  # ModernBERT's local/global layers
-    return {"min": min, "G": -(-m.num_layers // every), "W": m.get("local_attention", 0),
-            "L": m.num_layers, "L_enc": m.num_layers,
-            "L_dec": m.get("num_decoder_layers", m.num_layers), "h": m.get("hidden_size"),
+    depth = m.get("num_layers", 0)  # word vectors have no layers
+    return {"min": min, "G": -(-depth // every), "W": m.get("local_attention", 0),
+            "L": depth, "L_enc": depth,
+            "L_dec": m.get("num_decoder_layers", depth), "h": m.get("hidden_size"),
             "d": m.get("hidden_size"), "mlp": m.get("mlp_dim"), "V": m.vocab_size, "seq": phase.seq_len,
             "S": phase.seq_len, "P": phase.max_predictions,
             "E": m.get("embedding_size", 0) or m.get("hidden_size")}

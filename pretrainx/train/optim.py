@@ -8,26 +8,27 @@ import numpy as np
 import optax
 
 
+# The schedules (optimizer.schedule):
+# bert_linear is google-research/bert's optimization.py to the letter: a linear
+# decay from the peak to 0 at `total_steps` counted from step 0, overridden by a
+# linear warmup while step < warmup_steps (so the decay is already at
+# 1 - warmup/total when warmup ends). warmup_linear decays from the end of warmup.
+# cosine is GPT's: the warmup, then half a cosine down to 0 at `total_steps`;
+# cosine_floor (NeoBERT's) ends it at final_lr_fraction of the peak instead.
+# linear_floor is word2vec.c's: a linear fall from the peak towards 0 at `total_steps`,
+# held at final_lr_fraction of the peak once it gets there (word2vec.c's 1e-4).
+# rsqrt is T5's: learning_rate * sqrt(warmup) / sqrt(max(step, warmup)), which with
+# learning_rate 0.01 and warmup 10^4 is the paper's 1/sqrt(max(step, 10^4)).
+# slanted_triangular is ULMFiT's (Howard and Ruder 2018, eq. 3): a linear rise from
+# peak/ratio to the peak at `warmup_steps` (their cut), then a linear fall back to
+# peak/ratio at `total_steps`; ratio is `stlr_ratio` (32 in the paper).
+# one_cycle is the crammed BERT's triangle (their budget-triangle2): from
+# cycle_start x peak a linear rise to the peak at 1 - cycle_falloff of the run, then a
+# linear fall to 0 at its end (with optimizer.budget_hours the run's end is its time).
+# warmup_stable_decay is ModernBERT's trapezoid (Warner et al. 2024): the warmup, the
+# peak held, and over the last `decay_steps` a 1 - sqrt decay to 0 (Hägele et al. 2024).
 def learning_rate_schedule(opt_cfg, total_steps: int):
-    """Step -> learning rate.
-
-    bert_linear is google-research/bert's optimization.py to the letter: a linear
-    decay from the peak to 0 at `total_steps` counted from step 0, overridden by a
-    linear warmup while step < warmup_steps (so the decay is already at
-    1 - warmup/total when warmup ends). warmup_linear decays from the end of warmup.
-    cosine is GPT's: the warmup, then half a cosine down to 0 at `total_steps`;
-    cosine_floor (NeoBERT's) ends it at final_lr_fraction of the peak instead.
-    rsqrt is T5's: learning_rate * sqrt(warmup) / sqrt(max(step, warmup)), which with
-    learning_rate 0.01 and warmup 10^4 is the paper's 1/sqrt(max(step, 10^4)).
-    slanted_triangular is ULMFiT's (Howard and Ruder 2018, eq. 3): a linear rise from
-    peak/ratio to the peak at `warmup_steps` (their cut), then a linear fall back to
-    peak/ratio at `total_steps`; ratio is `stlr_ratio` (32 in the paper).
-    one_cycle is the crammed BERT's triangle (their budget-triangle2): from
-    cycle_start x peak a linear rise to the peak at 1 - cycle_falloff of the run, then a
-    linear fall to 0 at its end (with optimizer.budget_hours the run's end is its time).
-    warmup_stable_decay is ModernBERT's trapezoid (Warner et al. 2024): the warmup, the
-    peak held, and over the last `decay_steps` a 1 - sqrt decay to 0 (Hägele et al. 2024).
-    """
+    """Step -> learning rate, for the schedule `opt_cfg.schedule` (described above)."""
     peak = opt_cfg.learning_rate
     warmup = max(int(opt_cfg.warmup_steps), 0)
     kind = opt_cfg.schedule
@@ -46,6 +47,9 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
             floor = float(opt_cfg.final_lr_fraction)
             progress = jnp.clip((step - warmup) / max(total_steps - warmup, 1), 0.0, 1.0)
             after = peak * (floor + (1.0 - floor) * 0.5 * (1.0 + jnp.cos(jnp.pi * progress)))
+        elif kind == "linear_floor":
+            floor = float(opt_cfg.final_lr_fraction)
+            after = peak * jnp.maximum(floor, 1.0 - step / max(total_steps, 1))
         elif kind == "slanted_triangular":
             ratio = float(opt_cfg.stlr_ratio)
             cut = max(warmup, 1)
@@ -341,6 +345,8 @@ def _recipe_optimizer(opt_cfg, schedule) -> optax.GradientTransformation:
                                      weight_decay_mask=decay_mask))
     elif opt_cfg.name == "adagrad":  # ELMo's (bilm-tf: TF Adagrad, accumulators from 1.0)
         parts.append(optax.adagrad(schedule, opt_cfg.initial_accumulator, eps=1e-7))
+    elif opt_cfg.name == "sgd":  # word2vec.c's plain stochastic gradient descent
+        parts.append(optax.sgd(schedule))
     elif opt_cfg.name == "lamb":
         # optax.lamb's chain, with ALBERT's masks (google-research/albert lamb_optimizer):
         # LayerNorm scales and biases get neither weight decay nor the trust ratio.
