@@ -96,12 +96,11 @@ class SkipGram:
                 raise UserError("word2vec counts its vocabulary from text: data.prepared_dir "
                                 "is not read by this objective; set data.train_files")
             size = self.cfg.model.vocab_size
-            counts = np.zeros(size, np.int64)
-            for spec in sources.split_sources(self.cfg.data.train_files):
-                for doc in self.corpus.split_documents(spec, True):
-                    for sentence in doc:
-                        ids = np.asarray(sentence)
-                        counts += np.bincount(ids[ids < size], minlength=size)
+            ids = np.concatenate([np.asarray(sentence, np.int64).ravel()
+                                  for spec in sources.split_sources(self.cfg.data.train_files)
+                                  for doc in self.corpus.split_documents(spec, True)
+                                  for sentence in doc] or [np.zeros(0, np.int64)])
+            counts = np.bincount(ids[ids < size], minlength=size)
             counts[self.tokenizer.special_ids()] = 0
             counts[counts < self.cfg.data.min_count] = 0
             if not counts.any():
@@ -124,7 +123,7 @@ class SkipGram:
         for d in order:
             for sentence in docs[d]:
                 ids = np.asarray(sentence, np.int64)
-                ids = ids[(ids < counts.size)]
+                ids = ids[ids < counts.size]
                 ids = ids[counts[ids] > 0]
                 ids = ids[rng.random(ids.size) < keep[ids]]
                 if ids.size > 1:

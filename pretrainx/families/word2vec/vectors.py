@@ -26,12 +26,13 @@ def trained_words(pretrained) -> tuple:
     inputs = np.asarray(pretrained.params["inputs"]["embedding"], np.float32)
     outputs = np.asarray(pretrained.params["outputs"]["embedding"], np.float32)
     size = min(tokenizer.vocab_size, inputs.shape[0])
-    special = set(int(i) for i in tokenizer.special_ids())
-    ids = [i for i in range(size) if i not in special and np.any(outputs[i] != 0)]
-    if not ids:
+    trained = np.any(outputs[:size] != 0, axis=1)
+    trained[tokenizer.special_ids()] = False
+    ids = np.flatnonzero(trained)
+    if not ids.size:
         raise UserError(f"{pretrained.source}: no word has trained yet (every output vector "
                         "is still zero)")
-    return [_word(tokenizer, i) for i in ids], inputs[ids]
+    return [_word(tokenizer, int(i)) for i in ids], inputs[ids]
 
 
 def _word(tokenizer, i: int) -> str:
