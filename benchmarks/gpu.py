@@ -3,7 +3,7 @@ visible NVIDIA GPU, ours against transformers' PyTorch models, in the same run.
 
     python benchmarks/gpu.py [--sizes=bert_base,bert_base_b512,gpt2_small,t5_base,...]
                              [--windows=5] [--steps=10] [--attention_impl=xla|cudnn|auto]
-                             [--budget_s=S] [--json_out=FILE]
+                             [--budget_s=S] [--json_out=FILE] [--sync_every_step]
 
 Ours: the jitted train step of benchmarks/train_step.py (forward, loss, grads,
 clipping at 1.0, AdamW; dropout on) with model.dtype=bfloat16, parameters and
@@ -13,7 +13,11 @@ ModernBertForMaskedLM with sparse_prediction, its head at the masked positions o
 under torch.autocast(bfloat16) with SDPA attention (transformers' default) and
 torch.optim.AdamW, parameters float32. Both on the same batch, timed over --windows
 windows of --steps steps after warm-up (median, min, max), with the ratio of medians
-and MFU against the GPU's dense bf16 peak from pretrainx/chips.py.
+and MFU against the GPU's dense bf16 peak from pretrainx/chips.py. Both sides read the
+loss once per window, as pretrainx's train loop reads its metrics every log_every steps
+(the host queues the next step while the device runs one); --sync_every_step reads it
+after every step, as this script did before 2026-11-27 (on an H100 that cost our
+BERT-Base step 15%: benchmarks/gpu_levers.py's sync and async levers).
 
 --attention_impl=cudnn runs our attention through cuDNN's fused kernel, which applies
 no attention dropout: ours then trains without it (HF keeps its 0.1), and the line says
@@ -72,6 +76,8 @@ def main():
     parser.add_argument("--budget_s", type=float, default=0.0,
                         help="skip the sizes that would not fit in this many seconds")
     parser.add_argument("--json_out", default="", help="the results, rewritten after each size")
+    parser.add_argument("--sync_every_step", action="store_true",
+                        help="read the loss after every step (default: once per window)")
     parser.add_argument("--allow_cpu", action="store_true",
                         help="run on the CPU (tiny sizes: a smoke test, no figures)")
     args = parser.parse_args()
@@ -99,7 +105,7 @@ def main():
     bench.SIZES.update(GPU_SIZES)
     results = {"device": device.device_kind, "peak_flops": peak,
                "attention_impl": args.attention_impl, "versions": versions,
-               "jax": jax.__version__}
+               "jax": jax.__version__, "sync_every_step": args.sync_every_step}
     start, slowest = time.perf_counter(), 0.0
     for size in sizes:
         spent = time.perf_counter() - start
@@ -112,7 +118,8 @@ def main():
         began = time.perf_counter()
         try:
             row = bench.measure(size, args.windows, args.steps, peak, flax=False,
-                                dtype="bfloat16", attention_impl=args.attention_impl)
+                                dtype="bfloat16", attention_impl=args.attention_impl,
+                                wait_each_step=args.sync_every_step)
         except Exception as e:  # one size failing leaves the others' figures
             results[size] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
             print(f"{size}: failed ({results[size]['error']})", flush=True)

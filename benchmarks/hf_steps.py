@@ -38,7 +38,7 @@ def _adamw(model):
 def _step(model, opt, loss_fn):
     torch = _torch()
 
-    def one_step():
+    def one_step(wait: bool = True):
         opt.zero_grad(set_to_none=True)
         mixed = (torch.autocast(_PLACE["device"].split(":")[0], dtype=_PLACE["autocast"])
                  if _PLACE["autocast"] is not None else contextlib.nullcontext())
@@ -47,7 +47,7 @@ def _step(model, opt, loss_fn):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        return float(loss.detach())
+        return float(loss.detach()) if wait else loss.detach()
 
     return one_step
 
@@ -200,9 +200,9 @@ def bert_flax_step(shape, batch):
 
     state = {"params": model.params, "opt": tx.init(model.params), "rng": jax.random.PRNGKey(0)}
 
-    def one_step():
+    def one_step(wait: bool = True):
         state["rng"], rng = jax.random.split(state["rng"])
         state["params"], state["opt"], loss = step(state["params"], state["opt"], rng)
-        return float(loss)
+        return float(loss) if wait else loss
 
     return one_step, "all_positions"

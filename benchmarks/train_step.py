@@ -94,7 +94,9 @@ def bert_batch(batch_size: int, seq: int, seed: int = 0) -> dict:
             "_original_ids": ids}
 
 
-def our_config(size: str, dtype: str = "float32", attention_impl: str = "xla"):
+def our_config(size: str, dtype: str = "float32", attention_impl: str = "xla",
+               overrides: dict | None = None):
+    """The size's config; `overrides` ({dotted key: value}) applied last."""
     family, shape, batch, seq = SIZES[size]
     c = objectives.default_config(OBJECTIVE[family])
     m = c.model
@@ -112,6 +114,12 @@ def our_config(size: str, dtype: str = "float32", attention_impl: str = "xla"):
         c.data.max_predictions_per_seq = modernbert_predictions(seq)
     c.global_batch_size, c.seq_len, c.mesh.data = batch, seq, 1
     c.optimizer.name = "adamw"
+    for key, value in (overrides or {}).items():
+        *path, leaf = key.split(".")
+        node = c
+        for part in path:
+            node = node[part]
+        node[leaf] = value
     return c
 
 
@@ -136,10 +144,12 @@ def modernbert_batch(batch_size: int, seq: int, seed: int = 0) -> dict:
             "masked_lm_weights": np.ones(positions.shape, np.float32)}
 
 
-def our_step(size: str, dtype: str = "float32", attention_impl: str = "xla"):
-    """(one_step, tokens per step, FLOPs per step, the batch as numpy, the config)."""
+def our_step(size: str, dtype: str = "float32", attention_impl: str = "xla",
+             overrides: dict | None = None):
+    """(one_step, tokens per step, FLOPs per step, the batch as numpy, the config).
+    one_step() waits for the step's loss; one_step(wait=False) returns it unread."""
     family, _, batch_size, seq = SIZES[size]
-    cfg = our_config(size, dtype, attention_impl)
+    cfg = our_config(size, dtype, attention_impl, overrides)
     objective = objectives.build(cfg, tokenizer=None)
     phase = config_lib.phases(cfg)[0]
     mesh = sharding.make_mesh(cfg.mesh, jax.devices()[:1])
@@ -177,11 +187,11 @@ def our_step(size: str, dtype: str = "float32", attention_impl: str = "xla"):
     holder = {"state": state, "step": 0}
     repl = sharding.replicated(mesh)
 
-    def one_step():
+    def one_step(wait: bool = True):
         clock = step_lib.clock(holder["step"], 1, repl)  # as the train loop passes it
         holder["state"], m = train_step(holder["state"], on_device, key, clock)
         holder["step"] += 1
-        return float(m["loss"])  # waits for the step
+        return float(m["loss"]) if wait else m["loss"]
 
     tokens = batch_size * seq
     return one_step, tokens, objective.flops_per_token(phase) * tokens, batch, cfg
@@ -194,24 +204,30 @@ def bert_all_positions_flops(cfg) -> float:
         cfg.seq_len * cfg.global_batch_size)
 
 
-def time_windows(one_step, tokens: int, windows: int, steps: int) -> dict:
-    """tokens/s of `windows` timed windows after two warm-up steps (compilation)."""
+def time_windows(one_step, tokens: int, windows: int, steps: int,
+                 wait_each_step: bool = True) -> dict:
+    """tokens/s of `windows` timed windows after two warm-up steps (compilation). With
+    wait_each_step=False only a window's last loss is read, as the train loop reads its
+    metrics every log_every steps: the host queues a step while the device runs one."""
     for _ in range(2):
         loss = one_step()
     rates = []
     for _ in range(windows):
         t = time.perf_counter()
         for _ in range(steps):
-            loss = one_step()
+            loss = one_step(wait_each_step)
+        loss = float(loss)
         rates.append(tokens * steps / (time.perf_counter() - t))
     return {"tokens_per_sec": statistics.median(rates), "min": min(rates), "max": max(rates),
-            "windows": windows, "steps_per_window": steps, "loss": loss}
+            "windows": windows, "steps_per_window": steps, "loss": loss,
+            "wait_each_step": wait_each_step}
 
 
-def measure(size, windows, steps, peak, flax, dtype="float32", attention_impl="xla") -> dict:
+def measure(size, windows, steps, peak, flax, dtype="float32", attention_impl="xla",
+            wait_each_step=True) -> dict:
     family = SIZES[size][0]
     one_step, tokens, flops, batch, cfg = our_step(size, dtype, attention_impl)
-    row = {"ours": time_windows(one_step, tokens, windows, steps)}
+    row = {"ours": time_windows(one_step, tokens, windows, steps, wait_each_step)}
     row["ours"]["mfu"] = flops / tokens * row["ours"]["tokens_per_sec"] / peak
     peers = {"bert": [("hf_pytorch_task", hf_steps.bert_task_step),
                       ("hf_pytorch_same_work", hf_steps.bert_same_work_step)]
@@ -225,7 +241,7 @@ def measure(size, windows, steps, peak, flax, dtype="float32", attention_impl="x
         except ImportError as e:
             row[name] = {"missing": str(e)}
             continue
-        peer = time_windows(peer_step, tokens, windows, steps)
+        peer = time_windows(peer_step, tokens, windows, steps, wait_each_step)
         peer_flops = bert_all_positions_flops(cfg) if work == "all_positions" else flops
         peer.update(work=work, mfu=peer_flops / tokens * peer["tokens_per_sec"] / peak,
                     ratio_ours_over_this=row["ours"]["tokens_per_sec"] / peer["tokens_per_sec"])

@@ -25,6 +25,7 @@ This file uses the standard library alone: it runs before anything is installed.
 """
 
 import argparse
+import gzip
 import json
 import os
 import pathlib
@@ -186,10 +187,44 @@ def _summary(results: dict) -> str:
     lines += [f"- {json.dumps(r)}" for r in results["reported"]] + [""]
     for bench in results["benchmarks"]:
         lines += _benchmark_lines(bench)
-    return "\n".join(lines)
+    return "\n".join(lines + _lever_lines(results.get("levers") or {}))
 
 
-PARTS = ("families", "tests", "benchmark", "benchmark_cudnn")
+def _lever_lines(levers: dict) -> list:
+    lines = ["## benchmarks/gpu_levers.py", ""] if levers else []
+    for name, row in levers.items():
+        if isinstance(row, dict) and "tokens_per_sec" in row:
+            lines.append(f"- {name}: {row['tokens_per_sec']:,.0f} tok/s (min {row['min']:,.0f},"
+                         f" max {row['max']:,.0f}), MFU {row['mfu']:.1%} ({row['size']})")
+        elif name == "trace" and isinstance(row, dict):
+            for line, top in row.items():
+                if isinstance(top, dict):
+                    lines.append(f"- trace {line}: {top['us']:,.0f} us; " + "; ".join(
+                        f"{n} {share:.1%}" for n, _, share, _ in top["top"][:6]))
+        elif isinstance(row, dict):
+            lines.append(f"- {name}: {row}")
+    return lines
+
+
+def _levers(log, env, work, out, seconds, extra) -> tuple:
+    """benchmarks/gpu_levers.py: BERT-Base with one lever changed at a time and a
+    profile of its step; the profile's Perfetto JSON goes to OUT on its own (if it is
+    too large to come back, the rest still does)."""
+    result, trace = work / "levers.json", work / "levers_trace"
+    argv = [sys.executable, "benchmarks/gpu_levers.py", "--json_out", str(result),
+            "--trace_dir", str(trace), "--budget_s", str(max(0, int(seconds - 60))), *extra]
+    code = _run_part(log, "levers", argv, env, work, seconds)
+    for where, name in ((trace, "levers_trace"), (trace / "ops", "levers_trace_ops")):
+        for found in sorted(where.glob("plugins/**/*.trace.json.gz"))[-1:]:
+            shutil.copy(found, out / f"{name}.json.gz")
+    for found in sorted((trace / "ops" / "hlo").glob("*after_optimizations.txt"))[-1:]:
+        with open(found, "rb") as f, gzip.open(out / "levers_step_hlo.txt.gz", "wb") as g:
+            shutil.copyfileobj(f, g)
+    shutil.rmtree(trace, ignore_errors=True)
+    return code, json.loads(result.read_text()) if result.exists() else {}
+
+
+PARTS = ("families", "tests", "benchmark", "benchmark_cudnn", "levers")
 
 
 def run(args) -> int:
@@ -254,11 +289,17 @@ def run(args) -> int:
         parts[name] = _run_part(log, name, argv, env, work, left() - reserve)
         if result.exists():
             benchmarks.append(json.loads(result.read_text()))
+    levers = {}
+    if "levers" in wanted:
+        tiny = ["--allow_cpu", "--size=tiny", "--windows=1", "--steps=1"] if args.dry_run else []
+        chosen = args.levers or ("async,trace,trace_ops" if args.dry_run else "")
+        parts["levers"], levers = _levers(log, env, work, out, left() - reserve,
+                                          tiny + ([f"--levers={chosen}"] if chosen else []))
     tests = {**_test_verdicts(work / "families.xml"), **_test_verdicts(work / "tests.xml")}
     results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "versions": versions, "parts": parts, "tests": tests,
                "reported": [json.loads(line) for line in report.read_text().splitlines()]
-               if report.exists() else [], "benchmarks": benchmarks}
+               if report.exists() else [], "benchmarks": benchmarks, "levers": levers}
     (out / "results.json").write_text(json.dumps(results, indent=1))
     summary = _summary(results)
     (out / "summary.md").write_text(summary)
@@ -290,6 +331,8 @@ def main(argv=None) -> int:
                    help="benchmarks/gpu.py's sizes, in the order they are measured (default: "
                         "bert_base,bert_base_b512,gpt2_small,t5_base,modernbert_base; "
                         "with --dry_run tiny,modernbert_tiny)")
+    r.add_argument("--levers", default="",
+                   help="benchmarks/gpu_levers.py's levers (default: all, in its order)")
     r.add_argument("--out", default="", help="where results go (default $OUT)")
     r.add_argument("--dry_run", action="store_true",
                    help="here, on the CPU, at the tiny sizes: the whole path, no figures")

@@ -68,7 +68,8 @@ def test_the_run_step_dry_runs_its_whole_path_on_the_cpu(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "kit.log", "parts.tar.gz", "results.json", "summary.md"]
+        "kit.log", "levers_step_hlo.txt.gz", "levers_trace.json.gz",
+        "levers_trace_ops.json.gz", "parts.tar.gz", "results.json", "summary.md"]
     results = json.loads((tmp_path / "results.json").read_text())
     tests = results["tests"]
     assert tests["test_every_family_trains_in_bf16_and_resumes[bert]"][0] == "passed"
@@ -84,7 +85,10 @@ def test_the_run_step_dry_runs_its_whole_path_on_the_cpu(tmp_path):
         assert bench["tiny"]["ratio"] > 0, bench
     except ImportError:
         pass
-    assert "pytest -m gpu" in (tmp_path / "summary.md").read_text()
+    levers = results["levers"]  # benchmarks/gpu_levers.py: a lever timed, a step traced
+    assert levers["async"]["tokens_per_sec"] > 0 and levers["trace"]["file"], levers
+    summary = (tmp_path / "summary.md").read_text()
+    assert "pytest -m gpu" in summary and "- async: " in summary
 
 
 def test_a_part_stopped_before_its_junit_keeps_the_verdicts_its_log_printed(tmp_path):

@@ -1,0 +1,173 @@
+"""What moves BERT-Base's MFU on one GPU: our train step with one lever changed at a
+time, and a profile of the plain step that says where its time goes.
+
+    python benchmarks/gpu_levers.py [--levers=sync,async,trace,b512,cudnn,no_dropout,
+                                     xla_lhs] [--size=bert_base] [--windows=5] [--steps=10]
+                                    [--budget_s=S] [--json_out=FILE] [--trace_dir=DIR]
+
+Each lever is ours alone (no reference side; benchmarks/gpu.py has those), bf16, timed
+over --windows windows of --steps steps after two warm-up steps (median, min, max):
+
+  sync        the step as benchmarks/gpu.py times it: the loss read after every step
+  async       the same compiled step, read once per window (as a train loop that logs
+              every N steps runs): the host's dispatch overlaps the device's work
+  trace       a jax.profiler trace of 3 async steps into --trace_dir (with a Perfetto
+              JSON), summed here by device kernel: the top kernels and their share
+  no_dropout  every dropout rate 0: what dropout's masks cost in all
+  cudnn       attention through cuDNN's fused kernel (applies no attention dropout)
+  b512        four times the batch (512 x 128)
+  xla_lhs     async under XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true
+              (a child process: XLA reads its flags once)
+  trace_ops   the trace again in a child without CUDA graphs (in a graph every kernel
+              is the graph's; without, each names its HLO op) and the step's optimized
+              HLO dumped beside it (--trace_dir/ops), which maps a fusion to its lines
+
+Every lever after `sync` is async, so each compares with `async`. A lever is skipped
+(and said so) when the time left is less than the slowest lever took. --allow_cpu runs
+the tiny size on the CPU: a smoke test, no figures.
+"""
+
+import argparse
+import glob
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cuda")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import jax  # noqa: E402
+
+import gpu  # noqa: E402
+import train_step as bench  # noqa: E402
+from pretrainx.train import metrics as metrics_lib  # noqa: E402
+
+LEVERS = ("sync", "async", "trace", "b512", "cudnn", "no_dropout", "xla_lhs", "trace_ops")
+_STEPS = {}  # sync, async and trace share one compiled step
+CHILD_FLAGS = {"xla_lhs": "--xla_gpu_enable_latency_hiding_scheduler=true",
+               "trace_ops": "--xla_gpu_enable_command_buffer= --xla_dump_to={hlo} "
+                            "--xla_dump_hlo_module_re=.*step.* --xla_dump_hlo_as_text"}
+NO_DROPOUT = {"model.dropout_rate": 0.0, "model.attention_dropout_rate": 0.0}
+
+
+def device_kernels(trace_dir: str, top: int = 12) -> dict:
+    """Sums the Perfetto trace's complete events by line (process / thread) and name:
+    {line: {"us": total, "top": [(name, us, share of the line, count)...]}} for the
+    device's lines (every line on a CPU, where none is a device's)."""
+    files = sorted(glob.glob(os.path.join(trace_dir, "**", "*.trace.json.gz"),
+                             recursive=True))
+    if not files:
+        return {"error": f"no *.trace.json.gz under {trace_dir}"}
+    with gzip.open(files[-1], "rt", encoding="utf-8") as f:
+        events = json.load(f)
+    events = events.get("traceEvents", events) if isinstance(events, dict) else events
+    meta = [e for e in events if e.get("ph") == "M"]
+    process = {e["pid"]: e.get("args", {}).get("name", "") for e in meta
+               if e.get("name") == "process_name"}
+    thread = {(e["pid"], e.get("tid")): e.get("args", {}).get("name", "") for e in meta
+              if e.get("name") == "thread_name"}
+    device = {p for p, n in process.items() if "/device:" in n}
+    lines = {}
+    for e in events:
+        if e.get("ph") == "X" and (not device or e.get("pid") in device):
+            tid = (e["pid"], e.get("tid"))
+            line = f"{process.get(e['pid'], e['pid'])} / {thread.get(tid, e.get('tid'))}"
+            us, count = lines.setdefault(line, {}).get(e["name"], (0.0, 0))
+            lines[line][e["name"]] = (us + float(e.get("dur", 0)), count + 1)
+    summary = {"file": files[-1]}
+    for line, totals in sorted(lines.items(), key=lambda kv: -sum(u for u, _ in kv[1].values())):
+        whole = sum(us for us, _ in totals.values())
+        ranked = sorted(totals.items(), key=lambda kv: -kv[1][0])[:top]
+        summary[line] = {"us": round(whole, 1), "top": [
+            (n, round(us, 1), round(us / whole, 4) if whole else 0.0, c)
+            for n, (us, c) in ranked]}
+    return summary
+
+
+def one_lever(lever, size, windows, steps, peak, trace_dir) -> dict:
+    if lever in CHILD_FLAGS:  # XLA reads its flags once per process: a child measures it
+        ops = os.path.join(trace_dir, "ops")
+        flags = CHILD_FLAGS[lever].format(hlo=os.path.join(ops, "hlo"))
+        env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {flags}")
+        inner = "async" if lever == "xla_lhs" else "trace"
+        argv = [sys.executable, __file__, f"--levers={inner}", f"--size={size}",
+                f"--windows={windows}", f"--steps={steps}", f"--trace_dir={ops}"]
+        argv += ["--allow_cpu"] if jax.devices()[0].platform != "gpu" else []
+        done = subprocess.run(argv, env=env, capture_output=True, text=True)
+        if done.returncode:
+            return {"error": done.stderr[-1500:]}
+        return json.loads(done.stdout.strip().splitlines()[-1])[inner]
+    big = "bert_base_b512" if lever == "b512" and size == "bert_base" else size
+    which = (big, "cudnn" if lever == "cudnn" else "xla", lever == "no_dropout")
+    if which not in _STEPS:
+        _STEPS.clear()  # one model's state on the device at a time
+        _STEPS[which] = bench.our_step(big, "bfloat16", which[1],
+                                       NO_DROPOUT if which[2] else None)
+    one_step, tokens, flops, _, _ = _STEPS[which]
+    if lever == "trace":
+        for _ in range(2):
+            one_step()
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            for _ in range(3):
+                loss = one_step(False)
+            float(loss)
+        return device_kernels(trace_dir)
+    row = bench.time_windows(one_step, tokens, windows, steps, wait_each_step=lever == "sync")
+    row["mfu"] = flops / tokens * row["tokens_per_sec"] / peak
+    row["size"] = big
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levers", default=",".join(LEVERS))
+    parser.add_argument("--size", default="bert_base")
+    parser.add_argument("--windows", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--budget_s", type=float, default=0.0)
+    parser.add_argument("--json_out", default="")
+    parser.add_argument("--trace_dir", default="gpu_levers_trace")
+    parser.add_argument("--allow_cpu", action="store_true",
+                        help="run on the CPU (tiny size: a smoke test, no figures)")
+    args = parser.parse_args()
+    levers = args.levers.split(",")
+    unknown = [x for x in levers if x not in LEVERS]
+    if unknown:
+        parser.error(f"--levers: unknown {unknown}; known: {', '.join(LEVERS)}")
+    bench.SIZES.update(gpu.GPU_SIZES)
+    if args.size not in bench.SIZES:
+        parser.error(f"--size: unknown {args.size!r}; known: {', '.join(bench.SIZES)}")
+    device = jax.devices()[0]
+    if device.platform != "gpu" and not args.allow_cpu:
+        raise SystemExit(f"error: no NVIDIA GPU visible to JAX (found {device.platform}); "
+                         "--allow_cpu for a smoke test")
+    peak, source = metrics_lib.peak_flops_per_device()
+    results = {"device": device.device_kind, "peak_flops": peak, "jax": jax.__version__}
+    print(f"device: {device.device_kind}; peak {peak / 1e12:.0f} TFLOP/s ({source})",
+          file=sys.stderr, flush=True)
+    start, slowest = time.perf_counter(), 0.0
+    for lever in levers:
+        spent = time.perf_counter() - start
+        if args.budget_s and spent + slowest > args.budget_s:
+            results[lever] = {"skipped": f"time budget: {spent:.0f} of {args.budget_s:.0f} s"}
+        else:
+            began = time.perf_counter()
+            try:
+                results[lever] = one_lever(lever, args.size, args.windows, args.steps, peak,
+                                           args.trace_dir)
+            except Exception as e:  # one lever failing leaves the others' figures
+                results[lever] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+            slowest = max(slowest, time.perf_counter() - began)
+            results[lever]["seconds"] = round(time.perf_counter() - began, 1)
+        print(f"{lever}: {json.dumps(results[lever])}", file=sys.stderr, flush=True)
+        if args.json_out:
+            with open(args.json_out, "w", encoding="utf-8") as f:
+                json.dump(results, f, indent=1)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
