@@ -87,6 +87,43 @@ def device_kernels(trace_dir: str, top: int = 12) -> dict:
     return summary
 
 
+def hlo_sources(text: str) -> dict:
+    """{kernel name: "op_name (file:line)"} from an optimized HLO module's text: each
+    instruction's own metadata, or for a fusion without any its fused computation's
+    (its root's, else the first instruction's that has some), else what it makes (its
+    shape). Kernels are named after their instruction, with '_' for '.' on a GPU."""
+    import re
+    computation, roots, own, calls, shapes = None, {}, {}, {}, {}
+    for line in text.splitlines():
+        head = re.match(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$", line)
+        if head and "=" not in line.split("{")[0]:
+            computation = head.group(1)
+            continue
+        inst = re.match(r"^\s*(ROOT\s+)?%?([\w.\-]+) = ", line)
+        if not inst:
+            continue
+        meta = re.search(r'op_name="([^"]*)"(?:.*?source_file="([^"]*)")?'
+                         r'(?:.*?source_line=(\d+))?', line)
+        where = meta.group(1) if meta else ""
+        if meta and meta.group(2):
+            where += f" ({os.path.basename(meta.group(2))}:{meta.group(3) or ''})"
+        if computation and where and (inst.group(1) or computation not in roots):
+            roots[computation] = where  # the root's, else the first with any
+        own[inst.group(2)] = where
+        shape = re.match(r"^\s*(?:ROOT\s+)?%?[\w.\-]+ = (\S+?)(?:\{[\d,]*\})? ", line)
+        if shape:  # what an op without metadata makes, at least
+            shapes[inst.group(2)] = shape.group(1)
+        called = re.search(r"calls=%?([\w.\-]+)", line)
+        if called:
+            calls[inst.group(2)] = called.group(1)
+    names = {}
+    for name, where in own.items():
+        where = where or roots.get(calls.get(name, ""), "") or shapes.get(name, "")
+        if where:
+            names[name] = names[name.replace(".", "_")] = where
+    return names
+
+
 def one_lever(lever, size, windows, steps, peak, trace_dir) -> dict:
     if lever in CHILD_FLAGS:  # XLA reads its flags once per process: a child measures it
         ops = os.path.join(trace_dir, "ops")
@@ -114,7 +151,17 @@ def one_lever(lever, size, windows, steps, peak, trace_dir) -> dict:
             for _ in range(3):
                 loss = one_step(False)
             float(loss)
-        return device_kernels(trace_dir)
+        found = device_kernels(trace_dir)
+        dumped = sorted(glob.glob(os.path.join(trace_dir, "hlo", "*after_optimizations.txt")))
+        if dumped:  # trace_ops' child: name each top kernel's op and source line
+            sources = {}
+            for path in dumped:
+                with open(path, encoding="utf-8") as f:
+                    sources.update(hlo_sources(f.read()))
+            for line in found.values():
+                if isinstance(line, dict):
+                    line["top"] = [(*k, sources.get(k[0], "")) for k in line["top"]]
+        return found
     row = bench.time_windows(one_step, tokens, windows, steps, wait_each_step=lever == "sync")
     row["mfu"] = flops / tokens * row["tokens_per_sec"] / peak
     row["size"] = big

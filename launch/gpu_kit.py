@@ -196,11 +196,12 @@ def _lever_lines(levers: dict) -> list:
         if isinstance(row, dict) and "tokens_per_sec" in row:
             lines.append(f"- {name}: {row['tokens_per_sec']:,.0f} tok/s (min {row['min']:,.0f},"
                          f" max {row['max']:,.0f}), MFU {row['mfu']:.1%} ({row['size']})")
-        elif name == "trace" and isinstance(row, dict):
+        elif name.startswith("trace") and isinstance(row, dict):
             for line, top in row.items():
                 if isinstance(top, dict):
-                    lines.append(f"- trace {line}: {top['us']:,.0f} us; " + "; ".join(
-                        f"{n} {share:.1%}" for n, _, share, _ in top["top"][:6]))
+                    lines.append(f"- {name} {line}: {top['us']:,.0f} us; " + "; ".join(
+                        f"{n} {share:.1%}" + (f" [{src[0]}]" if src and src[0] else "")
+                        for n, _, share, _, *src in top["top"][:6]))
         elif isinstance(row, dict):
             lines.append(f"- {name}: {row}")
     return lines
@@ -292,7 +293,9 @@ def run(args) -> int:
     levers = {}
     if "levers" in wanted:
         tiny = ["--allow_cpu", "--size=tiny", "--windows=1", "--steps=1"] if args.dry_run else []
-        chosen = args.levers or ("async,trace,trace_ops" if args.dry_run else "")
+        # dry: the child path alone (a trace outside CUDA graphs, the HLO dump); the
+        # timing it shares with the benchmark part runs there
+        chosen = args.levers or ("trace_ops" if args.dry_run else "")
         parts["levers"], levers = _levers(log, env, work, out, left() - reserve,
                                           tiny + ([f"--levers={chosen}"] if chosen else []))
     tests = {**_test_verdicts(work / "families.xml"), **_test_verdicts(work / "tests.xml")}

@@ -253,3 +253,10 @@ def tiny_t5_config(**overrides):
     c.model.mlp_dim = 128
     c.optimizer.warmup_steps = 2
     return override(c, overrides)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow-marked tests first, each file's order kept: pytest-xdist hands tests out
+    in this order, so the suite ends on short tests that both workers share instead of
+    one long test that leaves the other worker idle."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -3,6 +3,7 @@ project's needs less the GPU image's packages, computed without network) and its
 step's whole path on the CPU (--dry_run), benchmarks/gpu.py's included."""
 
 import importlib.util
+import gzip
 import json
 import os
 import subprocess
@@ -68,8 +69,8 @@ def test_the_run_step_dry_runs_its_whole_path_on_the_cpu(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "kit.log", "levers_step_hlo.txt.gz", "levers_trace.json.gz",
-        "levers_trace_ops.json.gz", "parts.tar.gz", "results.json", "summary.md"]
+        "kit.log", "levers_step_hlo.txt.gz", "levers_trace_ops.json.gz", "parts.tar.gz",
+        "results.json", "summary.md"]
     results = json.loads((tmp_path / "results.json").read_text())
     tests = results["tests"]
     assert tests["test_every_family_trains_in_bf16_and_resumes[bert]"][0] == "passed"
@@ -85,10 +86,14 @@ def test_the_run_step_dry_runs_its_whole_path_on_the_cpu(tmp_path):
         assert bench["tiny"]["ratio"] > 0, bench
     except ImportError:
         pass
-    levers = results["levers"]  # benchmarks/gpu_levers.py: a lever timed, a step traced
-    assert levers["async"]["tokens_per_sec"] > 0 and levers["trace"]["file"], levers
+    traced = results["levers"]["trace_ops"]  # benchmarks/gpu_levers.py, its child's trace
+    assert traced["file"] and any(line["us"] > 0 for line in traced.values()
+                                  if isinstance(line, dict)), traced
+    assert b"ENTRY" in gzip.open(tmp_path / "levers_step_hlo.txt.gz").read()
+    named = [k[4] for line in traced.values() if isinstance(line, dict) for k in line["top"]]
+    assert any("jit(step)" in where for where in named), named  # kernels name their ops
     summary = (tmp_path / "summary.md").read_text()
-    assert "pytest -m gpu" in summary and "- async: " in summary
+    assert "pytest -m gpu" in summary and "- trace_ops /host:CPU" in summary
 
 
 def test_a_part_stopped_before_its_junit_keeps_the_verdicts_its_log_printed(tmp_path):
