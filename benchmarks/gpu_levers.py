@@ -2,7 +2,8 @@
 time, and a profile of the plain step that says where its time goes.
 
     python benchmarks/gpu_levers.py [--levers=sync,async,trace,b512,cudnn,no_dropout,
-                                     xla_lhs] [--size=bert_base] [--windows=5] [--steps=10]
+                                     xla_lhs,trace_ops] [--size=bert_base] [--windows=5]
+                                    [--steps=10] [--dtype=bfloat16] [--allow_cpu]
                                     [--budget_s=S] [--json_out=FILE] [--trace_dir=DIR]
 
 Each lever is ours alone (no reference side; benchmarks/gpu.py has those), bf16, timed
@@ -24,7 +25,9 @@ over --windows windows of --steps steps after two warm-up steps (median, min, ma
 
 Every lever after `sync` is async, so each compares with `async`. A lever is skipped
 (and said so) when the time left is less than the slowest lever took. --allow_cpu runs
-the tiny size on the CPU: a smoke test, no figures.
+on the CPU: at the tiny size a smoke test; with `--levers=trace_ops --dtype=float32
+--size=t5_small` (or gpt2_small, base) the profile of the step benchmarks/train_step.py
+times, each kernel with its op (docs/benchmarks.md reads T5-small's and GPT-2 small's).
 """
 
 import argparse
@@ -91,9 +94,10 @@ def hlo_sources(text: str) -> dict:
     """{kernel name: "op_name (file:line)"} from an optimized HLO module's text: each
     instruction's own metadata, or for a fusion without any its fused computation's
     (its root's, else the first instruction's that has some), else what it makes (its
-    shape). Kernels are named after their instruction, with '_' for '.' on a GPU."""
+    shape); " [+dot]" marks a fusion that holds a matrix multiply. Kernels are named
+    after their instruction, with '_' for '.' on a GPU."""
     import re
-    computation, roots, own, calls, shapes = None, {}, {}, {}, {}
+    computation, roots, own, calls, shapes, dots = None, {}, {}, {}, {}, set()
     for line in text.splitlines():
         head = re.match(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$", line)
         if head and "=" not in line.split("{")[0]:
@@ -113,25 +117,55 @@ def hlo_sources(text: str) -> dict:
         shape = re.match(r"^\s*(?:ROOT\s+)?%?[\w.\-]+ = (\S+?)(?:\{[\d,]*\})? ", line)
         if shape:  # what an op without metadata makes, at least
             shapes[inst.group(2)] = shape.group(1)
+        if computation and (" dot(" in line or " convolution(" in line):
+            dots.add(computation)
         called = re.search(r"calls=%?([\w.\-]+)", line)
         if called:
             calls[inst.group(2)] = called.group(1)
     names = {}
     for name, where in own.items():
         where = where or roots.get(calls.get(name, ""), "") or shapes.get(name, "")
+        if calls.get(name) in dots:  # a fusion around a matrix multiply (XLA:CPU's)
+            where += " [+dot]"
         if where:
             names[name] = names[name.replace(".", "_")] = where
     return names
 
 
-def one_lever(lever, size, windows, steps, peak, trace_dir) -> dict:
+def by_op(trace_file: str, sources: dict, top: int = 12) -> dict:
+    """Every kernel of the trace (all lines, each layer's copy counted together) summed
+    by the op it computes: the share of kernel time in fusions that hold a matrix
+    multiply, and the `top` other ops by share (what is not a matmul)."""
+    import re
+    with gzip.open(trace_file, "rt", encoding="utf-8") as f:
+        events = json.load(f)
+    events = events.get("traceEvents", events) if isinstance(events, dict) else events
+    ops, matmul = {}, 0.0
+    for e in events:
+        where = sources.get(e.get("name"), "") if e.get("ph") == "X" else ""
+        if not where:
+            continue
+        us = float(e.get("dur", 0))
+        if "[+dot]" in where or where.endswith("dot_general"):
+            matmul += us
+        else:
+            op = re.sub(r"(layer|encoder|decoder|block)_\d+", r"\1_N", where)
+            ops[op] = ops.get(op, 0.0) + us
+    whole = matmul + sum(ops.values()) or 1.0
+    ranked = sorted(ops.items(), key=lambda kv: -kv[1])[:top]
+    return {"matmul_share": round(matmul / whole, 4),
+            "others": [(op, round(us / whole, 4)) for op, us in ranked]}
+
+
+def one_lever(lever, size, windows, steps, peak, trace_dir, dtype="bfloat16") -> dict:
     if lever in CHILD_FLAGS:  # XLA reads its flags once per process: a child measures it
         ops = os.path.join(trace_dir, "ops")
         flags = CHILD_FLAGS[lever].format(hlo=os.path.join(ops, "hlo"))
         env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {flags}")
         inner = "async" if lever == "xla_lhs" else "trace"
         argv = [sys.executable, __file__, f"--levers={inner}", f"--size={size}",
-                f"--windows={windows}", f"--steps={steps}", f"--trace_dir={ops}"]
+                f"--windows={windows}", f"--steps={steps}", f"--trace_dir={ops}",
+                f"--dtype={dtype}"]
         argv += ["--allow_cpu"] if jax.devices()[0].platform != "gpu" else []
         done = subprocess.run(argv, env=env, capture_output=True, text=True)
         if done.returncode:
@@ -141,7 +175,7 @@ def one_lever(lever, size, windows, steps, peak, trace_dir) -> dict:
     which = (big, "cudnn" if lever == "cudnn" else "xla", lever == "no_dropout")
     if which not in _STEPS:
         _STEPS.clear()  # one model's state on the device at a time
-        _STEPS[which] = bench.our_step(big, "bfloat16", which[1],
+        _STEPS[which] = bench.our_step(big, dtype, which[1],
                                        NO_DROPOUT if which[2] else None)
     one_step, tokens, flops, _, _ = _STEPS[which]
     if lever == "trace":
@@ -161,6 +195,7 @@ def one_lever(lever, size, windows, steps, peak, trace_dir) -> dict:
             for line in found.values():
                 if isinstance(line, dict):
                     line["top"] = [(*k, sources.get(k[0], "")) for k in line["top"]]
+            found["by_op"] = by_op(found["file"], sources)
         return found
     row = bench.time_windows(one_step, tokens, windows, steps, wait_each_step=lever == "sync")
     row["mfu"] = flops / tokens * row["tokens_per_sec"] / peak
@@ -177,6 +212,9 @@ def main():
     parser.add_argument("--budget_s", type=float, default=0.0)
     parser.add_argument("--json_out", default="")
     parser.add_argument("--trace_dir", default="gpu_levers_trace")
+    parser.add_argument("--dtype", default="bfloat16",
+                        help="the compute dtype (float32 profiles a CPU step as "
+                             "benchmarks/train_step.py times it)")
     parser.add_argument("--allow_cpu", action="store_true",
                         help="run on the CPU (tiny size: a smoke test, no figures)")
     args = parser.parse_args()
@@ -184,13 +222,17 @@ def main():
     unknown = [x for x in levers if x not in LEVERS]
     if unknown:
         parser.error(f"--levers: unknown {unknown}; known: {', '.join(LEVERS)}")
-    bench.SIZES.update(gpu.GPU_SIZES)
-    if args.size not in bench.SIZES:
-        parser.error(f"--size: unknown {args.size!r}; known: {', '.join(bench.SIZES)}")
     device = jax.devices()[0]
     if device.platform != "gpu" and not args.allow_cpu:
         raise SystemExit(f"error: no NVIDIA GPU visible to JAX (found {device.platform}); "
                          "--allow_cpu for a smoke test")
+    # a name both scripts size (gpt2_small) takes the GPU's batch on a GPU, the CPU's here
+    cpu_sizes = dict(bench.SIZES)
+    bench.SIZES.update(gpu.GPU_SIZES)
+    if device.platform != "gpu":
+        bench.SIZES.update(cpu_sizes)
+    if args.size not in bench.SIZES:
+        parser.error(f"--size: unknown {args.size!r}; known: {', '.join(bench.SIZES)}")
     peak, source = metrics_lib.peak_flops_per_device()
     results = {"device": device.device_kind, "peak_flops": peak, "jax": jax.__version__}
     print(f"device: {device.device_kind}; peak {peak / 1e12:.0f} TFLOP/s ({source})",
@@ -204,7 +246,7 @@ def main():
             began = time.perf_counter()
             try:
                 results[lever] = one_lever(lever, args.size, args.windows, args.steps, peak,
-                                           args.trace_dir)
+                                           args.trace_dir, args.dtype)
             except Exception as e:  # one lever failing leaves the others' figures
                 results[lever] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
             slowest = max(slowest, time.perf_counter() - began)

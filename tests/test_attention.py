@@ -218,3 +218,20 @@ def test_a_family_through_the_kernel_gives_its_xla_logits(family):
         # 2.4e-7 to 5.6e-7 of it for BERT, GPT-2 and T5)
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5 * scale, rtol=0,
                                    err_msg=str(path))
+
+
+def test_a_shared_bias_gets_the_gradient_of_a_plain_broadcast_add():
+    """plus_shared (T5's position bias, one for the batch) sums its gradient over the
+    batch with a matrix-vector product; it is the gradient of `shared + per_row`, for
+    both arguments, and a per-row `shared` passes through unsummed."""
+    from pretrainx.models.attention import plus_shared
+    rng = np.random.default_rng(0)
+    for shared_shape in ((1, 3, 5, 7), (4, 3, 5, 7)):
+        shared = jnp.asarray(rng.normal(size=shared_shape), jnp.float32)
+        per_row = jnp.asarray(rng.normal(size=(4, 1, 5, 7)), jnp.float32)
+        weights = jnp.asarray(rng.normal(size=(4, 3, 5, 7)), jnp.float32)
+        ours = jax.grad(lambda a, b: jnp.sum(plus_shared(a, b) ** 2 * weights), (0, 1))
+        plain = jax.grad(lambda a, b: jnp.sum((a + b) ** 2 * weights), (0, 1))
+        for got, want in zip(ours(shared, per_row), plain(shared, per_row)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

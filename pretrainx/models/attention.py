@@ -60,6 +60,35 @@ def mask_to_bias(mask, dtype):
     return jnp.where(mask, jnp.asarray(0, dtype), big_negative)
 
 
+@jax.custom_vjp
+def plus_shared(shared, per_row):
+    """shared [1, ...] + per_row [batch, ...], whose gradient for `shared` (T5's position
+    bias, one for the whole batch and every layer) sums over the batch as a
+    matrix-vector product: XLA:CPU's reduction over a leading axis ran at a tenth of
+    memory speed, 10% of T5-small's step."""
+    return shared + per_row
+
+
+def _plus_shared_fwd(shared, per_row):
+    return shared + per_row, (shared.shape, per_row.shape)
+
+
+def _summed_to(g, shape):
+    """g summed over the axes that `shape` broadcasts (size 1 there), the leading one
+    by a product with a vector of ones."""
+    if shape[0] == 1 and g.shape[0] != 1:
+        g = jnp.tensordot(jnp.ones((g.shape[0],), g.dtype), g, axes=1)[None]
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+    return g.sum(axes, keepdims=True) if axes else g
+
+
+def _plus_shared_bwd(shapes, g):
+    return _summed_to(g, shapes[0]), _summed_to(g, shapes[1])
+
+
+plus_shared.defvjp(_plus_shared_fwd, _plus_shared_bwd)
+
+
 @flax.struct.dataclass
 class Mask:
     q_segments: jax.Array  # [batch, q], 0 = padding
@@ -73,7 +102,7 @@ class Mask:
         """The additive bias XLA's path adds to the scores."""
         allowed = segment_mask(self.q_segments, self.kv_segments, self.causal, self.window)
         bias = mask_to_bias(allowed, dtype)
-        return bias if self.extra is None else self.extra + bias
+        return bias if self.extra is None else plus_shared(self.extra, bias)
 
 
 _target: str | None = None  # the backend a deviceless compile is for (the planner)
