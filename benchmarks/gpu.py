@@ -66,6 +66,22 @@ GOALS = {"bert_base": {"ratio": 1.3, "mfu": 0.45},
          "bert_base_b512": {"ratio": 1.3, "mfu": 0.45}}
 
 
+def write_results(path: str, results: dict) -> None:
+    """The results so far to `path` (if given): a run stopped part way keeps them."""
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+
+
+def visible_gpu(allow_cpu: bool):
+    """JAX's first device; refuses a CPU unless allowed (a smoke test, no figures)."""
+    device = jax.devices()[0]
+    if device.platform != "gpu" and not allow_cpu:
+        raise SystemExit(f"error: no NVIDIA GPU visible to JAX (found {device.platform}); "
+                         "pip install -e '.[cuda]', or --allow_cpu for a smoke test")
+    return device
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="bert_base,bert_base_b512,gpt2_small,t5_base,"
@@ -85,10 +101,7 @@ def main():
     unknown = [s for s in sizes if s not in GPU_SIZES]
     if unknown:
         parser.error(f"--sizes: unknown {unknown}; known: {', '.join(GPU_SIZES)}")
-    device = jax.devices()[0]
-    if device.platform != "gpu" and not args.allow_cpu:
-        raise SystemExit(f"error: no NVIDIA GPU visible to JAX (found {device.platform}); "
-                         "pip install -e '.[cuda]', or --allow_cpu for a smoke test")
+    device = visible_gpu(args.allow_cpu)
     on_gpu = device.platform == "gpu"
     try:
         import torch
@@ -132,12 +145,8 @@ def main():
             row["note"] = "ours without attention dropout (cuDNN applies none); HF with it"
         results[size] = row
         print(bench._line(size, row) + (f" [{row['note']}]" if kernel else ""), flush=True)
-        if args.json_out:
-            with open(args.json_out, "w", encoding="utf-8") as f:
-                json.dump(results, f, indent=1)
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1)
+        write_results(args.json_out, results)
+    write_results(args.json_out, results)
     print(json.dumps(results))
 
 

@@ -222,10 +222,7 @@ def main():
     unknown = [x for x in levers if x not in LEVERS]
     if unknown:
         parser.error(f"--levers: unknown {unknown}; known: {', '.join(LEVERS)}")
-    device = jax.devices()[0]
-    if device.platform != "gpu" and not args.allow_cpu:
-        raise SystemExit(f"error: no NVIDIA GPU visible to JAX (found {device.platform}); "
-                         "--allow_cpu for a smoke test")
+    device = gpu.visible_gpu(args.allow_cpu)
     # a name both scripts size (gpt2_small) takes the GPU's batch on a GPU, the CPU's here
     cpu_sizes = dict(bench.SIZES)
     bench.SIZES.update(gpu.GPU_SIZES)
@@ -252,9 +249,7 @@ def main():
             slowest = max(slowest, time.perf_counter() - began)
             results[lever]["seconds"] = round(time.perf_counter() - began, 1)
         print(f"{lever}: {json.dumps(results[lever])}", file=sys.stderr, flush=True)
-        if args.json_out:
-            with open(args.json_out, "w", encoding="utf-8") as f:
-                json.dump(results, f, indent=1)
+        gpu.write_results(args.json_out, results)
     print(json.dumps(results))
 
 

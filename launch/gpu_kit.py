@@ -198,7 +198,11 @@ def _lever_lines(levers: dict) -> list:
                          f" max {row['max']:,.0f}), MFU {row['mfu']:.1%} ({row['size']})")
         elif name.startswith("trace") and isinstance(row, dict):
             for line, top in row.items():
-                if isinstance(top, dict):
+                if line == "by_op":  # every kernel summed by its op (the HLO names them)
+                    lines.append(f"- {name} by op: in matmul fusions {top['matmul_share']:.1%}"
+                                 "; " + "; ".join(f"{op} {share:.1%}"
+                                                  for op, share in top["others"][:6]))
+                elif isinstance(top, dict):
                     lines.append(f"- {name} {line}: {top['us']:,.0f} us; " + "; ".join(
                         f"{n} {share:.1%}" + (f" [{src[0]}]" if src and src[0] else "")
                         for n, _, share, _, *src in top["top"][:6]))

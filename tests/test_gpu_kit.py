@@ -87,13 +87,14 @@ def test_the_run_step_dry_runs_its_whole_path_on_the_cpu(tmp_path):
     except ImportError:
         pass
     traced = results["levers"]["trace_ops"]  # benchmarks/gpu_levers.py, its child's trace
-    assert traced["file"] and any(line["us"] > 0 for line in traced.values()
-                                  if isinstance(line, dict)), traced
+    lines = [line for line in traced.values() if isinstance(line, dict) and "us" in line]
+    assert traced["file"] and any(line["us"] > 0 for line in lines), traced
+    assert 0 < traced["by_op"]["matmul_share"] < 1 and traced["by_op"]["others"], traced
     assert b"ENTRY" in gzip.open(tmp_path / "levers_step_hlo.txt.gz").read()
-    named = [k[4] for line in traced.values() if isinstance(line, dict) for k in line["top"]]
+    named = [k[4] for line in lines for k in line["top"]]
     assert any("jit(step)" in where for where in named), named  # kernels name their ops
     summary = (tmp_path / "summary.md").read_text()
-    assert "pytest -m gpu" in summary and "- trace_ops /host:CPU" in summary
+    assert "pytest -m gpu" in summary and "- trace_ops by op: in matmul" in summary
 
 
 def test_a_part_stopped_before_its_junit_keeps_the_verdicts_its_log_printed(tmp_path):
