@@ -258,5 +258,7 @@ def tiny_t5_config(**overrides):
 def pytest_collection_modifyitems(config, items):
     """The slow-marked tests first, each file's order kept: pytest-xdist hands tests out
     in this order, so the suite ends on short tests that both workers share instead of
-    one long test that leaves the other worker idle."""
+    one long test that leaves the other worker idle. (pyproject's `--dist worksteal`
+    lets an idle worker take half of the other's queue: `load` never moves a test
+    once sent, and its first chunks are a quarter of the suite.)"""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
