@@ -56,6 +56,13 @@ CHILD_FLAGS = {"xla_lhs": "--xla_gpu_enable_latency_hiding_scheduler=true",
 NO_DROPOUT = {"model.dropout_rate": 0.0, "model.attention_dropout_rate": 0.0}
 
 
+def trace_events(path: str) -> list:
+    """The events of a Perfetto trace (.trace.json.gz) as jax.profiler writes it."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        events = json.load(f)
+    return events.get("traceEvents", events) if isinstance(events, dict) else events
+
+
 def device_kernels(trace_dir: str, top: int = 12) -> dict:
     """Sums the Perfetto trace's complete events by line (process / thread) and name:
     {line: {"us": total, "top": [(name, us, share of the line, count)...]}} for the
@@ -64,9 +71,7 @@ def device_kernels(trace_dir: str, top: int = 12) -> dict:
                              recursive=True))
     if not files:
         return {"error": f"no *.trace.json.gz under {trace_dir}"}
-    with gzip.open(files[-1], "rt", encoding="utf-8") as f:
-        events = json.load(f)
-    events = events.get("traceEvents", events) if isinstance(events, dict) else events
+    events = trace_events(files[-1])
     meta = [e for e in events if e.get("ph") == "M"]
     process = {e["pid"]: e.get("args", {}).get("name", "") for e in meta
                if e.get("name") == "process_name"}
@@ -137,9 +142,7 @@ def by_op(trace_file: str, sources: dict, top: int = 12) -> dict:
     by the op it computes: the share of kernel time in fusions that hold a matrix
     multiply, and the `top` other ops by share (what is not a matmul)."""
     import re
-    with gzip.open(trace_file, "rt", encoding="utf-8") as f:
-        events = json.load(f)
-    events = events.get("traceEvents", events) if isinstance(events, dict) else events
+    events = trace_events(trace_file)
     ops, matmul = {}, 0.0
     for e in events:
         where = sources.get(e.get("name"), "") if e.get("ph") == "X" else ""

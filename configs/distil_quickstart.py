@@ -12,12 +12,8 @@ on the unseen Alice (mlm_accuracy, teacher_mlm_accuracy); measured figures are i
 docs/recipes.md.
 """
 
-import os
-
-import pretrainx
+from pretrainx.data import bundled
 from pretrainx.objectives import default_config
-
-ASSETS = os.path.join(os.path.dirname(pretrainx.__file__), "assets")
 
 
 def get_config():
@@ -43,12 +39,6 @@ def get_config():
     c.optimizer.learning_rate = 1e-3  # the quickstart's
     c.optimizer.warmup_steps = 50
 
-    books = os.path.join(ASSETS, "text")
-    c.data.train_files = ",".join([
-        os.path.join(books, "pg1342_pride_and_prejudice.txt"),
-        os.path.join(books, "pg1661_adventures_of_sherlock_holmes.txt"),
-    ])
-    c.data.eval_files = os.path.join(books, "pg11_alice_in_wonderland.txt")
-    c.data.tokenizer = os.path.join(ASSETS, "spm_4k.model")
+    bundled.use_books(c.data, tokenizer="spm_4k.model")
     c.data.max_predictions_per_seq = 5
     return c

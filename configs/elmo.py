@@ -17,12 +17,10 @@ vocabulary of the corpus:
     python -m pretrainx.tokenizer train --model_type=words --input=... --output=DIR
 """
 
-import os
-
-import pretrainx
+from pretrainx.data import bundled
 from pretrainx.objectives import default_config
 
-ASSETS = os.path.join(os.path.dirname(pretrainx.__file__), "assets")
+
 SIZES = {  # lstm_dim, projection_dim, num_highway
     "original": (4096, 512, 2),
     "medium": (2048, 256, 1),
@@ -52,11 +50,5 @@ def get_config(size: str = "original"):
     c.model.lstm_dim = 512
     c.model.projection_dim = 128
     c.model.vocab_size = 8192
-    books = os.path.join(ASSETS, "text")
-    c.data.train_files = ",".join([
-        os.path.join(books, "pg1342_pride_and_prejudice.txt"),
-        os.path.join(books, "pg1661_adventures_of_sherlock_holmes.txt"),
-    ])
-    c.data.eval_files = os.path.join(books, "pg11_alice_in_wonderland.txt")
-    c.data.tokenizer = os.path.join(ASSETS, "books.words")
+    bundled.use_books(c.data, tokenizer="books.words")
     return c

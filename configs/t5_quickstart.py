@@ -12,12 +12,8 @@ Span corruption and packing are the recipe's: inputs 512 (568 raw tokens),
 targets 114.
 """
 
-import os
-
-import pretrainx
+from pretrainx.data import bundled
 from pretrainx.objectives import default_config
-
-ASSETS = os.path.join(os.path.dirname(pretrainx.__file__), "assets")
 
 
 def get_config():
@@ -44,11 +40,5 @@ def get_config():
     c.optimizer.learning_rate = 3e-3
     c.optimizer.warmup_steps = 30
 
-    books = os.path.join(ASSETS, "text")
-    c.data.train_files = ",".join([
-        os.path.join(books, "pg1342_pride_and_prejudice.txt"),
-        os.path.join(books, "pg1661_adventures_of_sherlock_holmes.txt"),
-    ])
-    c.data.eval_files = os.path.join(books, "pg11_alice_in_wonderland.txt")
-    c.data.tokenizer = os.path.join(ASSETS, "spm_t5_4k.model")
+    bundled.use_books(c.data, tokenizer="spm_t5_4k.model")
     return c
