@@ -25,7 +25,8 @@ unigram model trained on the same eight sources sampled the same way:
 The objective is RoBERTa's (FULL-SENTENCES rows, dynamic masking, no NSP) at BERT-Tiny's
 size, at length 32 for the quickstart's reason (a small model leaves the unigram
 plateau there within hundreds of steps). Measured: see docs/recipes.md (eval MLM
-accuracy per language).
+accuracy per language). `python -m pretrainx.export` writes it as XLMRobertaForMaskedLM
+with a tokenizer.json in the run's ids (tests/test_xlmr.py).
 """
 
 import os

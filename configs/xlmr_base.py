@@ -23,7 +23,9 @@ RoBERTa-base's (Adam b2 0.98, eps 1e-6, peak 6e-4, 24K warmup, linear decay). Tr
 vocabulary for your languages with `python -m pretrainx.tokenizer train --alpha=0.3
 --input='en/*.txt;de/*.txt;...' --vocab_size=250000 --lower_case=false`
 (it writes [PAD] [UNK] [CLS] [SEP] [MASK] first, not fairseq's <s> <pad> </s> <unk>
-layout: the model's shape is the same).
+layout: the model's shape is the same). A run exports as XLMRobertaForMaskedLM, and
+a released XLM-R folder continues with --config.init_from=/models/xlm-roberta-base (its
+sentencepiece.bpe.model read in fairseq's ids).
 """
 
 from pretrainx.config import sibling_config

@@ -47,6 +47,10 @@ class Model:
         if not rows or not all(rows):
             raise UserError("pretrainx.load's model needs at least one non-empty row")
         width = max(len(r) for r in rows)
+        limit = self._max_tokens()
+        if limit and width > limit:  # a lookup past the position table reads a wrong row
+            raise UserError(f"a row of {width} tokens is longer than the {limit} positions "
+                            f"{self.pretrained.source} was built for")
         padded = self._bucket(width)
         input_ids = np.full((len(rows), padded), self.tokenizer.pad_id, np.int32)
         mask = np.zeros((len(rows), padded), np.int32)
@@ -65,15 +69,20 @@ class Model:
         family, cfg = self.family, self.pretrained.model
         return jax.jit(lambda params, batch: family.outputs(cfg, params, batch))
 
+    def _max_tokens(self) -> int:
+        """Tokens a row may hold (0: the family has no position table)."""
+        key, cfg = self.family.max_positions, self.pretrained.model
+        if not key or key not in cfg:
+            return 0
+        return int(cfg[key]) - int(cfg.get("position_offset", 0))
+
     def _bucket(self, width: int) -> int:
         """The width rows are run at: a multiple of 16 within the model's positions, so
         that one compiled program serves every length of a bucket (padding is masked;
         the outputs are cut back to `width`)."""
         padded = -(-width // 16) * 16
-        key = self.family.max_positions
-        if key and key in self.pretrained.model:
-            padded = min(padded, int(self.pretrained.model[key]))
-        return max(padded, width)
+        limit = self._max_tokens()
+        return max(min(padded, limit) if limit else padded, width)
 
     def embed(self, texts, pooling: str | None = None) -> np.ndarray:
         """[rows, hidden] sentence embeddings of texts: the last hidden states pooled as

@@ -213,14 +213,24 @@ def test_what_an_hf_class_cannot_hold_is_refused_in_one_line(shared_data, tmp_pa
     with pytest.raises(UserError, match="ElectraForSequenceClassification applies GeLU"):
         hf.save(pretrained, str(tmp_path / "classify"))
     assert not (tmp_path / "classify").exists()
+
+
+def test_a_roberta_at_another_position_offset_exports_its_table_shifted(shared_data, tmp_path):
+    """HF's RoBERTa reads the p-th token's position row at <pad> + 1 + p = 2 + p; a model
+    trained at offset 0 is written with two unread rows before its table, so
+    transformers computes its logits (this export used to be refused)."""
     vocab = str(shared_data / "tokenizers" / "gpt2")
     cfg = _cfg("roberta_base.py", vocab, max_position_embeddings=130, position_offset=0)
     tokenizer = load_tokenizer(vocab, layout="fairseq")
-    _, _, pretrained = _init(cfg, _batch(tokenizer), tokenizer)
-    with pytest.raises(UserError, match=r"numbers positions from <pad> \+ 1 = 2; this model's "
-                                        r"model.position_offset is 0"):
-        hf.save(pretrained, str(tmp_path / "roberta"))
-    assert not (tmp_path / "roberta").exists()
+    batch = _batch(tokenizer)
+    model, params, pretrained = _init(cfg, batch, tokenizer)
+    hf.save(pretrained, str(tmp_path / "roberta"))
+    theirs = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "roberta").eval()
+    assert theirs.config.max_position_embeddings == 132
+    with torch.no_grad():
+        logits = theirs(**_torch(batch, types=False)).logits.numpy()
+    mine = model.apply({"params": params}, batch)["mlm_logits"]
+    _close(mine, logits, batch["attention_mask"].astype(bool))
 
 
 def test_a_bert_with_factorised_embeddings_is_refused(tmp_path):
@@ -231,3 +241,31 @@ def test_a_bert_with_factorised_embeddings_is_refused(tmp_path):
         hf.save(interop.Pretrained(model=cfg, params={}, tokenizer="", lower_case=True,
                                    head="encoder", source="e"), str(tmp_path / "hf"))
     assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("recipe,model", [
+    ("bert_base.py", {}), ("albert_base.py", dict(embedding_size=32)),
+    ("electra_small.py", dict(embedding_size=32)), ("deberta_mlm.py", {}),
+    ("modernbert_base.py", {})], ids=["bert", "albert", "electra", "deberta", "modernbert"])
+def test_a_sentencepiece_export_gives_huggingface_tokenizer_our_ids(recipe, model, tmp_path):
+    """A run on a SentencePiece vocabulary exports a tokenizer that transformers'
+    AutoTokenizer reads in the run's ids, framed [CLS] text [SEP], on real paragraphs:
+    a tokenizer.json of the model (transformers 5 builds tokenizers from it) under the
+    class that reads it as it is (not ALBERT's for a BERT: transformers 5's BERT,
+    ELECTRA and DeBERTa-v2 classes rebuild their own pipeline and gave other ids)."""
+    import json
+    cfg = _cfg(recipe, SPM, vocab_size=4096, **model)
+    tokenizer = load_tokenizer(SPM)
+    batch = _electra_batch(tokenizer) if recipe.startswith("electra") else _batch(tokenizer)
+    _, _, pretrained = _init(cfg, batch, tokenizer)
+    written = hf.save(pretrained, str(tmp_path / "out"))
+    assert "tokenizer.json" in written
+    config = json.loads((tmp_path / "out" / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == (
+        "AlbertTokenizer" if pretrained.family == "albert" else "PreTrainedTokenizerFast")
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "out"))
+    text = open(ALICE, encoding="utf-8").read()[5000:20000]
+    for paragraph in [p for p in text.split("\n\n") if p.strip()][:30]:
+        assert theirs(paragraph)["input_ids"] == (
+            [tokenizer.cls_id] + tokenizer.encode(paragraph) + [tokenizer.sep_id])
+    assert theirs.mask_token_id == tokenizer.mask_id and theirs.pad_token_id == tokenizer.pad_id

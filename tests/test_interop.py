@@ -423,7 +423,7 @@ def test_export_writes_what_an_adapter_returns_whatever_its_memory_order(
     fake = hf.Adapter(name="bert", model_type="bert", read=real.read,
                       write=lambda pretrained, params, tok: ({"w": kernel.T}, {"model_type": "bert"}),
                       write_tokenizer=lambda pretrained, tok, output: [])
-    monkeypatch.setattr(hf.ADAPTERS, "find", lambda name: fake)
+    monkeypatch.setattr(hf, "adapter_for", lambda pretrained: fake)
     hf.save(interop.load(pretrained_workdir), str(tmp_path / "out"))
     written = load_file(str(tmp_path / "out" / "model.safetensors"))["w"]
     assert not kernel.T.flags.c_contiguous
@@ -623,7 +623,7 @@ def test_an_export_is_whole_or_absent_and_its_files_share_one_mode(pretrained_wo
     def killed(*args):
         raise KeyboardInterrupt
     with monkeypatch.context() as patch:
-        patch.setattr(hf.ADAPTERS, "find", lambda name: dataclasses.replace(
+        patch.setattr(hf, "adapter_for", lambda pretrained: dataclasses.replace(
             adapter, write_tokenizer=killed))
         with pytest.raises(KeyboardInterrupt):
             hf.save(pretrained, str(tmp_path / "out"))

@@ -12,7 +12,8 @@ import os
 
 from pretrainx.data import bpe, words
 from pretrainx.data.fast_tokenizer import FastTokenizer
-from pretrainx.data.sentencepiece_tokenizer import SentencePieceTokenizer
+from pretrainx.data import sentencepiece_tokenizer
+from pretrainx.data.sentencepiece_tokenizer import SentencePieceTokenizer  # noqa: F401
 from pretrainx.data.tokenizer_base import Tokenizer
 from pretrainx.data.tokenizer_training import train_sentencepiece, train_wordpiece  # noqa: F401
 from pretrainx.data.wordpiece import SPECIAL_PIECES, WordPieceTokenizer, bert_pretokenize  # noqa: F401
@@ -25,7 +26,8 @@ def load_tokenizer(path: str, lower_case: bool = True, layout: str = "") -> Toke
 
     `lower_case` applies to WordPiece only; a SentencePiece model carries its
     own normalization rule. `layout` (a family's tokenizer_layout, bpe.LAYOUTS) gives
-    a byte-level vocabulary the ids that family trains it under.
+    a byte-level vocabulary, or a SentencePiece model without a pad piece (XLM-R's),
+    the ids that family trains it under.
     """
     path = os.path.expanduser(path)
     byte_level = bpe.files_in(path)
@@ -40,8 +42,8 @@ def load_tokenizer(path: str, lower_case: bool = True, layout: str = "") -> Toke
         return FastTokenizer(path)
     if path.endswith(".txt"):
         return WordPieceTokenizer(path, lower_case=lower_case)
-    if path.endswith(".model"):
-        return SentencePieceTokenizer(path)
+    if path.endswith(".model"):  # XLM-R's in fairseq's ids under RoBERTa's layout
+        return sentencepiece_tokenizer.load(path, layout)
     if path.endswith(".words"):
         return words.WordTokenizer(path)
     raise UserError(f"unknown tokenizer type for {path}: expected a .txt vocab, a .model, "

@@ -135,6 +135,19 @@ class WordPieceTokenizer(Tokenizer):
         """Word pieces of `text`; handy when debugging a vocab."""
         return [self._pieces[i] for i in self.encode(text)]
 
+    def words(self, text: str) -> list[str]:
+        """BERT's words of `text` (cleaned, lower-cased as the vocabulary is, split at
+        spaces and punctuation), before WordPiece splits them."""
+        return self._basic_tokenize(text)
+
+    def word_ids(self, word: str) -> tuple[int, ...]:
+        """The ids WordPiece splits one word of `words` into."""
+        return self._words[word]
+
+    def pieces(self) -> list[str]:
+        """vocab.txt's pieces, in id order."""
+        return list(self._pieces)
+
     def decode(self, ids) -> str:
         pieces = [self._pieces[i] for i in self._id_list(ids)]
         return " ".join(pieces).replace(" ##", "").strip()

@@ -57,6 +57,15 @@ class Adapter:
     # {config.json model_type: why not}: a relative's layout this family does not read
     # (DeBERTa v1 beside v2/v3), refused with the family's own words
     refuses: dict = dataclasses.field(default_factory=dict)
+    # (Pretrained) -> whether this adapter writes it: a family HF holds in two layouts
+    # (RoBERTa's byte-level vocabulary, XLM-R's SentencePiece one) has an adapter each
+    writes: Callable = lambda pretrained: True
+
+
+def adapter_for(pretrained: Pretrained):
+    """The adapter that writes `pretrained` (None: HF holds no model of its family)."""
+    return next((a for a in ADAPTERS.entries()
+                 if a.name == pretrained.family and a.writes(pretrained)), None)
 
 
 def _adapter_of_model_type(model_type):
@@ -107,8 +116,10 @@ def tokenizer_config(path: str) -> dict:
 def tokenizer_of(path: str) -> tuple:
     """(tokenizer file, lower_case) of an HF directory."""
     config = tokenizer_config(path)
-    # spm.model: DeBERTa-v2/v3's; tokenizer.json alone: a fast tokenizer (ModernBERT's)
-    names = ("vocab.json", "vocab.txt", "spiece.model", "spm.model", "tokenizer.json")
+    # spm.model: DeBERTa-v2/v3's; sentencepiece.bpe.model: XLM-R's (fairseq's ids);
+    # tokenizer.json alone: a fast tokenizer (ModernBERT's)
+    names = ("vocab.json", "vocab.txt", "spiece.model", "spm.model", "sentencepiece.bpe.model",
+             "tokenizer.json")
     for name in names:
         if os.path.isfile(os.path.join(path, name)):
             return os.path.join(path, name), bool(config.get("do_lower_case", True))
@@ -188,14 +199,14 @@ def _untie(adapter, pretrained: Pretrained, params: dict, state: dict, config: d
 
 def caveat(pretrained: Pretrained) -> str:
     """What the HF directory written for `pretrained` leaves out ("" if nothing)."""
-    adapter = ADAPTERS.find(pretrained.family)
+    adapter = adapter_for(pretrained)
     return adapter.caveat(pretrained) if adapter else ""
 
 
 def save(pretrained: Pretrained, output: str, license_id: str = "unknown") -> list:
     """Write an HF directory with its model card (README.md, under the Hub's license
     identifier `license_id`); returns the files written."""
-    adapter = ADAPTERS.find(pretrained.family)
+    adapter = adapter_for(pretrained)
     if adapter is None:
         families = [a.name for a in ADAPTERS.entries()]
         raise UserError(f"{pretrained.source} is a {pretrained.family} model; HF export "

@@ -9,7 +9,7 @@ objectives share.
 import ml_collections
 
 from pretrainx import config as config_lib
-from pretrainx.data import sources
+from pretrainx.data import sources, tokenizers
 from pretrainx.errors import UserError
 from pretrainx.models import attention
 from pretrainx.objectives.contract import Entry  # noqa: F401  (what a spec lists)
@@ -27,6 +27,15 @@ def build(cfg, tokenizer, imported: dict | None = None):
     `imported`: the models its entry's `imports` names, loaded (pretrainx.pretrain)."""
     entry = get(cfg.objective)
     return entry.build(cfg, tokenizer, imported) if imported else entry.build(cfg, tokenizer)
+
+
+def load_tokenizer(cfg):
+    """data.tokenizer in the ids cfg's model family trains it under (its
+    tokenizer_layout: RoBERTa's fairseq ids over GPT-2's files or XLM-R's
+    SentencePiece model); the objective may wrap it further."""
+    family = registry.FAMILIES.find(cfg.model.get("family", ""))
+    return tokenizers.load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case,
+                                     layout=family.tokenizer_layout if family else "")
 
 
 def imports(cfg) -> dict:

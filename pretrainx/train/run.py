@@ -10,7 +10,6 @@ from flax import linen as nn
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, phasing, sharding
-from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.train import checkpoint as checkpoint_lib
 from pretrainx.train import metrics as metrics_lib
@@ -103,7 +102,7 @@ class Run:
             raise UserError(f"{', '.join(wanted)} is read by pretrainx.pretrain.train (or "
                             "python -m pretrainx.main); this call gave no imported models")
         config_lib.require_data(cfg)
-        tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case)
+        tokenizer = objectives.load_tokenizer(cfg)
         # ELMo reads any listed word by its characters; only its softmax is model.vocab_size
         if tokenizer.vocab_size > cfg.model.vocab_size and not getattr(
                 tokenizer, "softmax_may_be_smaller", False):

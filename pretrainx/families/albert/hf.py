@@ -8,6 +8,7 @@ there; an unfactorised model writes the identity), the pooler a bare
 E-wide table) and the sentence-order head `sop_classifier.classifier`.
 """
 
+import functools
 import os
 
 import numpy as np
@@ -101,4 +102,6 @@ TIED = (("predictions.decoder.weight",
          "albert.embeddings.word_embeddings.weight"),)
 
 ADAPTER = hf_lib.Adapter(name="albert", tied=TIED, model_type="albert", read=_read,
-                         write=_write, write_tokenizer=hf_bert.write_tokenizer)
+                         write=_write, write_tokenizer=functools.partial(
+                             hf_bert.write_tokenizer, spm_class="AlbertTokenizer",
+                             spm_file="spiece.model"))

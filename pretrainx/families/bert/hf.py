@@ -13,6 +13,7 @@ import shutil
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
 import pretrainx.interop.hf_tensors as t
+from pretrainx.interop import tokenizer_json
 from pretrainx.families.bert import model as bert
 
 ACT_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "tanh": "tanh"}
@@ -155,23 +156,41 @@ def _write(pretrained, params, tokenizer):
             to_hf_config(pretrained.model, pretrained.head, tokenizer.pad_id, labels))
 
 
-def write_tokenizer(pretrained, tokenizer, output, extra: dict | None = None) -> list:
-    """vocab.txt as BertTokenizer reads it, or a SentencePiece model with BERT's
-    [CLS]/[SEP]/[MASK] pieces as AlbertTokenizer reads it; `extra` adds to
-    tokenizer_config.json."""
+def write_tokenizer(pretrained, tokenizer, output, extra: dict | None = None,
+                    spm_class: str = "PreTrainedTokenizerFast", spm_file: str = "") -> list:
+    """The tokenizer files for a [CLS] text [SEP] encoder: vocab.txt as BertTokenizer
+    reads it; a tokenizer.json (an imported fast-only one) as it is; a SentencePiece
+    unigram model as a tokenizer.json of it in the run's ids, read by the class that
+    takes the file as it is (transformers 5's BertTokenizer, ElectraTokenizer and
+    DebertaV2Tokenizer rebuild their own pipeline and give other ids; ALBERT's
+    `spm_class` keeps the file's), with the model itself as `spm_file` where a
+    family's slow class reads one (ALBERT's spiece.model, DeBERTa's spm.model). A
+    SentencePiece BPE model has no exact
+    tokenizer.json here: it is written as spiece.model under AlbertTokenizer, which
+    reads it in transformers 4. `extra` adds to tokenizer_config.json."""
     max_len = int(pretrained.model.max_position_embeddings)
-    if pretrained.tokenizer.endswith(".txt"):
-        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "vocab.txt"))
-        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": pretrained.lower_case,
-                  "model_max_length": max_len}
-        name = "vocab.txt"
+    source = pretrained.tokenizer
+    if source.endswith(".txt"):
+        shutil.copyfile(source, os.path.join(output, "vocab.txt"))
+        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": pretrained.lower_case}
+        names = ["vocab.txt"]
+    elif source.endswith("tokenizer.json"):
+        shutil.copyfile(source, os.path.join(output, "tokenizer.json"))
+        config = {"tokenizer_class": "PreTrainedTokenizerFast"}
+        names = ["tokenizer.json"]
+    elif tokenizer_json.is_unigram(source):
+        names = tokenizer_json.write(tokenizer, output, tokenizer_json.BERT_FRAMING)
+        if spm_file:
+            shutil.copyfile(source, os.path.join(output, spm_file))
+            names.append(spm_file)
+        config = {"tokenizer_class": spm_class, "do_lower_case": False, "keep_accents": True}
     else:
-        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "spiece.model"))
+        shutil.copyfile(source, os.path.join(output, "spiece.model"))
         config = {"tokenizer_class": "AlbertTokenizer", "do_lower_case": False,
-                  "keep_accents": True, "remove_space": True, "model_max_length": max_len}
-        name = "spiece.model"
-    config.update(extra or {})
-    return [name] + hf_lib.write_tokenizer_config(output, config, hf_lib.special_tokens(tokenizer))
+                  "keep_accents": True, "remove_space": True}
+        names = ["spiece.model"]
+    config.update(model_max_length=max_len, **(extra or {}))
+    return names + hf_lib.write_tokenizer_config(output, config, hf_lib.special_tokens(tokenizer))
 
 
 # (output layer, word table): tied unless config.json says tie_word_embeddings=false

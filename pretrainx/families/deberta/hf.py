@@ -10,6 +10,7 @@ exports its encoder and head exactly, and its MLM logits in HF are the head on t
 last layer without the decoder (export says so).
 """
 
+import functools
 import os
 
 from pretrainx.errors import UserError
@@ -140,7 +141,8 @@ TIED = (("cls.predictions.decoder.weight",
 
 ADAPTER = hf_lib.Adapter(
     name="deberta", tied=TIED, model_type="deberta-v2", read=_read,
-    write=_write, write_tokenizer=hf_bert.write_tokenizer,
+    write=_write, write_tokenizer=functools.partial(
+        hf_bert.write_tokenizer, spm_file="spm.model"),
     companions=_companions, caveat=_caveat,
     refuses={"deberta": "DeBERTa v1 (DebertaForMaskedLM, whose attention keeps q, k and v in "
                         "one in_proj matrix with separate q and v biases, and relative "

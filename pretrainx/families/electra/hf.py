@@ -131,5 +131,6 @@ TIED = (("generator_lm_head.weight",
 
 ADAPTER = hf_lib.Adapter(
     name="electra", tied=TIED, can_untie=False, model_type="electra", read=_read, write=_write,
-    write_tokenizer=hf_bert.write_tokenizer, check=_check, companions=_companions,
+    write_tokenizer=hf_bert.write_tokenizer,
+    check=_check, companions=_companions,
     caveat=_caveat)

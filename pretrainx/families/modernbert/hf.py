@@ -10,7 +10,6 @@ where ours applies model.hidden_act: the two must agree.
 """
 
 import os
-import shutil
 
 import numpy as np
 
@@ -178,24 +177,17 @@ def _write(pretrained, params, tokenizer):
 
 
 def _write_tokenizer(pretrained, tokenizer, output) -> list:
-    """The tokenizer in the files its kind needs: ModernBERT's release's tokenizer.json
-    as it is, a byte-level vocabulary as RoBERTa's vocab.json and merges.txt (in the
-    ids the run trained with) and as a tokenizer.json of them, WordPiece or
-    SentencePiece as BERT's. (A tokenizer.json or a vocab.json was written as
-    spiece.model under AlbertTokenizer, which no tokenizer class reads.) ModernBERT takes no token_type_ids: its tokenizer must not
-    hand them over."""
+    """The tokenizer in the files its kind needs: a byte-level vocabulary as RoBERTa's
+    vocab.json and merges.txt (in the ids the run trained with) and a tokenizer.json of
+    them; the others as BERT's (a release's tokenizer.json as it is, a SentencePiece
+    model as a tokenizer.json). ModernBERT has no tokenizer class of its own and takes
+    no token_type_ids: its tokenizer must not hand them over."""
     no_types = {"model_input_names": ["input_ids", "attention_mask"]}
-    max_len = int(pretrained.model.max_position_embeddings)
-    if pretrained.tokenizer.endswith("tokenizer.json"):
-        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "tokenizer.json"))
-        config = dict(tokenizer_class="PreTrainedTokenizerFast", model_max_length=max_len,
-                      **no_types)
-        return ["tokenizer.json"] + hf_lib.write_tokenizer_config(
-            output, config, hf_lib.special_tokens(tokenizer))
     if bpe.files_in(pretrained.tokenizer):  # transformers 5 reads its tokenizer.json
-        return hf_roberta.write_fairseq_bpe(pretrained, tokenizer, output, "RobertaTokenizer",
-                                            max_len, no_types) + hf_roberta.write_tokenizer_json(
-                                                output)
+        return hf_roberta.write_fairseq_bpe(
+            pretrained, tokenizer, output, "RobertaTokenizer",
+            int(pretrained.model.max_position_embeddings), no_types) + (
+                hf_roberta.write_tokenizer_json(output))
     return hf_bert.write_tokenizer(pretrained, tokenizer, output, no_types)
 
 

@@ -36,4 +36,4 @@ registry.register(registry.Family(
     objectives=(objectives.Entry(name="roberta", build=roberta_mlm.RobertaMlm,
                                  defaults=defaults, validate=validate,
                                  as_pretrained=encoder.pretrained_mlm),),
-    hf=(hf.ADAPTER,)))
+    hf=(hf.ADAPTER, hf.XLMR_ADAPTER)))
