@@ -1,0 +1,88 @@
+"""Continued pretraining of a released checkpoint, one family at a time: an HF folder in
+the layout transformers writes for the family's releases (its config keys, tokenizer
+files and safetensors names, built here with transformers' own classes at tiny size)
+continues with configs/continue_mlm.py given only init_from, a corpus and a step
+count (and, for the test's speed, a small batch), evaluates before its first step and
+after its last, exports, and loads back in transformers holding the continued weights.
+BERT's and XLM-R's are in tests/test_interop.py and tests/test_xlmr.py."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import SHARED_DATA, load_config
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not SHARED_DATA.exists(), reason="shared data not available")]
+
+
+@pytest.mark.parametrize("family,objective", [
+    ("roberta", "roberta"), ("modernbert", "modernbert"), ("deberta", "deberta_mlm"),
+    ("albert", "albert")])
+def test_a_released_folder_continues_and_exports(family, objective, tmp_path):
+    from pretrainx import interop, pretrain
+    from test_interop import _tiny_hf
+    torch.manual_seed(0)
+    if family == "modernbert":
+        theirs = _modernbert_release(tmp_path / "hf")
+    else:
+        theirs, files = _tiny_hf(family, tie=True)
+        theirs.save_pretrained(tmp_path / "hf")
+        for name, source in files.items():
+            (tmp_path / "hf" / name).write_bytes(open(source, "rb").read())
+    cfg = load_config("continue_mlm.py", objective)
+    cfg.init_from = str(tmp_path / "hf")
+    cfg.data.train_files = ",".join(str(p) for p in sorted(
+        (SHARED_DATA / "corpus" / "gutenberg").glob("*.txt"))[:4])
+    cfg.total_steps = 2
+    cfg.global_batch_size, cfg.seq_len = 8, 64
+    cfg.data.max_predictions_per_seq = 20  # the recipe's follows its own length, 128
+    cfg.data.eval_split_percent = 10.0  # 1% of four books is not one batch
+    pretrain.train(cfg, str(tmp_path / "w"), devices=jax.devices()[:1])
+    records = [json.loads(line) for line in (tmp_path / "w" / "metrics.jsonl").open()]
+    evals = [r["step"] for r in records if r.get("split") == "eval"]
+    assert evals[0] == 0 and evals[-1] == 2  # before and after
+    continued = interop.load(str(tmp_path / "w"))
+    assert continued.family == family and continued.tokenizer.startswith(str(tmp_path / "hf"))
+    interop.hf.save(continued, str(tmp_path / "out"))
+    again = type(theirs).from_pretrained(str(tmp_path / "out")).eval()
+    table = again.get_input_embeddings().weight.detach().numpy()
+    released = theirs.get_input_embeddings().weight.detach().numpy()
+    ours = np.asarray(_word_table(continued.params))
+    assert table.shape == released.shape and np.array_equal(table, ours)
+    assert not np.array_equal(table, released)
+
+
+def _modernbert_release(folder):
+    """ModernBERT as released: tokenizer.json alone, a byte-level BPE with BERT's
+    special tokens added after its pieces (GPT-2's pieces stand in for OLMo's)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    gpt2 = SHARED_DATA / "tokenizers" / "gpt2"
+    tok = Tokenizer(models.BPE.from_file(str(gpt2 / "vocab.json"), str(gpt2 / "merges.txt")))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"])
+    ids = {t: tok.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]")}
+    model = transformers.ModernBertForMaskedLM(transformers.ModernBertConfig(
+        vocab_size=50265, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, global_attn_every_n_layers=1, pad_token_id=ids["[PAD]"],
+        cls_token_id=ids["[CLS]"], sep_token_id=ids["[SEP]"], bos_token_id=ids["[CLS]"],
+        eos_token_id=ids["[SEP]"])).eval()
+    model.save_pretrained(folder)
+    tok.save(str(folder / "tokenizer.json"))
+    return model
+
+
+def _word_table(params: dict):
+    """The word table, wherever the family keeps it (the only leaf named token_embed or
+    tok_embeddings' embedding)."""
+    found = [leaf for path, leaf in jax.tree_util.tree_leaves_with_path(params)
+             if "token_embed" in jax.tree_util.keystr(path)
+             or "tok_embed" in jax.tree_util.keystr(path)]
+    assert len(found) == 1, [jax.tree_util.keystr(p) for p, _ in
+                             jax.tree_util.tree_leaves_with_path(params)][:20]
+    return found[0]
