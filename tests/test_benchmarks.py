@@ -168,3 +168,12 @@ def test_faults_table_reports_exit_line_and_kept_files():
     assert [r["exit"] for r in rows] == [2, 2] and last == rows[-1]
     assert rows[0]["said"].startswith("error: unknown config key in --config.totl_steps=5")
     assert all(r["committed_unchanged"] for r in rows)
+
+
+@pytest.mark.slow
+def test_hf_parity_reports_each_family(shared_data):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    _, out = _run("hf_parity.py", "--families=bert,xlm-roberta,t5", "--rows=2")
+    assert out["bert"]["ours"] < 1e-4 and out["xlm-roberta"]["round_trip"] < 1e-4
+    assert "ours" not in out["t5"] and all(out[f]["tokenizer_same"] for f in ("bert", "t5"))
