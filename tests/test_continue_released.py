@@ -1,10 +1,12 @@
 """Continued pretraining of a released checkpoint, one family at a time: an HF folder in
 the layout transformers writes for the family's releases (its config keys, tokenizer
 files and safetensors names, built here with transformers' own classes at tiny size)
-continues with configs/continue_mlm.py given only init_from, a corpus and a step
-count (and, for the test's speed, a small batch), evaluates before its first step and
-after its last, exports, and loads back in transformers holding the continued weights.
-BERT's and XLM-R's are in tests/test_interop.py and tests/test_xlmr.py."""
+continues given only init_from, a corpus and a step count (and, for the test's speed,
+a small batch; the encoders with configs/continue_mlm.py, GPT-2 and T5 with their own
+recipes), evaluates before its first step and after its last, exports, and loads back
+in transformers holding the continued weights. BERT's and XLM-R's are in
+tests/test_interop.py and tests/test_xlmr.py; DistilBERT needs a teacher, ELECTRA a
+generator beside its discriminator, BART is not here."""
 
 import json
 
@@ -12,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import SHARED_DATA, load_config
+from conftest import REPO, SHARED_DATA, load_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -20,27 +22,33 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not SHARED_DATA.exists(), reason="shared data not available")]
 
 
-@pytest.mark.parametrize("family,objective", [
-    ("roberta", "roberta"), ("modernbert", "modernbert"), ("deberta", "deberta_mlm"),
-    ("albert", "albert")])
-def test_a_released_folder_continues_and_exports(family, objective, tmp_path):
+@pytest.mark.parametrize("family,recipe", [
+    ("roberta", "continue_mlm.py:roberta"), ("modernbert", "continue_mlm.py:modernbert"),
+    ("deberta", "continue_mlm.py:deberta_mlm"), ("albert", "continue_mlm.py:albert"),
+    ("gpt2", "gpt2.py"), ("t5", "t5.py")])
+def test_a_released_folder_continues_and_exports(family, recipe, tmp_path):
     from pretrainx import interop, pretrain
     from test_interop import _tiny_hf
     torch.manual_seed(0)
     if family == "modernbert":
         theirs = _modernbert_release(tmp_path / "hf")
+    elif family == "t5":
+        theirs = _t5_release(tmp_path / "hf")
     else:
         theirs, files = _tiny_hf(family, tie=True)
         theirs.save_pretrained(tmp_path / "hf")
         for name, source in files.items():
             (tmp_path / "hf" / name).write_bytes(open(source, "rb").read())
-    cfg = load_config("continue_mlm.py", objective)
+    cfg = load_config(*recipe.split(":"))
     cfg.init_from = str(tmp_path / "hf")
     cfg.data.train_files = ",".join(str(p) for p in sorted(
         (SHARED_DATA / "corpus" / "gutenberg").glob("*.txt"))[:4])
     cfg.total_steps = 2
     cfg.global_batch_size, cfg.seq_len = 8, 64
-    cfg.data.max_predictions_per_seq = 20  # the recipe's follows its own length, 128
+    if "max_predictions_per_seq" in cfg.data:
+        cfg.data.max_predictions_per_seq = 20  # the recipe's follows its own length, 128
+    if "phase2" in cfg:
+        cfg.phase2.fraction = 0.0  # one length
     cfg.data.eval_split_percent = 10.0  # 1% of four books is not one batch
     pretrain.train(cfg, str(tmp_path / "w"), devices=jax.devices()[:1])
     records = [json.loads(line) for line in (tmp_path / "w" / "metrics.jsonl").open()]
@@ -77,12 +85,26 @@ def _modernbert_release(folder):
     return model
 
 
+def _t5_release(folder):
+    """T5 1.1 as released: an untied output layer, spiece.model, 100 extra ids (4 here)
+    named in tokenizer_config.json."""
+    model = transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=4100, d_model=32, d_kv=16, d_ff=64, num_layers=1, num_heads=2,
+        feed_forward_proj="gated-gelu", tie_word_embeddings=False)).eval()
+    model.save_pretrained(folder)
+    spm = REPO / "pretrainx" / "assets" / "spm_t5_4k.model"
+    (folder / "spiece.model").write_bytes(spm.read_bytes())
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "T5Tokenizer", "extra_ids": 4}))
+    return model
+
+
 def _word_table(params: dict):
-    """The word table, wherever the family keeps it (the only leaf named token_embed or
-    tok_embeddings' embedding)."""
+    """The word table, wherever the family keeps it (the one embedding leaf under
+    token_embed, tok_embed or T5's shared table)."""
     found = [leaf for path, leaf in jax.tree_util.tree_leaves_with_path(params)
-             if "token_embed" in jax.tree_util.keystr(path)
-             or "tok_embed" in jax.tree_util.keystr(path)]
+             if any(name in jax.tree_util.keystr(path)
+                    for name in ("token_embed", "tok_embed", "shared", "wte"))]
     assert len(found) == 1, [jax.tree_util.keystr(p) for p, _ in
                              jax.tree_util.tree_leaves_with_path(params)][:20]
     return found[0]
