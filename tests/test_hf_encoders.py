@@ -202,6 +202,14 @@ def test_electra_discriminator_and_generator(tmp_path):
     with torch.no_grad():
         hidden = disc.electra(**_torch(batch)).last_hidden_state.numpy()
     _close(x, hidden, real)
+    # pretrainx.load: the discriminator's states and the generator's vocabulary logits
+    import pretrainx
+    row = [int(i) for i in batch["input_ids"][0][real[0]]]
+    got = pretrainx.load(str(tmp_path))(ids=[row])
+    with torch.no_grad():
+        ids = torch.tensor([row])
+        _close(got["hidden_states"], disc.electra(input_ids=ids).last_hidden_state.numpy())
+        _close(got["logits"], gen(input_ids=ids).logits.numpy())
 
 
 def test_what_an_hf_class_cannot_hold_is_refused_in_one_line(shared_data, tmp_path):

@@ -509,7 +509,7 @@ def test_untied_output_layers_import_and_export_as_untied(tmp_path, family):
         assert np.abs(again(input_ids=torch.tensor([ids])).logits.numpy() - reference).max() <= 1e-5
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "modernbert", "deberta", "gpt2"])
+@pytest.mark.parametrize("family", ["bert", "roberta", "modernbert", "deberta", "gpt2", "electra"])
 def test_load_gives_transformers_hidden_states_and_logits(tmp_path, family):
     """pretrainx.load on an HF folder: the last hidden states and the vocabulary logits
     at every position are transformers' (its base model's last_hidden_state and its

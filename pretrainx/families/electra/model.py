@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx.models import dropout, layers
+from pretrainx.models import dropout, heads, layers
 from pretrainx.families.bert import model as bert
 
 _EVAL_SEEDS = (0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35)
@@ -229,6 +229,24 @@ def as_pretrained(model_cfg, params: dict) -> dict:
     return model, {"bert": {**params["embeddings"], **params["discriminator"]},
                    "discriminator_dense": params["discriminator_dense"],
                    "discriminator_out": params["discriminator_out"], "generator": generator}
+
+
+def outputs(cfg, params, batch) -> dict:
+    """For pretrainx.load: the discriminator's last states (what ElectraModel and
+    ElectraForPreTraining compute as last_hidden_state) and the generator's vocabulary
+    logits at every position, where the checkpoint holds a generator (an ELECTRA run, an
+    ElectraForPreTraining folder with generator/, or an ElectraForMaskedLM folder, which
+    is a generator alone: its own states and logits)."""
+    if "mlm_transform" in params:  # ElectraForMaskedLM: a generator alone
+        return heads.mlm_outputs(bert.BertForMaskedLM(discriminator_config(cfg)), params, batch)
+    states = bert.BertEncoder(discriminator_config(cfg)).apply(
+        {"params": params["bert"]}, batch["input_ids"], batch["token_type_ids"],
+        batch["attention_mask"], True)
+    if "generator" not in params:  # a released discriminator alone
+        return {"hidden_states": states}
+    generated = heads.mlm_outputs(bert.BertForMaskedLM(generator_config(cfg)),
+                                  params["generator"], batch)
+    return {"hidden_states": states, "logits": generated["logits"]}
 
 
 def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:

@@ -34,7 +34,8 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="electra", default_config=electra.default_config, finetune_model=bert.finetune_model,
+    name="electra", outputs=electra.outputs, default_config=electra.default_config,
+    finetune_model=bert.finetune_model,
     peft=True, max_positions="max_position_embeddings",
     objectives=(objectives.Entry(name="electra", build=electra_rtd.ElectraRtd,
                                  defaults=defaults, validate=validate,
