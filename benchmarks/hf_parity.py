@@ -11,10 +11,10 @@ model trained on the multilingual corpus). Then, on `--rows` real sentences of A
 (German fortunes for XLM-R) padded into one batch:
 
 - ours: max |our logits - transformers' logits| over the real positions, our model
-  read from the folder by `pretrainx.load` (families it runs: the encoders and GPT-2);
+  read from the folder by `pretrainx.load` (T5 and BART: the decoder's logits as it
+  reads the rows shifted right from its start token; ELECTRA: its generator's);
 - round trip: the folder imported and exported by pretrainx, loaded by transformers'
-  class again: max |its logits - the original's| (every family, T5 and BART through
-  their decoder on the same rows);
+  class again: max |its logits - the original's|;
 - tokenizer: whether AutoTokenizer on the export gives, on 20 sentences, the ids
   pretrainx trains the imported model on (its tokenizer in the family's layout and
   framing).
@@ -154,7 +154,8 @@ def build(family: str, folder: str, scratch: str):
     elif family == "t5":
         model = tf.T5ForConditionalGeneration(tf.T5Config(
             vocab_size=4100, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
-            feed_forward_proj="gated-gelu", tie_word_embeddings=False))
+            feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+            decoder_start_token_id=0))
         files = {"spiece.model": os.path.join(ASSETS, "spm_t5_4k.model")}
     elif family == "bart":
         model = tf.BartForConditionalGeneration(tf.BartConfig(
@@ -193,8 +194,10 @@ def _sentences(family: str, rows: int) -> list:
 def _logits(model, batch) -> np.ndarray:
     kwargs = dict(input_ids=torch.tensor(batch["input_ids"]),
                   attention_mask=torch.tensor(batch["attention_mask"]))
-    if model.config.is_encoder_decoder:  # the decoder reads the same rows
-        kwargs["decoder_input_ids"] = kwargs["input_ids"]
+    if model.config.is_encoder_decoder:  # the decoder reads the rows shifted right
+        ids = kwargs["input_ids"]
+        start = torch.full_like(ids[:, :1], model.config.decoder_start_token_id)
+        kwargs["decoder_input_ids"] = torch.cat([start, ids[:, :-1]], dim=1)
     with torch.no_grad():
         return model(**kwargs).logits.numpy()
 
@@ -210,13 +213,11 @@ def measure(family: str, scratch: str, rows: int) -> dict:
     batch = {k: np.asarray(encoded[k]) for k in ("input_ids", "attention_mask")}
     real = batch["attention_mask"].astype(bool)
     reference = _logits(theirs, batch)
-    out = {}
-    if interop.load(folder).family != "t5" and family not in ("electra", "bart"):
-        rows_ids = [list(ids[m]) for ids, m in zip(batch["input_ids"], real)]
-        ours = pretrainx.load(folder)(ids=rows_ids)
-        width = ours["logits"].shape[1]
-        mask = ours["attention_mask"].astype(bool)
-        out["ours"] = float(np.abs(ours["logits"] - reference[:, :width])[mask].max())
+    rows_ids = [list(ids[m]) for ids, m in zip(batch["input_ids"], real)]
+    ours = pretrainx.load(folder)(ids=rows_ids)
+    width = ours["logits"].shape[1]
+    mask = ours["attention_mask"].astype(bool)
+    out = {"ours": float(np.abs(ours["logits"] - reference[:, :width])[mask].max())}
     exported = os.path.join(scratch, family + "_out")
     interop.hf.save(interop.load(folder), exported)
     again = tf.AutoModelForSeq2SeqLM if theirs.config.is_encoder_decoder else (

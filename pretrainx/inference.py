@@ -19,7 +19,8 @@ from pretrainx import interop, models, registry
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 
-RUNS_HEADS = ("pretrain", "mlm", "causal_lm")  # checkpoints whose vocabulary head it runs
+# checkpoints whose vocabulary head it runs (seq2seq: T5's and BART's decoder)
+RUNS_HEADS = ("pretrain", "mlm", "causal_lm", "seq2seq")
 
 
 @dataclasses.dataclass
@@ -33,10 +34,13 @@ class Model:
 
     def ids(self, text: str) -> list:
         """A text's ids as the model saw text in training: [CLS] text [SEP] for an
-        encoder, the pieces alone for a model sampled token by token (GPT-2)."""
+        encoder (BART: <s> text </s>), text </s> for T5, the pieces alone for a model
+        sampled token by token (GPT-2)."""
         pieces = [int(i) for i in self.tokenizer.encode(text)]
         if self.family.causal_sampling is not None:
             return pieces
+        if self.family.text_to_text == "always" and self.family.text_framing == "eos":  # T5
+            return pieces + [self.tokenizer.sep_id]
         return [self.tokenizer.cls_id] + pieces + [self.tokenizer.sep_id]
 
     def __call__(self, texts=None, ids=None) -> dict:

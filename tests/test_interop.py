@@ -535,6 +535,58 @@ def test_load_gives_transformers_hidden_states_and_logits(tmp_path, family):
         assert np.abs(ours["logits"][row, :n] - got.logits.numpy()[0]).max() <= 1e-4
 
 
+def _tiny_seq2seq(family: str, folder):
+    """A tiny T5 1.1 (untied, spiece.model, extra ids in tokenizer_config.json) or BART
+    (a fairseq-layout vocab.json of GPT-2's pieces) saved by transformers."""
+    if family == "t5":
+        model = transformers.T5ForConditionalGeneration(transformers.T5Config(
+            vocab_size=4100, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+            feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+            decoder_start_token_id=0)).eval()
+        model.save_pretrained(folder)
+        (folder / "spiece.model").write_bytes(
+            (REPO / "pretrainx" / "assets" / "spm_t5_4k.model").read_bytes())
+        (folder / "tokenizer_config.json").write_text(json.dumps(
+            {"tokenizer_class": "T5Tokenizer", "extra_ids": 4}))
+        return model
+    model = transformers.BartForConditionalGeneration(transformers.BartConfig(
+        vocab_size=50265, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=130)).eval()
+    model.save_pretrained(folder)
+    # a BART release's vocab.json: fairseq's <s> <pad> </s> <unk> first, <mask> last
+    from pretrainx.data import bpe
+    gpt2 = SHARED_DATA / "tokenizers" / "gpt2"
+    layout = bpe.roberta_ids(bpe.ByteLevelBPETokenizer(*bpe.files_in(str(gpt2))))
+    (folder / "vocab.json").write_text(json.dumps(bpe.vocab_json(layout)), encoding="utf-8")
+    (folder / "merges.txt").write_bytes((gpt2 / "merges.txt").read_bytes())
+    return model
+
+
+@pytest.mark.parametrize("family", ["t5", "bart"])
+def test_load_gives_transformers_encoder_states_and_decoder_logits(tmp_path, family):
+    """pretrainx.load on a T5 or BART folder: the encoder's last states, and the decoder's
+    logits as it reads the row shifted right from its start token, are transformers'
+    (labels=input_ids), on real text, two rows padded to one batch."""
+    import pretrainx
+    torch.manual_seed(0)
+    theirs = _tiny_seq2seq(family, tmp_path)
+    model = pretrainx.load(str(tmp_path))
+    ours = model(texts=SENTENCES[:2])
+    tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    assert model.ids(SENTENCES[0]) == tok(SENTENCES[0])["input_ids"]
+    for row, ids in enumerate(ours["input_ids"]):
+        real = torch.tensor([ids[ours["attention_mask"][row] > 0]])
+        start = theirs.config.decoder_start_token_id
+        shifted = torch.cat([torch.full_like(real[:, :1], start), real[:, :-1]], dim=1)
+        with torch.no_grad():
+            hidden = theirs.get_encoder()(input_ids=real).last_hidden_state.numpy()[0]
+            logits = theirs(input_ids=real, decoder_input_ids=shifted).logits.numpy()[0]
+        n = real.shape[1]
+        assert np.abs(ours["hidden_states"][row, :n] - hidden).max() <= 1e-4
+        assert np.abs(ours["logits"][row, :n] - logits).max() <= 1e-4
+
+
 def test_an_untied_spanbert_exports_its_own_output_layer(tmp_path):
     """SpanBERT exports as a BERT directory: an untied SpanBERT writes its own output
     layer, not the word table under tie_word_embeddings=false (its adapter listed no

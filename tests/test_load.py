@@ -32,9 +32,26 @@ def test_a_workdir_runs_on_texts_and_agrees_with_fill_mask(pretrained_workdir):
     assert filled["predictions"][0][0][0] == (tok.decode([best]) or tok.id_to_piece(best))
 
 
-def test_a_family_it_does_not_run_yet_is_one_line(pretrained_t5_workdir):
-    with pytest.raises(UserError, match="a t5 model; pretrainx.load runs .*bert"):
-        pretrainx.load(pretrained_t5_workdir)
+def test_a_t5_workdir_gives_encoder_states_and_decoder_logits(pretrained_t5_workdir):
+    """T5's rows are framed text </s> (no [CLS]); the states are the encoder's, the logits
+    the decoder's as it reads the row shifted right from 0."""
+    model = pretrainx.load(pretrained_t5_workdir)
+    out = model(texts=["The Hatter was the first to break the silence."])
+    ids = out["input_ids"][0]
+    assert ids[-1] == model.tokenizer.sep_id and model.tokenizer.cls_id not in ids
+    cfg = model.pretrained.model
+    assert out["hidden_states"].shape == (1, len(ids), cfg.hidden_size)
+    assert out["logits"].shape == (1, len(ids), cfg.vocab_size)
+    assert np.isfinite(out["logits"]).all()
+
+
+def test_a_family_it_does_not_run_yet_is_one_line(pretrained_workdir, monkeypatch):
+    from pretrainx import interop
+    elmo = interop.load(pretrained_workdir)
+    elmo.model.family = "elmo"
+    monkeypatch.setattr(interop, "load", lambda path: elmo)
+    with pytest.raises(UserError, match="an? elmo model; pretrainx.load runs .*bert"):
+        pretrainx.load("a_run")
 
 
 def test_importing_pretrainx_stays_light():

@@ -220,6 +220,23 @@ class BartForFineTuning(Bart):
         return {"logits": self.classifier(h).astype(jnp.float32)}
 
 
+def outputs(cfg, params, batch) -> dict:
+    """For pretrainx.load: the encoder's last states (BartModel's
+    encoder_last_hidden_state) and the decoder's vocabulary logits as it reads the same
+    rows shifted right from decoder_start_id (</s>): what
+    BartForConditionalGeneration computes with labels=input_ids."""
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    start = jnp.full_like(ids[:, :1], cfg.decoder_start_id)
+    shifted = jnp.concatenate([start, ids[:, :-1]], axis=1)
+
+    def run(net):
+        positions = _counting(ids)
+        encoded = net.encode(ids, mask, positions, True)
+        logits = net.decode(encoded, mask, shifted, mask, positions, True)
+        return {"hidden_states": encoded, "logits": logits.astype(jnp.float32)}
+    return Bart(cfg).apply({"params": params}, method=run)
+
+
 def finetune_model(cfg, head: str, num_labels: int, peft):
     """Full fine-tuning only: the family has no PEFT (fine-tuning refuses a method first)."""
     del peft

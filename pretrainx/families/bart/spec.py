@@ -46,6 +46,7 @@ def validate(cfg) -> None:
 
 registry.register(registry.Family(
     name="bart", default_config=bart.default_config, finetune_model=bart.finetune_model,
+    outputs=bart.outputs,
     text_to_text="optional", text_framing="bos_eos", generate=bart.generate,
     max_positions="max_position_embeddings", tokenizer_layout="fairseq",
     objectives=(objectives.Entry(

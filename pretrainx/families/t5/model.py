@@ -231,6 +231,20 @@ class T5(nn.Module):
         return {"logits": logits.astype(jnp.float32)}
 
 
+def outputs(cfg, params, batch) -> dict:
+    """For pretrainx.load: the encoder's last states (after its final norm) and the
+    decoder's vocabulary logits as it reads the same rows shifted right from the start
+    token (pad, 0): what T5ForConditionalGeneration computes with labels=input_ids."""
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    shifted = jnp.concatenate([jnp.zeros_like(ids[:, :1]), ids[:, :-1]], axis=1)
+
+    def run(net):
+        encoded = net.encode(ids, mask, True)
+        logits = net.decode(encoded, mask, shifted, mask, True)
+        return {"hidden_states": encoded, "logits": logits.astype(jnp.float32)}
+    return T5(cfg).apply({"params": params}, method=run)
+
+
 def flops_per_example(cfg: ml_collections.ConfigDict, inputs_length: int,
                       targets_length: int) -> float:
     """Training FLOPs of one packed row (forward x 3), 2 FLOPs a multiply-add.

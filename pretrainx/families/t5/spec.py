@@ -46,7 +46,7 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="t5", default_config=t5.default_config,
+    name="t5", default_config=t5.default_config, outputs=t5.outputs,
     finetune_model=lambda cfg, head, num_labels, peft: t5.T5(cfg),
     text_to_text="always", generate=t5.generate,
     objectives=(objectives.Entry(
