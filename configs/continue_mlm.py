@@ -7,7 +7,8 @@ from RoBERTa), then fine-tune as usual.
         --config.data.train_files='/data/my_corpus/*.txt'
 
 The argument is the family's pretraining objective (bert, roberta, modernbert,
-deberta_mlm, distil is not one: a student needs a teacher). From init_from (an HF
+deberta_mlm, albert; t5, bart and causal_lm continue the same way with their own
+objective; distil is not one: a student needs a teacher). From init_from (an HF
 folder or a pretrainx workdir) come every model key (shapes, activation, tied or
 untied output layer, positions) and the tokenizer; the start-up lines list them, and a
 key set here that contradicts the folder is refused. The model computes in float32.
@@ -35,7 +36,8 @@ def get_config(objective: str = "bert"):
     c.optimizer.schedule = "warmup_linear"
     c.optimizer.accumulate_to, c.optimizer.batch_ramp = 1, 0.0  # ModernBERT's ramp: off
     c.optimizer.budget_hours = 0.0
-    c.data.max_predictions_per_seq = round(c.data.mask_prob * c.seq_len) + 1  # never binds
+    if "max_predictions_per_seq" in c.data:  # masked LMs: a bound that never binds
+        c.data.max_predictions_per_seq = round(c.data.mask_prob * c.seq_len) + 1
     c.data.tokenizer = ""  # the folder's
     c.data.eval_split_percent = 1.0
     c.eval_every = 1000

@@ -2,11 +2,11 @@
 the layout transformers writes for the family's releases (its config keys, tokenizer
 files and safetensors names, built here with transformers' own classes at tiny size)
 continues given only init_from, a corpus and a step count (and, for the test's speed,
-a small batch; the encoders with configs/continue_mlm.py, GPT-2 and T5 with their own
-recipes), evaluates before its first step and after its last, exports, and loads back
+a small batch; configs/continue_mlm.py with the family's objective, GPT-2 and T5 with
+their own recipes), evaluates before its first step and after its last, exports, and loads back
 in transformers holding the continued weights. BERT's and XLM-R's are in
-tests/test_interop.py and tests/test_xlmr.py; DistilBERT needs a teacher, ELECTRA a
-generator beside its discriminator, BART is not here."""
+tests/test_interop.py and tests/test_xlmr.py; DistilBERT needs a teacher and ELECTRA a
+generator beside its discriminator, so neither is here."""
 
 import json
 
@@ -25,15 +25,15 @@ pytestmark = [pytest.mark.slow,
 @pytest.mark.parametrize("family,recipe", [
     ("roberta", "continue_mlm.py:roberta"), ("modernbert", "continue_mlm.py:modernbert"),
     ("deberta", "continue_mlm.py:deberta_mlm"), ("albert", "continue_mlm.py:albert"),
-    ("gpt2", "gpt2.py"), ("t5", "t5.py")])
+    ("gpt2", "gpt2.py"), ("t5", "t5.py"), ("bart", "continue_mlm.py:bart")])
 def test_a_released_folder_continues_and_exports(family, recipe, tmp_path):
     from pretrainx import interop, pretrain
-    from test_interop import _tiny_hf
+    from test_interop import _tiny_hf, _tiny_seq2seq
     torch.manual_seed(0)
     if family == "modernbert":
         theirs = _modernbert_release(tmp_path / "hf")
-    elif family == "t5":
-        theirs = _t5_release(tmp_path / "hf")
+    elif family in ("t5", "bart"):
+        theirs = _tiny_seq2seq(family, tmp_path / "hf")
     else:
         theirs, files = _tiny_hf(family, tie=True)
         theirs.save_pretrained(tmp_path / "hf")
@@ -42,14 +42,14 @@ def test_a_released_folder_continues_and_exports(family, recipe, tmp_path):
     cfg = load_config(*recipe.split(":"))
     cfg.init_from = str(tmp_path / "hf")
     cfg.data.train_files = ",".join(str(p) for p in sorted(
-        (SHARED_DATA / "corpus" / "gutenberg").glob("*.txt"))[:4])
-    cfg.total_steps = 2
+        (SHARED_DATA / "corpus" / "gutenberg").glob("*.txt"))[:2])
+    cfg.total_steps, cfg.eval_steps = 2, 2
     cfg.global_batch_size, cfg.seq_len = 8, 64
     if "max_predictions_per_seq" in cfg.data:
         cfg.data.max_predictions_per_seq = 20  # the recipe's follows its own length, 128
     if "phase2" in cfg:
         cfg.phase2.fraction = 0.0  # one length
-    cfg.data.eval_split_percent = 10.0  # 1% of four books is not one batch
+    cfg.data.eval_split_percent = 10.0  # 1% of two books is not one batch
     pretrain.train(cfg, str(tmp_path / "w"), devices=jax.devices()[:1])
     records = [json.loads(line) for line in (tmp_path / "w" / "metrics.jsonl").open()]
     evals = [r["step"] for r in records if r.get("split") == "eval"]
@@ -85,26 +85,12 @@ def _modernbert_release(folder):
     return model
 
 
-def _t5_release(folder):
-    """T5 1.1 as released: an untied output layer, spiece.model, 100 extra ids (4 here)
-    named in tokenizer_config.json."""
-    model = transformers.T5ForConditionalGeneration(transformers.T5Config(
-        vocab_size=4100, d_model=32, d_kv=16, d_ff=64, num_layers=1, num_heads=2,
-        feed_forward_proj="gated-gelu", tie_word_embeddings=False)).eval()
-    model.save_pretrained(folder)
-    spm = REPO / "pretrainx" / "assets" / "spm_t5_4k.model"
-    (folder / "spiece.model").write_bytes(spm.read_bytes())
-    (folder / "tokenizer_config.json").write_text(json.dumps(
-        {"tokenizer_class": "T5Tokenizer", "extra_ids": 4}))
-    return model
-
-
 def _word_table(params: dict):
     """The word table, wherever the family keeps it (the one embedding leaf under
     token_embed, tok_embed or T5's shared table)."""
     found = [leaf for path, leaf in jax.tree_util.tree_leaves_with_path(params)
-             if any(name in jax.tree_util.keystr(path)
-                    for name in ("token_embed", "tok_embed", "shared", "wte"))]
+             if any(f"['{name}']" in jax.tree_util.keystr(path)
+                    for name in ("token_embed", "tok_embed", "tok_embeddings", "shared", "wte"))]
     assert len(found) == 1, [jax.tree_util.keystr(p) for p, _ in
                              jax.tree_util.tree_leaves_with_path(params)][:20]
     return found[0]
