@@ -2,6 +2,7 @@
 `init_from` (an HF directory, a google-research checkpoint or another run's workdir)
 read through interop, which the loop itself never imports."""
 
+import dataclasses
 import functools
 
 import jax
@@ -68,6 +69,10 @@ def continue_from(pretrained, cfg, state, shardings):
     fresh = jax.device_get(state.params)
     if cfg.model.scan_layers:
         fresh = interop.unstack_layers(fresh)
+    inverse = objectives.get(cfg.objective).from_pretrained
+    if inverse is not None:  # the run keeps another tree than the export (ELECTRA's)
+        pretrained = dataclasses.replace(pretrained,
+                                         params=inverse(pretrained.params, fresh))
     params, taken, new = interop.graft(
         fresh, pretrained,
         may_be_missing=lambda path: path[0] not in pretrained.params)

@@ -94,3 +94,55 @@ def _word_table(params: dict):
     assert len(found) == 1, [jax.tree_util.keystr(p) for p, _ in
                              jax.tree_util.tree_leaves_with_path(params)][:20]
     return found[0]
+
+
+def _discriminator_release(family: str, folder):
+    """A released discriminator alone (google/electra-small-discriminator's
+    ElectraForPreTraining; DeBERTa-v3's DebertaV2Model), with its tokenizer files."""
+    from test_interop import SPM
+    small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=64)
+    if family == "electra":
+        model = transformers.ElectraForPreTraining(transformers.ElectraConfig(
+            vocab_size=30522, embedding_size=16, **small)).eval()
+        files = {f.name: f for f in (SHARED_DATA / "tokenizers" / "bert-base-uncased").iterdir()}
+    else:
+        model = transformers.DebertaV2Model(transformers.DebertaV2Config(
+            vocab_size=4096, relative_attention=True, position_buckets=8,
+            max_relative_positions=32, pos_att_type=["p2c", "c2p"], position_biased_input=False,
+            norm_rel_ebd="layer_norm", share_att_key=True, **small)).eval()
+        files = {"spm.model": SPM}
+    model.save_pretrained(folder)
+    for name, source in files.items():
+        (folder / name).write_bytes(open(source, "rb").read())
+    return model
+
+
+@pytest.mark.parametrize("family,objective", [("electra", "electra"),
+                                              ("deberta", "deberta_rtd")])
+def test_a_released_discriminator_continues_from_its_own_weights(family, objective, tmp_path):
+    """Replaced-token detection from a released discriminator: its encoder is what the
+    run starts from (after one step at warmup's rate 0 the export holds the released
+    tensors) and only the generator starts fresh. The run keeps the embeddings apart
+    (ELECTRA) or as E_G + E_delta (DeBERTa-v3), so the import is laid out as the run's
+    tree; before, only the discriminator's head found its place and the encoder
+    restarted from random weights."""
+    from pretrainx import interop, pretrain
+    torch.manual_seed(0)
+    released = _discriminator_release(family, tmp_path / "hf")
+    cfg = load_config("continue_mlm.py", objective)
+    cfg.init_from = str(tmp_path / "hf")
+    cfg.data.train_files = ",".join(str(p) for p in sorted(
+        (SHARED_DATA / "corpus" / "gutenberg").glob("*.txt"))[:2])
+    cfg.total_steps, cfg.eval_steps, cfg.eval_every = 1, 1, 1
+    cfg.global_batch_size, cfg.seq_len = 8, 64
+    cfg.data.max_predictions_per_seq = 20
+    cfg.data.eval_split_percent = 10.0
+    pretrain.train(cfg, str(tmp_path / "w"), devices=jax.devices()[:1])
+    interop.hf.save(interop.load(str(tmp_path / "w")), str(tmp_path / "out"))
+    again = type(released).from_pretrained(str(tmp_path / "out")).eval()
+    theirs, ours = released.state_dict(), again.state_dict()
+    body = [k for k in theirs if k.startswith(("electra.", "embeddings.", "encoder."))]
+    assert len(body) > 20
+    for name in body:
+        assert np.allclose(ours[name].numpy(), theirs[name].numpy(), rtol=0, atol=1e-6), name

@@ -97,3 +97,7 @@ class Entry:
     # objective is built with them (build(cfg, tokenizer, imported)); a fresh run's
     # parameters then pass through its `adopt(params, imported)`.
     imports: Callable | None = None
+    # as_pretrained's inverse, for a run continued from an export or a release:
+    # (pretrained params, the run's fresh params) -> pretrained params in the run's tree;
+    # None: as_pretrained keeps the run's tree (ELECTRA and DeBERTa-v3 do not)
+    from_pretrained: Callable | None = None

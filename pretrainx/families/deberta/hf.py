@@ -78,6 +78,9 @@ def _read(hf: dict, state: dict, path: str) -> dict:
     head = t.head_of(hf, ARCHITECTURES)
     state = {k.replace("lm_predictions.lm_head.", "cls.predictions.transform.", 1): v
              for k, v in state.items()}
+    # DebertaV2Model.save_pretrained writes its tensors without the "deberta." prefix
+    state = {("deberta." + k if k.startswith(("embeddings.", "encoder.")) else k): v
+             for k, v in state.items()}
     params = t.from_hf(state, name_pairs(m, head), m.num_heads, path,
                        f"a {ARCHITECTURES.get(head, 'DebertaV2Model')} with {m.num_layers} layers")
     tokenizer, lower_case = hf_lib.tokenizer_of(path)

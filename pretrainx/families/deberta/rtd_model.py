@@ -72,6 +72,27 @@ def as_pretrained(model_cfg, params: dict) -> tuple:
                        "generator": generator}
 
 
+def from_pretrained(params: dict, fresh: dict) -> dict:
+    """as_pretrained's inverse, to continue a v3 run from an export or a release: the
+    discriminator's word table back to E_delta = E_D - E_G, with E_G the generator's
+    table where the import has a generator, else the run's fresh one (so that E_G +
+    E_delta is the released table either way)."""
+    disc = dict(params.get("deberta", {}))
+    out = {"discriminator": disc}
+    out.update({k: params[k] for k in ("discriminator_dense", "discriminator_out")
+                if k in params})
+    generator = params.get("generator")
+    if generator:
+        out["generator"] = generator["deberta"]
+        out.update({k: generator[k] for k in ("mlm_transform", "mlm_norm", "mlm_bias")})
+    if "token_embed" in disc:
+        shared = (generator or {"deberta": fresh["generator"]})["deberta"]["token_embed"]
+        disc["token_embed"] = {"embedding": np.asarray(disc["token_embed"]["embedding"],
+                                                       np.float32)
+                               - np.asarray(shared["embedding"], np.float32)}
+    return out
+
+
 def split_counts(params) -> dict:
     """The discriminator as exported (one word table, its encoder and head), its
     backbone (the layers and the relative table) and embeddings, and the generator."""

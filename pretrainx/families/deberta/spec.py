@@ -69,5 +69,6 @@ registry.register(registry.Family(
             name="deberta_rtd", build=deberta_rtd.DebertaRtd, defaults=rtd_defaults,
             validate=rtd_validate,
             as_pretrained=lambda model_cfg, params: (*rtd_model.as_pretrained(model_cfg, params),
-                                                     "pretrain"))),
+                                                     "pretrain"),
+            from_pretrained=rtd_model.from_pretrained)),
     hf=(hf.ADAPTER,)))

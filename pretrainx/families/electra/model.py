@@ -231,6 +231,24 @@ def as_pretrained(model_cfg, params: dict) -> dict:
                    "discriminator_out": params["discriminator_out"], "generator": generator}
 
 
+def from_pretrained(params: dict, fresh: dict) -> dict:
+    """as_pretrained's inverse, to continue a run from an export or a release: "bert"
+    split into the shared embeddings (the keys of the run's "embeddings") and the
+    discriminator, the generator's tree (where there is one) back into "generator" and
+    the MLM head."""
+    shared = set(fresh["embeddings"])
+    bert = params.get("bert", {})
+    out = {"embeddings": {k: v for k, v in bert.items() if k in shared},
+           "discriminator": {k: v for k, v in bert.items() if k not in shared}}
+    out.update({k: params[k] for k in ("discriminator_dense", "discriminator_out")
+                if k in params})
+    generator = params.get("generator")
+    if generator:
+        out["generator"] = {k: v for k, v in generator["bert"].items() if k not in shared}
+        out.update({k: generator[k] for k in ("mlm_transform", "mlm_norm", "mlm_bias")})
+    return out
+
+
 def outputs(cfg, params, batch) -> dict:
     """For pretrainx.load: the discriminator's last states (what ElectraModel and
     ElectraForPreTraining compute as last_hidden_state) and the generator's vocabulary

@@ -39,5 +39,6 @@ registry.register(registry.Family(
     peft=True, max_positions="max_position_embeddings",
     objectives=(objectives.Entry(name="electra", build=electra_rtd.ElectraRtd,
                                  defaults=defaults, validate=validate,
-                                 as_pretrained=electra_rtd.as_pretrained),),
+                                 as_pretrained=electra_rtd.as_pretrained,
+                                 from_pretrained=electra.from_pretrained),),
     hf=(hf.ADAPTER,)))
