@@ -76,6 +76,10 @@ def continue_from(pretrained, cfg, state, shardings):
     params, taken, new = interop.graft(
         fresh, pretrained,
         may_be_missing=lambda path: path[0] not in pretrained.params)
+    if not taken:  # nothing found its place: the run would start from random weights
+        raise UserError(f"init_from {pretrained.source}: none of its tensors "
+                        f"({', '.join(sorted(pretrained.params))}) is a parameter of this "
+                        f"{cfg.objective} run ({', '.join(sorted(fresh))})")
     if cfg.model.scan_layers:
         params = interop.stack_layers(params, jax.device_get(state.params))
     metrics_lib.log(f"  initialised from {pretrained.source}: {taken} tensors"

@@ -279,3 +279,20 @@ def test_distilbert_matches_hf_and_round_trips(tmp_path):
     assert (back.family, back.head) == ("distilbert", "mlm")
     assert _same(back.params, params)
     assert jax.tree_util.tree_structure(back.params) == jax.tree_util.tree_structure(params)
+
+
+@pytest.mark.slow
+def test_a_distillation_continues_from_a_student_it_is_given(teacher, tmp_path):
+    """init_from a student (a finished distillation, as an exported DistilBERT would be
+    given): the run's "student" starts from it (after one step at warmup's rate 0, bit
+    for bit), not from random weights; before, nothing of it found a place in the run's
+    tree."""
+    from pretrainx import interop
+    first = str(tmp_path / "first")
+    pretrain.train(_student_config(teacher, 2), first, devices=jax.devices()[:1])
+    cfg = _student_config(teacher, 1, **{"init_from": first, "optimizer.warmup_steps": 1})
+    pretrain.train(cfg, str(tmp_path / "w"), devices=jax.devices()[:1])
+    given, continued = interop.load(first), interop.load(str(tmp_path / "w"))
+    for (path, a), (_, b) in zip(jax.tree_util.tree_leaves_with_path(given.params),
+                                 jax.tree_util.tree_leaves_with_path(continued.params)):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), path

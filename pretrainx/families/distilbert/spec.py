@@ -71,5 +71,6 @@ registry.register(registry.Family(
     objectives=(objectives.Entry(
         name="distil", build=distil_mlm.DistilMlm, defaults=defaults, validate=validate,
         as_pretrained=lambda model_cfg, params: (model_cfg, params["student"], "mlm"),
+        from_pretrained=lambda params, fresh: {"student": params},
         imports=lambda cfg: {distil_mlm.TEACHER: cfg.distill.teacher}),),
     hf=(hf.ADAPTER,)))
