@@ -3,6 +3,7 @@ distribution, windows that stay inside a sentence, a loss that falls on real tex
 the same numbers on one device and on a mesh of 8."""
 
 import jax
+from flax import linen as nn
 import numpy as np
 import pytest
 
@@ -139,3 +140,52 @@ def test_export_writes_word2vec_c_files_of_the_trained_words(tmp_path):
             str(tmp_path / "vectors" / name), binary=binary)
         assert list(kv.index_to_key) == words
         np.testing.assert_allclose(kv.vectors, vectors_bin, atol=1e-6)
+
+
+def test_cbow_scores_the_mean_of_a_centers_contexts():
+    """CBOW's scores and loss by hand: h = the mean of the context words' input vectors
+    (only those in the drawn window and the sentence), h.u for the center and its noise;
+    a center without context and a noise word equal to the center are not counted."""
+    from pretrainx import objectives
+    cfg = load_config("word2vec.py", "cbow_cpu")
+    cfg.model.update(embedding_size=4, window=2, negatives=2, vocab_size=16)
+    model = objectives.build(cfg, None).model
+    rng = np.random.default_rng(0)
+    batch = {"tokens": np.array([[3, 5, 7, 0]], np.int32),
+             "context_ids": rng.integers(1, 16, (1, 4, 4)).astype(np.int32),
+             "pair_weights": np.array([[[0, 0, 1, 1], [0, 1, 1, 0], [1, 1, 0, 0],
+                                        [0, 0, 0, 0]]], np.float32),
+             "negative_ids": np.array([[[3, 9], [2, 4], [6, 8], [1, 1]]], np.int32)}
+    params = model.init(jax.random.key(0), batch)["params"]
+    params = jax.tree_util.tree_map(lambda x: rng.normal(size=x.shape).astype(np.float32),
+                                    nn.unbox(params))
+    out = model.apply({"params": params}, batch)
+    syn0, syn1 = params["inputs"]["embedding"], params["outputs"]["embedding"]
+    for i in range(3):
+        used = batch["context_ids"][0, i][batch["pair_weights"][0, i] > 0]
+        h = syn0[used].mean(0)
+        assert out["positive_scores"][0, i] == pytest.approx(h @ syn1[batch["tokens"][0, i]],
+                                                             rel=1e-5)
+        np.testing.assert_allclose(out["negative_scores"][0, i],
+                                   syn1[batch["negative_ids"][0, i]] @ h, rtol=1e-5)
+    objective = objectives.build(cfg, None)
+    batch["center_weights"] = np.array([[1, 1, 1, 0]], np.float32)
+    batch["negative_weights"] = np.array([[[0, 1], [1, 1], [1, 1], [0, 0]]], np.float32)
+    sums = objective.loss_sums(out, batch)
+    pos, neg = np.asarray(out["positive_scores"][0]), np.asarray(out["negative_scores"][0])
+
+    def softplus(x):  # -log sigma(x) = softplus(-x)
+        return np.log1p(np.exp(x))
+    expected = (softplus(-pos[:3]).sum() + softplus(neg[0, 1]) + softplus(neg[1]).sum()
+                + softplus(neg[2]).sum())
+    assert float(sums["loss_sum"]) == pytest.approx(expected, rel=1e-5)
+    assert float(objective.normalizers(batch)["pairs"]) == 3
+
+
+@pytest.mark.slow
+def test_cbow_loss_falls_on_the_books_and_exports_vectors(tmp_path):
+    cfg = tiny_word2vec_config()
+    cfg.objective = "cbow"
+    loop.train(cfg, str(tmp_path / "w"), devices=jax.devices()[:1])
+    losses = [r["loss"] for r in read_metrics(tmp_path / "w")]
+    assert len(losses) == 40 and np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5, losses

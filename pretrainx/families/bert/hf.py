@@ -165,9 +165,9 @@ def write_tokenizer(pretrained, tokenizer, output, extra: dict | None = None,
     DebertaV2Tokenizer rebuild their own pipeline and give other ids; ALBERT's
     `spm_class` keeps the file's), with the model itself as `spm_file` where a
     family's slow class reads one (ALBERT's spiece.model, DeBERTa's spm.model). A
-    SentencePiece BPE model has no exact
-    tokenizer.json here: it is written as spiece.model under AlbertTokenizer, which
-    reads it in transformers 4. `extra` adds to tokenizer_config.json."""
+    SentencePiece BPE model has no exact tokenizer.json here: it is written as
+    spiece.model under AlbertTokenizer, which reads it in transformers 4. `extra` adds
+    to tokenizer_config.json."""
     max_len = int(pretrained.model.max_position_embeddings)
     source = pretrained.tokenizer
     if source.endswith(".txt"):

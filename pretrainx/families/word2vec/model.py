@@ -57,6 +57,22 @@ class SkipGram(nn.Module):
         return self.inputs.embedding
 
 
+class CBOW(SkipGram):
+    """Continuous bag of words: a center's contexts [B, L, 2W] (pair_weights 1 where a
+    context is in its window) -> h, the mean of their input vectors, scored against the
+    center's output vector and its own K noise words' [B, L, K]. The tables are
+    skip-gram's."""
+
+    def __call__(self, batch, deterministic: bool = True):
+        del deterministic  # no dropout
+        weights = batch["pair_weights"][..., None].astype(jnp.float32)
+        contexts = self.inputs(batch["context_ids"]) * weights
+        h = contexts.sum(2) / jnp.maximum(weights.sum(2), 1.0)
+        positive = jnp.einsum("bld,bld->bl", h, self.outputs(batch["tokens"]))
+        negative = jnp.einsum("bld,blkd->blk", h, self.outputs(batch["negative_ids"]))
+        return {"positive_scores": positive, "negative_scores": negative}
+
+
 def flops_per_pair(m) -> float:
     """Forward and backward (3x) of one pair's dot products: the positive and K negatives."""
     return 3 * 2 * m.embedding_size * (1 + m.negatives)

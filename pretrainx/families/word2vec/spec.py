@@ -1,12 +1,12 @@
-"""word2vec's entry (Mikolov et al. 2013): skip-gram with negative sampling as
-word2vec.c trains it. No HF layout and no fine-tuning head: its export is the word
+"""word2vec's entry (Mikolov et al. 2013): skip-gram and CBOW with negative sampling as
+word2vec.c trains them. No HF layout and no fine-tuning head: its export is the word
 vectors themselves."""
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
 from pretrainx.errors import UserError
 from pretrainx.families.word2vec import model as word2vec
-from pretrainx.families.word2vec import skipgram, vectors
+from pretrainx.families.word2vec import cbow, skipgram, vectors
 
 
 def defaults():
@@ -30,6 +30,14 @@ def defaults():
     return c
 
 
+def cbow_defaults():
+    """word2vec.c's CBOW run (-cbow 1, its other flags as skip-gram's): the same recipe,
+    one prediction a center instead of one a (center, context) pair."""
+    c = defaults()
+    c.objective = "cbow"
+    return c
+
+
 def validate(cfg) -> None:
     config_lib.check_positive(cfg, "model.embedding_size", "model.window", "model.negatives",
                               "model.vocab_size")
@@ -45,4 +53,6 @@ def as_pretrained(model, params):
 registry.register(registry.Family(
     name="word2vec", default_config=word2vec.default_config, export=vectors.export,
     objectives=(objectives.Entry(name="skipgram", build=skipgram.SkipGram, defaults=defaults,
-                                 validate=validate, as_pretrained=as_pretrained),)))
+                                 validate=validate, as_pretrained=as_pretrained),
+                objectives.Entry(name="cbow", build=cbow.CBOW, defaults=cbow_defaults,
+                                 validate=validate, as_pretrained=as_pretrained))))
