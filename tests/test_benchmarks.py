@@ -177,3 +177,14 @@ def test_hf_parity_reports_each_family(shared_data):
     _, out = _run("hf_parity.py", "--families=bert,xlm-roberta,t5", "--rows=2")
     assert out["bert"]["ours"] < 1e-4 and out["xlm-roberta"]["round_trip"] < 1e-4
     assert out["t5"]["ours"] < 1e-4 and all(out[f]["tokenizer_same"] for f in ("bert", "t5"))
+
+
+@pytest.mark.slow
+def test_word2vec_gensim_scores_both_on_the_same_words():
+    pytest.importorskip("gensim")
+    books = ",".join(str(REPO / "pretrainx" / "assets" / "text" / name) for name in
+                     ("pg11_alice_in_wonderland.txt", "pg1342_pride_and_prejudice.txt"))
+    _, out = _run("word2vec_gensim.py", f"--files={books}", "--epochs=1", "--max_steps=2")
+    for system in ("pretrainx", "gensim"):
+        assert out[system]["seconds"] > 0 and out[system]["analogies"]["questions"] > 0
+        assert out[system]["simlex"]["pairs"] > 100
