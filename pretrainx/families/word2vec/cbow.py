@@ -13,8 +13,6 @@ input vector, though h is their mean; the gradient of the mean gives each 1/coun
 it, as gensim does with its default cbow_mean=1.
 """
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from pretrainx.families.word2vec import model as word2vec
@@ -23,6 +21,7 @@ from pretrainx.families.word2vec import skipgram
 
 class CBOW(skipgram.SkipGram):
     flops_formula = "6 * E * (1 + K) + 2 * E * 2 * window, E = embedding_size, K = negatives"
+    counted = "center_weights"  # one prediction a center (skip-gram's loss, per center)
 
     def __init__(self, cfg, tokenizer):
         super().__init__(cfg, tokenizer)
@@ -33,16 +32,9 @@ class CBOW(skipgram.SkipGram):
         cdf = skipgram.noise_cdf(self.counts())
 
         def fn(row, rng):
-            tokens = np.zeros(length, np.int32)
-            segments = np.zeros(length, np.int32)
-            tokens[:row["tokens"].size] = row["tokens"]
-            segments[:row["segment_ids"].size] = row["segment_ids"]
-            half = rng.integers(1, m.window + 1, size=length)
-            at, weights = skipgram.window_pairs(segments, half, m.window)
-            contexts = np.where(weights > 0, tokens[at], 0).astype(np.int32)
+            tokens, segments, contexts, weights = skipgram.windowed(row, length, m.window, rng)
             centers = (weights.sum(-1) > 0).astype(np.float32)
-            noise = np.searchsorted(cdf, rng.random((length, m.negatives)), side="right")
-            noise = np.minimum(noise, cdf.size - 1).astype(np.int32)
+            noise = skipgram.draw_noise(cdf, (length, m.negatives), rng)
             noise_weights = (noise != tokens[:, None]) & (centers[:, None] > 0)
             return {"tokens": tokens, "segment_ids": segments, "context_ids": contexts,
                     "pair_weights": weights, "center_weights": centers,
@@ -58,22 +50,6 @@ class CBOW(skipgram.SkipGram):
                 "center_weights": np.ones(shape, np.float32),
                 "negative_ids": np.zeros(shape + (m.negatives,), np.int32),
                 "negative_weights": np.ones(shape + (m.negatives,), np.float32)}
-
-    def loss_sums(self, outputs, batch) -> dict:
-        centers, noise = batch["center_weights"], batch["negative_weights"]
-        positive = outputs["positive_scores"].astype(jnp.float32)
-        negative = outputs["negative_scores"].astype(jnp.float32)
-        positive_loss = -jax.nn.log_sigmoid(positive) * centers
-        negative_loss = -jax.nn.log_sigmoid(-negative) * noise
-        return {"loss_sum": jnp.sum(positive_loss) + jnp.sum(negative_loss),
-                "positive_loss_sum": jnp.sum(positive_loss),
-                "pair_sum": jnp.sum(centers),
-                # a center ranked right: scored above each of its noise words
-                "ranked_sum": jnp.sum(jnp.all((positive[..., None] > negative) | (noise == 0),
-                                              axis=-1) * centers)}
-
-    def normalizers(self, batch) -> dict:
-        return {"pairs": jnp.maximum(jnp.sum(batch["center_weights"]), 1.0)}
 
     def flops_per_token(self, phase) -> float:
         m = self.cfg.model

@@ -72,10 +72,30 @@ def window_pairs(segment_ids: np.ndarray, half_widths: np.ndarray, window: int):
     return at, (inside & same & near).astype(np.float32)
 
 
+def windowed(row: dict, length: int, window: int, rng) -> tuple:
+    """(tokens, segment ids, context ids [L, 2W], pair weights [L, 2W]) of a packed row
+    padded to `length`, each center's window half-width drawn from 1..window."""
+    tokens = np.zeros(length, np.int32)
+    segments = np.zeros(length, np.int32)
+    tokens[:row["tokens"].size] = row["tokens"]
+    segments[:row["segment_ids"].size] = row["segment_ids"]
+    half = rng.integers(1, window + 1, size=length)
+    at, weights = window_pairs(segments, half, window)
+    contexts = np.where(weights > 0, tokens[at], 0).astype(np.int32)
+    return tokens, segments, contexts, weights
+
+
+def draw_noise(cdf: np.ndarray, shape: tuple, rng) -> np.ndarray:
+    """Noise word ids of `shape` drawn from the cumulative distribution `cdf`."""
+    noise = np.searchsorted(cdf, rng.random(shape), side="right").astype(np.int32)
+    return np.minimum(noise, cdf.size - 1)
+
+
 class SkipGram:
     flops_formula = ("6 * E * (1 + K) * (window + 1), E = embedding_size, K = negatives "
                      "per pair, window + 1 = the pairs a center has on average")
     token_features = ("tokens",)
+    counted = "pair_weights"  # the batch's weights of what one prediction is: a pair
 
     def __init__(self, cfg, tokenizer):
         self.cfg = cfg
@@ -135,16 +155,8 @@ class SkipGram:
         cdf = noise_cdf(self.counts())
 
         def fn(row, rng):
-            tokens = np.zeros(length, np.int32)
-            segments = np.zeros(length, np.int32)
-            tokens[:row["tokens"].size] = row["tokens"]
-            segments[:row["segment_ids"].size] = row["segment_ids"]
-            half = rng.integers(1, m.window + 1, size=length)
-            at, weights = window_pairs(segments, half, m.window)
-            contexts = np.where(weights > 0, tokens[at], 0).astype(np.int32)
-            noise = np.searchsorted(cdf, rng.random(contexts.shape + (m.negatives,)),
-                                    side="right").astype(np.int32)
-            noise = np.minimum(noise, cdf.size - 1)
+            tokens, segments, contexts, weights = windowed(row, length, m.window, rng)
+            noise = draw_noise(cdf, contexts.shape + (m.negatives,), rng)
             noise_weights = ((noise != contexts[..., None]) & (weights[..., None] > 0))
             return {"tokens": tokens, "segment_ids": segments, "context_ids": contexts,
                     "pair_weights": weights, "negative_ids": noise,
@@ -163,7 +175,7 @@ class SkipGram:
 
     # ---- loss -------------------------------------------------------------
     def loss_sums(self, outputs, batch) -> dict:
-        pairs, noise = batch["pair_weights"], batch["negative_weights"]
+        pairs, noise = batch[self.counted], batch["negative_weights"]
         positive = outputs["positive_scores"].astype(jnp.float32)
         negative = outputs["negative_scores"].astype(jnp.float32)
         positive_loss = -jax.nn.log_sigmoid(positive) * pairs
@@ -171,12 +183,12 @@ class SkipGram:
         return {"loss_sum": jnp.sum(positive_loss) + jnp.sum(negative_loss),
                 "positive_loss_sum": jnp.sum(positive_loss),
                 "pair_sum": jnp.sum(pairs),
-                # a pair ranked right: its context scored above each of its noise words
+                # a prediction ranked right: scored above each of its noise words
                 "ranked_sum": jnp.sum(jnp.all((positive[..., None] > negative) | (noise == 0),
                                               axis=-1) * pairs)}
 
     def normalizers(self, batch) -> dict:
-        return {"pairs": jnp.maximum(jnp.sum(batch["pair_weights"]), 1.0)}
+        return {"pairs": jnp.maximum(jnp.sum(batch[self.counted]), 1.0)}
 
     def loss(self, sums, norms):
         return sums["loss_sum"] / norms["pairs"]
