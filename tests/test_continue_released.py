@@ -14,10 +14,11 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import REPO, SHARED_DATA, load_config
+from conftest import SHARED_DATA, load_config
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+BOOKS = ",".join(str(p) for p in sorted((SHARED_DATA / "corpus" / "gutenberg").glob("*.txt"))[:2])
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not SHARED_DATA.exists(), reason="shared data not available")]
 
@@ -41,9 +42,8 @@ def test_a_released_folder_continues_and_exports(family, recipe, tmp_path):
             (tmp_path / "hf" / name).write_bytes(open(source, "rb").read())
     cfg = load_config(*recipe.split(":"))
     cfg.init_from = str(tmp_path / "hf")
-    cfg.data.train_files = ",".join(str(p) for p in sorted(
-        (SHARED_DATA / "corpus" / "gutenberg").glob("*.txt"))[:2])
-    cfg.total_steps, cfg.eval_steps = 2, 2
+    cfg.data.train_files = BOOKS
+    cfg.total_steps, cfg.eval_steps = 2, 1
     cfg.global_batch_size, cfg.seq_len = 8, 64
     if "max_predictions_per_seq" in cfg.data:
         cfg.data.max_predictions_per_seq = 20  # the recipe's follows its own length, 128
@@ -132,8 +132,7 @@ def test_a_released_discriminator_continues_from_its_own_weights(family, objecti
     released = _discriminator_release(family, tmp_path / "hf")
     cfg = load_config("continue_mlm.py", objective)
     cfg.init_from = str(tmp_path / "hf")
-    cfg.data.train_files = ",".join(str(p) for p in sorted(
-        (SHARED_DATA / "corpus" / "gutenberg").glob("*.txt"))[:2])
+    cfg.data.train_files = BOOKS
     cfg.total_steps, cfg.eval_steps, cfg.eval_every = 1, 1, 1
     cfg.global_batch_size, cfg.seq_len = 8, 64
     cfg.data.max_predictions_per_seq = 20

@@ -171,7 +171,7 @@ def test_an_xlmr_folder_continues_pretraining_and_exports_as_xlmr(xlmr_spm, tmp_
     theirs, _ = _hf_folder(xlmr_spm, tmp_path / "hf")
     cfg = load_config("continue_mlm.py", "roberta")
     cfg.init_from = str(tmp_path / "hf")
-    cfg.data.train_files = ",".join(str(MULTI / f"fortunes.{lang}.txt") for lang in LANGUAGES)
+    cfg.data.train_files = ",".join(str(MULTI / f"fortunes.{lang}.txt") for lang in LANGUAGES[:3])
     cfg.total_steps = 2
     cfg.global_batch_size, cfg.seq_len = 16, 64
     cfg.data.eval_split_percent = 5.0

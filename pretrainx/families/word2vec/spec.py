@@ -9,7 +9,7 @@ from pretrainx.families.word2vec import model as word2vec
 from pretrainx.families.word2vec import cbow, skipgram, vectors
 
 
-def defaults():
+def defaults(objective: str = "skipgram"):
     """word2vec.c's skip-gram run (-cbow 0 -size 100 -window 5 -negative 5 -hs 0
     -sample 1e-3 -min-count 5): plain SGD whose rate falls linearly to 1e-4 of its start
     over the run. Drift, and why: word2vec.c steps once per (center, context) pair at
@@ -19,7 +19,7 @@ def defaults():
     mean over the batch's pairs, at rate 200, chosen on the books' 120-step run: eval
     loss 4.13 at rate 10, 3.36 at 50, 2.80 at 200; 1,000 diverged. Rows pack sentences
     into 128 words, 64 rows a batch (8,192 words a step)."""
-    c = config_lib.shared_config("skipgram", total_steps=100_000, batch=64, seq_len=128,
+    c = config_lib.shared_config(objective, total_steps=100_000, batch=64, seq_len=128,
                                  learning_rate=200.0, schedule="linear_floor", name="sgd",
                                  warmup_steps=0, weight_decay=0.0, grad_clip=0.0,
                                  final_lr_fraction=1e-4)
@@ -33,9 +33,7 @@ def defaults():
 def cbow_defaults():
     """word2vec.c's CBOW run (-cbow 1, its other flags as skip-gram's): the same recipe,
     one prediction a center instead of one a (center, context) pair."""
-    c = defaults()
-    c.objective = "cbow"
-    return c
+    return defaults("cbow")
 
 
 def validate(cfg) -> None:
