@@ -63,7 +63,8 @@ def _read(hf: dict, state: dict, path: str, architectures: dict = ARCHITECTURES)
              for k, v in state.items()}
     params = t.from_hf(state, name_pairs(model.num_layers, head), model.num_heads, path,
                        f"a {architectures.get(head, architectures['encoder'])} with "
-                       f"{model.num_layers} layers", optional=lambda name: name.startswith("roberta.pooler"))
+                       f"{model.num_layers} layers",
+                       optional=lambda name: name.startswith("roberta.pooler"))
     tokenizer, _ = hf_lib.tokenizer_of(path)
     return dict(model=model, params=params, tokenizer=tokenizer, lower_case=False, head=head,
                 labels=t.labels_of(hf, head))
