@@ -16,6 +16,7 @@ import pathlib
 
 import numpy as np
 
+from pretrainx import registry
 from pretrainx.errors import UserError
 
 BLANK = "[MASK]"
@@ -90,7 +91,7 @@ def score(model, probes, batch_size: int = 64) -> dict:
     """Precision@1 and @10 over the probes `model` (a `pretrainx.load` Model of a
     masked LM) can answer, overall and per category, with the counts used and skipped."""
     tokenizer = model.tokenizer
-    if model.family.causal_sampling is not None or tokenizer.mask_id < 0:
+    if registry.samples(model.family, model.pretrained.model) or tokenizer.mask_id < 0:
         raise UserError(f"a {model.pretrained.family} model has no [MASK] to fill: cloze "
                         "probes need a masked LM")
     excluded = tokenizer.special_ids()

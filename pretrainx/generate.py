@@ -2,8 +2,9 @@
     [--temperature=1.0] [--top_k=0] [--top_p=1.0] [--num_samples=1] [--seed=0]
     [--num_beams=1]
 
-Continues a prompt with a GPT-2 from a pretraining workdir (its latest checkpoint)
-or a HuggingFace GPT-2 directory. --temperature=0 is greedy decoding.
+Continues a prompt with a decoder (GPT-2, ModernBERT's decoder as Ettin trains
+it) from a pretraining workdir (its latest checkpoint) or a HuggingFace directory.
+--temperature=0 is greedy decoding.
 
 An encoder-decoder (BART, T5) reads the prompt as its input and writes its output,
 greedily or by beam search (--num_beams; BART's decoding keeps a key-value cache). In
@@ -14,7 +15,7 @@ import jax
 import numpy as np
 from absl import flags
 
-from pretrainx import interop, models, sampling
+from pretrainx import interop, models, registry, sampling
 from pretrainx import main as main_lib
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
@@ -43,24 +44,28 @@ def run(argv) -> int:
         raise UserError(f"--num_beams={_BEAMS.value} must be >= 1")
     pretrained = interop.load(workdir)
     family = models.FAMILIES.find(pretrained.family)
-    if family is None or not (family.causal_sampling or family.generate):
+    sampled = family is not None and registry.samples(family, pretrained.model)
+    if family is None or not (sampled or family.generate):
         samplers = [f.name for f in models.FAMILIES.entries()
                     if f.causal_sampling or f.generate]
-        raise UserError(f"{workdir} holds a {pretrained.family} model; generate writes with "
-                        f"{', '.join(samplers)} models")
+        what = "encoder" if family is not None and family.causal_sampling else "model"
+        raise UserError(f"{workdir} holds a {pretrained.family} {what}; generate writes with "
+                        f"{', '.join(samplers)} decoders and encoder-decoders")
     tokenizer = load_tokenizer(pretrained.tokenizer, layout=family.tokenizer_layout)
-    if not family.causal_sampling:
+    if not sampled:
         return _encoder_decoder(pretrained, family, tokenizer)
     if _BEAMS.value != 1:
         raise UserError("--num_beams is for encoder-decoders; GPT-2 samples (--temperature=0 "
                         "is greedy)")
     model_cfg = pretrained.model
     model_cfg.dropout_rate = model_cfg.attention_dropout_rate = 0.0
-    prompt = tokenizer.encode(_PROMPT.value)
+    prompt, stop = list(tokenizer.encode(_PROMPT.value)), tokenizer.eot_id
+    if family.sample_framing == "cls":  # rows of [CLS] text [SEP]
+        prompt, stop = [tokenizer.cls_id] + prompt, tokenizer.sep_id
     try:
         rows = sampling.generate(model_cfg, pretrained.params, prompt, _MAX_NEW.value,
                                  _TEMPERATURE.value, _TOP_K.value, _TOP_P.value, _SEED.value,
-                                 _SAMPLES.value, stop_id=tokenizer.eot_id)
+                                 _SAMPLES.value, stop_id=stop)
     except ValueError as e:
         raise UserError(str(e)) from None
     for i, row in enumerate(rows):

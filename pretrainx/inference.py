@@ -34,10 +34,11 @@ class Model:
 
     def ids(self, text: str) -> list:
         """A text's ids as the model saw text in training: [CLS] text [SEP] for an
-        encoder (BART: <s> text </s>), text </s> for T5, the pieces alone for a model
-        sampled token by token (GPT-2)."""
+        encoder (BART: <s> text </s>), text </s> for T5, the pieces alone for GPT-2
+        (ModernBERT's decoder was trained on its encoder's framing)."""
         pieces = [int(i) for i in self.tokenizer.encode(text)]
-        if self.family.causal_sampling is not None:
+        if registry.samples(self.family, self.pretrained.model) and \
+                self.family.sample_framing == "pieces":
             return pieces
         if self.family.text_to_text == "always" and self.family.text_framing == "eos":  # T5
             return pieces + [self.tokenizer.sep_id]

@@ -35,16 +35,19 @@ def with_model_of(cfg, pretrained):
     """cfg with the model keys `pretrained` defines (shapes, activation, tied or untied
     output layer, positions), before anything is built. A key the recipe leaves at its
     objective's default takes the folder's value; one the recipe set otherwise contradicts
-    the folder and is refused, naming both values. Runtime keys stay the recipe's. An
-    empty data.tokenizer takes the folder's (and its lower-casing)."""
+    the folder and is refused, naming both values. Runtime keys, and those the objective
+    sets itself (Entry.own_model_keys: the decoder's causal attention), stay the
+    recipe's. An empty data.tokenizer takes the folder's (and its lower-casing)."""
     if pretrained.family != cfg.model.family:
         raise UserError(f"init_from {cfg.init_from} is a {pretrained.family} model; this config "
                         f"trains {cfg.model.family}")
     defaults = objectives.default_config(cfg.objective).model  # where a recipe starts
+    own = objectives.get(cfg.objective).own_model_keys
     cfg = cfg.copy_and_resolve_references()
     taken = []
     for key, value in pretrained.model.items():
-        if key in RUNTIME_KEYS or key not in defaults or cfg.model.get(key) == value:
+        if key in RUNTIME_KEYS or key in own or key not in defaults or \
+                cfg.model.get(key) == value:
             continue
         if key in cfg.model and cfg.model[key] != defaults[key]:
             raise UserError(f"model.{key}={cfg.model[key]!r} contradicts init_from "

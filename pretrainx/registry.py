@@ -41,6 +41,13 @@ class Family:
     # (model_cfg) -> the model with a key-value cache that `python -m pretrainx.generate`
     # samples from (sampling.py); None: this family is not sampled token by token
     causal_sampling: Callable | None = None
+    # (model_cfg) -> whether this model is the family's decoder, sampled token by token
+    # (a family of encoders and decoders, ModernBERT's, answers per model)
+    is_causal: Callable = lambda model_cfg: True
+    # a sampled decoder's rows: "pieces" (GPT-2's documents, each ended by its
+    # end-of-text) or "cls" (the encoder's [CLS] text [SEP], ModernBERT's decoder): a
+    # prompt starts with [CLS] and a sample stops at [SEP]
+    sample_framing: str = "pieces"
     # (model_cfg, head) -> the pretraining model whose "mlm_logits" fill [MASK]
     # (notebook.fill_mask; head: the checkpoint's, pretrain or mlm); None: it has none
     fill_mask: Callable | None = None
@@ -61,6 +68,12 @@ class Family:
     # (Pretrained, output folder) -> the files written: `python -m pretrainx.export` in the
     # family's own format instead of an HF directory (word vectors); None: HF's
     export: Callable | None = None
+
+
+def samples(family: Family, model_cfg) -> bool:
+    """Whether `model_cfg` is a decoder that python -m pretrainx.generate samples token by
+    token (a GPT-2, an Ettin decoder)."""
+    return family.causal_sampling is not None and bool(family.is_causal(model_cfg))
 
 
 def sentence_pooling(family: Family, model_cfg) -> str | None:

@@ -33,9 +33,15 @@ def features(head: str, num_labels: int) -> int:
 
 
 def pool(x, attention_mask, how: str):
-    """[batch, embed] from [batch, length, embed]: `cls` (the first token) or `mean`
-    (of the real tokens)."""
-    return layers.mean_over_tokens(x, attention_mask) if how == "mean" else x[:, 0]
+    """[batch, embed] from [batch, length, embed]: `cls` (the first token), `mean` (of
+    the real tokens) or `last` (the last real token of a right-padded row: what a
+    decoder's classifier reads, the one token that has seen the whole row)."""
+    if how == "mean":
+        return layers.mean_over_tokens(x, attention_mask)
+    if how == "last":
+        last = jnp.maximum(jnp.sum(attention_mask > 0, axis=1) - 1, 0)
+        return jnp.take_along_axis(x, last[:, None, None], axis=1)[:, 0]
+    return x[:, 0]
 
 
 def task_logits(x, attention_mask, *, head: str, num_labels: int, deterministic: bool,

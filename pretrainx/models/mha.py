@@ -33,8 +33,10 @@ class Decoding:
     collection; a call with the full length creates it, calls with one token fill it.
     static_kv (cross attention): keys and values projected from x_kv once, by the
     creating call, and read back by every later one (the encoder's output does not
-    change)."""
+    change). `window` > 0: a step sees only the keys at most that many places back
+    (a sliding-window layer, as attention.Mask's)."""
     static_kv: bool = False
+    window: int = 0
 
     def keys_values(self, module: nn.Module, project: Callable):
         """(keys, values): projected now, or read back when static and cached."""
@@ -63,7 +65,10 @@ class Decoding:
         key.value = jax.lax.dynamic_update_slice(key.value, k, (0, i, 0, 0))
         value.value = jax.lax.dynamic_update_slice(value.value, v, (0, i, 0, 0))
         index.value = i + k.shape[1]
-        seen = jnp.arange(key.value.shape[1]) < index.value
+        place = jnp.arange(key.value.shape[1])
+        seen = place < index.value
+        if self.window:  # the step's last token is at index - 1
+            seen = seen & (index.value - 1 - place <= self.window)
         return key.value, value.value, attention.mask_to_bias(seen[None, None, None, :], dtype)
 
 

@@ -101,3 +101,7 @@ class Entry:
     # (pretrained params, the run's fresh params) -> pretrained params in the run's tree;
     # None: as_pretrained keeps the run's tree (ELECTRA and DeBERTa-v3 do not)
     from_pretrained: Callable | None = None
+    # model keys the objective itself sets, which init_from never takes from a folder:
+    # an encoder continued from its decoder (Ettin's cross-objective runs) stays
+    # bidirectional
+    own_model_keys: tuple = ()

@@ -26,7 +26,8 @@ import optax
 # cycle_start x peak a linear rise to the peak at 1 - cycle_falloff of the run, then a
 # linear fall to 0 at its end (with optimizer.budget_hours the run's end is its time).
 # warmup_stable_decay is ModernBERT's trapezoid (Warner et al. 2024): the warmup, the
-# peak held, and over the last `decay_steps` a 1 - sqrt decay to 0 (Hägele et al. 2024).
+# peak held, and over the last `decay_steps` a 1 - sqrt decay to 0 (Hägele et al. 2024),
+# or to final_lr_fraction of the peak where a recipe sets one (Ettin's phases: 0.5, 0.04).
 def learning_rate_schedule(opt_cfg, total_steps: int):
     """Step -> learning rate, for the schedule `opt_cfg.schedule` (described above)."""
     peak = opt_cfg.learning_rate
@@ -64,7 +65,8 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
         elif kind == "warmup_stable_decay":
             decay = max(int(opt_cfg.decay_steps), 1)
             progress = jnp.clip((step - (total_steps - decay)) / decay, 0.0, 1.0)
-            after = peak * (1.0 - jnp.sqrt(progress))
+            floor = float(opt_cfg.get("final_lr_fraction", 0.0))
+            after = peak * (floor + (1.0 - floor) * (1.0 - jnp.sqrt(progress)))
         elif kind == "bert_linear":
             after = peak * jnp.maximum(0.0, 1.0 - step / total_steps)
         else:  # warmup_linear

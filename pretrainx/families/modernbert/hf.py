@@ -62,29 +62,33 @@ def name_pairs(num_layers: int, head: str) -> list:
     return pairs
 
 
-def _split(state: dict, num_layers: int) -> dict:
-    """HF's fused Wqkv and Wi as the parts the name table reads."""
+def split(state: dict, num_layers: int, qkv: bool = True) -> dict:
+    """HF's fused Wi (and with `qkv` Wqkv: the decoder's are apart) as the parts the
+    name table reads."""
     state = dict(state)
     for i in range(num_layers):
         p = f"model.layers.{i}."
-        for part, block in zip("qkv", np.split(np.asarray(state.pop(p + "attn.Wqkv.weight")), 3)):
-            state[f"{p}attn.W{part}.weight"] = block
+        if qkv:
+            blocks = np.split(np.asarray(state.pop(p + "attn.Wqkv.weight")), 3)
+            for part, block in zip("qkv", blocks):
+                state[f"{p}attn.W{part}.weight"] = block
         first, second = np.split(np.asarray(state.pop(p + "mlp.Wi.weight")), 2)
         state[p + "mlp.Wi_0.weight"], state[p + "mlp.Wi_1.weight"] = first, second
     return state
 
 
-def _fuse(state: dict, num_layers: int) -> dict:
+def fuse(state: dict, num_layers: int, qkv: bool = True) -> dict:
     for i in range(num_layers):
         p = f"model.layers.{i}."
-        state[p + "attn.Wqkv.weight"] = np.concatenate(
-            [state.pop(f"{p}attn.W{part}.weight") for part in "qkv"])
+        if qkv:
+            state[p + "attn.Wqkv.weight"] = np.concatenate(
+                [state.pop(f"{p}attn.W{part}.weight") for part in "qkv"])
         state[p + "mlp.Wi.weight"] = np.concatenate(
             [state.pop(p + "mlp.Wi_0.weight"), state.pop(p + "mlp.Wi_1.weight")])
     return state
 
 
-def _glu_halves(params: dict, num_layers: int, join: bool) -> dict:
+def glu_halves(params: dict, num_layers: int, join: bool) -> dict:
     """Our fused wi kernel [embed, 2, mlp] <-> its halves wi_0 / wi_1 [embed, mlp]."""
     params = {k: dict(v) if isinstance(v, dict) else v for k, v in params.items()}
     model = params["model"] = dict(params["model"])
@@ -100,8 +104,26 @@ def _glu_halves(params: dict, num_layers: int, join: bool) -> dict:
     return params
 
 
-def _read(hf: dict, state: dict, path: str) -> dict:
-    config_file = os.path.join(path, "config.json")
+def _theta(hf: dict, layers: str, config_file: str, causal: bool) -> float:
+    """RoPE's base in the global (`full_attention`) or local (`sliding_attention`)
+    layers: transformers 5 writes `rope_parameters` per kind of layer, 4.x
+    `global_rope_theta` and `local_rope_theta` (missing: the encoder's 10,000; 4.x's
+    decoder applies the global base everywhere)."""
+    given = (hf.get("rope_parameters") or {}).get(layers)
+    if given:
+        if given.get("rope_type", "default") != "default":
+            raise UserError(f"{config_file}: rope_parameters.{layers}.rope_type="
+                            f"{given['rope_type']!r} is not supported (plain RoPE only)")
+        return float(given["rope_theta"])
+    glob = float(hf.get("global_rope_theta", 160_000.0))
+    if layers == "full_attention":
+        return glob
+    return float(hf.get("local_rope_theta") or (glob if causal else 10_000.0))
+
+
+def model_config(hf: dict, config_file: str, causal: bool = False):
+    """Our model keys from config.json (an encoder's, or with `causal` a decoder's);
+    what we do not build is refused, naming the key."""
     for key, value in _FIXED.items():
         if hf.get(key, value) != value:
             raise UserError(f"{config_file}: {key}={hf[key]} is not supported (ModernBERT as "
@@ -116,22 +138,26 @@ def _read(hf: dict, state: dict, path: str) -> dict:
     acts = {v: k for k, v in hf_bert.ACT_TO_HF.items()}
     if act not in acts:
         raise UserError(f"{config_file}: hidden_activation={act!r} is not supported")
-    m = modernbert.default_config()
+    m = modernbert.default_config(causal)
     m.update(num_layers=hf["num_hidden_layers"], hidden_size=hf["hidden_size"],
              num_heads=hf["num_attention_heads"], mlp_dim=hf["intermediate_size"],
              vocab_size=hf["vocab_size"], hidden_act=acts[act],
              max_position_embeddings=hf.get("max_position_embeddings", 8192),
              layer_norm_eps=hf.get("norm_eps", 1e-5),
              initializer_range=hf.get("initializer_range", 0.02),
-             global_rope_theta=float(hf.get("global_rope_theta", 160_000.0)),
-             local_rope_theta=float(hf.get("local_rope_theta") or
-                                    hf.get("global_rope_theta", 10_000.0)),
+             global_rope_theta=_theta(hf, "full_attention", config_file, causal),
+             local_rope_theta=_theta(hf, "sliding_attention", config_file, causal),
              global_attn_every_n_layers=hf.get("global_attn_every_n_layers", 3),
              local_attention=hf.get("local_attention", 128),
              dropout_rate=hf.get("embedding_dropout", 0.0),
              attention_dropout_rate=hf.get("attention_dropout", 0.0),
-             classifier_pooling=hf.get("classifier_pooling", "cls"),
+             classifier_pooling=hf.get("classifier_pooling", m.classifier_pooling),
              classifier_dropout=hf.get("classifier_dropout", 0.0))
+    return m
+
+
+def _read(hf: dict, state: dict, path: str) -> dict:
+    m = model_config(hf, os.path.join(path, "config.json"))
     head = t.head_of(hf, ARCHITECTURES)
     what = f"a {ARCHITECTURES.get(head, 'ModernBertModel')} with {m.num_layers} layers"
     for i in range(m.num_layers):
@@ -139,44 +165,49 @@ def _read(hf: dict, state: dict, path: str) -> dict:
             if f"model.layers.{i}.{name}" not in state:
                 raise UserError(f"{path}: no tensor model.layers.{i}.{name} (expected for {what})")
     pairs = name_pairs(m.num_layers, head if head != "encoder" else "none")
-    params = t.from_hf(_split(state, m.num_layers), pairs, m.num_heads, path, what,
+    params = t.from_hf(split(state, m.num_layers), pairs, m.num_heads, path, what,
                        optional=lambda name: name.startswith("head.") and head == "encoder")
     tokenizer, lower_case = hf_lib.tokenizer_of(path)
-    return dict(model=m, params=_glu_halves(params, m.num_layers, join=True),
+    return dict(model=m, params=glu_halves(params, m.num_layers, join=True),
                 tokenizer=tokenizer, lower_case=lower_case, head=head,
                 labels=t.labels_of(hf, head))
 
 
 def _write(pretrained, params, tokenizer):
     m, head = pretrained.model, pretrained.head
-    halves = _glu_halves(params, m.num_layers, join=False)
-    state = _fuse(t.to_hf(halves, name_pairs(m.num_layers, head)), m.num_layers)
+    halves = glu_halves(params, m.num_layers, join=False)
+    state = fuse(t.to_hf(halves, name_pairs(m.num_layers, head)), m.num_layers)
     if head == "mlm":
         state["decoder.weight"] = state["model.embeddings.tok_embeddings.weight"]
-    act = hf_bert.ACT_TO_HF[m.hidden_act]
-    ids = {"pad_token_id": int(tokenizer.pad_id), "cls_token_id": int(tokenizer.cls_id),
-           "bos_token_id": int(tokenizer.cls_id), "sep_token_id": int(tokenizer.sep_id),
-           "eos_token_id": int(tokenizer.sep_id)}
-    config = {"architectures": [ARCHITECTURES.get(head, "ModernBertModel")],
-              "model_type": "modernbert", "vocab_size": m.vocab_size,
-              "hidden_size": m.hidden_size, "intermediate_size": m.mlp_dim,
-              "num_hidden_layers": m.num_layers, "num_attention_heads": m.num_heads,
-              "hidden_activation": act, "classifier_activation": act,
-              "max_position_embeddings": m.max_position_embeddings,
-              "initializer_range": m.initializer_range, "initializer_cutoff_factor": 2.0,
-              "norm_eps": m.layer_norm_eps, "global_rope_theta": m.global_rope_theta,
-              "local_rope_theta": m.local_rope_theta,
-              "global_attn_every_n_layers": m.global_attn_every_n_layers,
-              "local_attention": m.local_attention, "embedding_dropout": m.dropout_rate,
-              "mlp_dropout": m.dropout_rate, "attention_dropout": m.attention_dropout_rate,
-              "classifier_pooling": m.classifier_pooling,
-              "classifier_dropout": m.classifier_dropout, "tie_word_embeddings": True,
-              "torch_dtype": "float32", **_FIXED, **ids}
+    config = config_json(m, tokenizer, ARCHITECTURES.get(head, "ModernBertModel"), "modernbert")
     config.update(t.label_config(pretrained.labels if head in ("classify", "tokens") else None))
     return state, config
 
 
-def _write_tokenizer(pretrained, tokenizer, output) -> list:
+def config_json(m, tokenizer, architecture: str, model_type: str) -> dict:
+    """config.json of model keys `m` (an encoder's or a decoder's)."""
+    act = hf_bert.ACT_TO_HF[m.hidden_act]
+    ids = {"pad_token_id": int(tokenizer.pad_id), "cls_token_id": int(tokenizer.cls_id),
+           "bos_token_id": int(tokenizer.cls_id), "sep_token_id": int(tokenizer.sep_id),
+           "eos_token_id": int(tokenizer.sep_id)}
+    return {"architectures": [architecture], "model_type": model_type,
+            "vocab_size": m.vocab_size,
+            "hidden_size": m.hidden_size, "intermediate_size": m.mlp_dim,
+            "num_hidden_layers": m.num_layers, "num_attention_heads": m.num_heads,
+            "hidden_activation": act, "classifier_activation": act,
+            "max_position_embeddings": m.max_position_embeddings,
+            "initializer_range": m.initializer_range, "initializer_cutoff_factor": 2.0,
+            "norm_eps": m.layer_norm_eps, "global_rope_theta": m.global_rope_theta,
+            "local_rope_theta": m.local_rope_theta,
+            "global_attn_every_n_layers": m.global_attn_every_n_layers,
+            "local_attention": m.local_attention, "embedding_dropout": m.dropout_rate,
+            "mlp_dropout": m.dropout_rate, "attention_dropout": m.attention_dropout_rate,
+            "classifier_pooling": m.classifier_pooling,
+            "classifier_dropout": m.classifier_dropout, "tie_word_embeddings": True,
+            "torch_dtype": "float32", **_FIXED, **ids}
+
+
+def write_tokenizer(pretrained, tokenizer, output) -> list:
     """The tokenizer in the files its kind needs: a byte-level vocabulary as RoBERTa's
     vocab.json and merges.txt (in the ids the run trained with) and a tokenizer.json of
     them; the others as BERT's (a release's tokenizer.json as it is, a SentencePiece
@@ -197,4 +228,5 @@ TIED = (("decoder.weight",
 
 ADAPTER = hf_lib.Adapter(
     name="modernbert", tied=TIED, model_type="modernbert", read=_read,
-    write=_write, write_tokenizer=_write_tokenizer)
+    write=_write, write_tokenizer=write_tokenizer,
+    writes=lambda pretrained: not modernbert.causal(pretrained.model))

@@ -10,6 +10,12 @@ table, and alternating attention: every `global_attn_every_n_layers`-th layer (0
 is dense + GeLU + LayerNorm before the tied decoder, computed only at the gathered
 positions (the released training code's sparse prediction).
 
+The decoder (model.causal, Ettin's decoders: Weller et al. 2025; HF's
+ModernBertDecoderForCausalLM) is the same network with causal attention: each token sees
+those before it, and in a local layer only the `local_attention // 2 - 1` before it
+(HF's window counts the token itself). Its parameters are the MLM model's, by the same
+paths, so a checkpoint moves between the two objectives (`init_from`).
+
 Packed rows: `attention_mask` carries segment ids (1, 2, ... per example, 0 on padding)
 and `positions` restart in every example, so each packed document sees only itself, as
 the released model's unpadded batches do. model.scan_layers scans groups of one global
@@ -27,8 +33,9 @@ from pretrainx.models import heads, layers, mha
 from pretrainx.models.gated import GatedMlp
 
 
-def default_config() -> ml_collections.ConfigDict:
-    """ModernBERT-base's model keys (answerdotai/ModernBERT-base's config.json)."""
+def default_config(causal: bool = False) -> ml_collections.ConfigDict:
+    """ModernBERT-base's model keys (answerdotai/ModernBERT-base's config.json); with
+    `causal`, its decoder's (Ettin's)."""
     m = ml_collections.ConfigDict()
     m.family = "modernbert"
     m.num_layers = 22
@@ -46,11 +53,26 @@ def default_config() -> ml_collections.ConfigDict:
     m.local_attention = 128  # the local window's width: half of it on each side
     m.dropout_rate = 0.0  # embeddings and the GeGLU (HF: embedding_dropout, mlp_dropout)
     m.attention_dropout_rate = 0.0
-    m.classifier_pooling = "cls"  # cls | mean: what a sequence classifier reads
+    # cls | mean | last: what a sequence classifier reads (a decoder's last token is
+    # the one that has read the whole row)
+    m.classifier_pooling = "last" if causal else "cls"
     m.classifier_dropout = 0.0
     m.update(layers.compute_keys())
     m.tie_output = True  # False: the decoder has a kernel of its own (tie_word_embeddings)
+    m.causal = causal  # True: the decoder (each token sees only those before it)
     return m
+
+
+def causal(cfg) -> bool:
+    """Whether `cfg` is the decoder (configs saved before the key existed are encoders)."""
+    return bool(cfg.get("causal", False))
+
+
+def window(cfg, index: int) -> int:
+    """Layer `index`'s attention.Mask window: 0 (global), or how far a key may be."""
+    if is_global(cfg, index):
+        return 0
+    return cfg.local_attention // 2 - (1 if causal(cfg) else 0)
 
 
 def is_global(cfg, index: int) -> bool:
@@ -69,6 +91,7 @@ class ModernBertLayer(nn.Module):
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
     index: int
+    decode: bool = False  # the decoder sampled token by token from a key-value cache
 
     @nn.compact
     def __call__(self, x, segments, positions, deterministic):
@@ -77,13 +100,15 @@ class ModernBertLayer(nn.Module):
         norm = lambda name: layers.LayerNorm(cfg.layer_norm_eps, self.dtype, use_bias=False,  # noqa: E731
                                              name=name)
         h = x if self.index == 0 else norm("attention_norm")(x)
-        mask = layers.Mask(segments, segments, window=0 if glob else cfg.local_attention // 2)
+        reach = window(cfg, self.index)
+        mask = layers.Mask(segments, segments, causal=causal(cfg), window=reach)
         attn = mha.MultiHeadAttention(
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, use_bias=False, dtype=self.dtype,
             kernel_init=init, out_init=out_init, float32_logits=cfg.float32_attention_logits,
             impl=cfg.attention_impl,
             rotary=mha.Rotary(cfg.global_rope_theta if glob else cfg.local_rope_theta),
+            decoding=mha.Decoding(window=reach) if self.decode else None,
             name="attention")(h, h, mask, deterministic, positions)
         attn = layers.Dropout(cfg.attention_dropout_rate)(attn, deterministic=deterministic)
         x = layers.constrain(x + attn, ("batch", "length", "embed"))
@@ -122,8 +147,10 @@ def layer_plan(cfg) -> tuple:
 class ModernBertEncoder(nn.Module):
     """Token embeddings + LayerNorm, the layers, the final LayerNorm. With scan_layers
     the groups of one global and the local layers after it are scanned
-    (`layers_from_N`), so the program does not grow with depth."""
+    (`layers_from_N`), so the program does not grow with depth. `decode` (the decoder
+    sampled from a key-value cache) unrolls them: interop.load's parameters are."""
     cfg: ml_collections.ConfigDict
+    decode: bool = False
 
     def setup(self):
         cfg = self.cfg
@@ -134,15 +161,16 @@ class ModernBertEncoder(nn.Module):
         self.embed_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, use_bias=False)
         self.embed_dropout = layers.Dropout(cfg.dropout_rate)
         cls = ModernBertLayer
-        if cfg.remat != "none":
+        if cfg.remat != "none" and not self.decode:
             cls = nn.remat(cls, policy=layers.REMAT_POLICIES[cfg.remat], static_argnums=(4,))
-        first, groups, last = layer_plan(cfg)
+        first, groups, last = (cfg.num_layers, 0, 0) if self.decode else layer_plan(cfg)
         every, stack = cfg.global_attn_every_n_layers, []
         if groups:
             stack = layers.layer_stack(ModernBertGroup, cfg, self.dtype, groups, "group",
                                        static_argnums=(4,), stack_name=f"layers_from_{first}")
         tail = range(first + groups * every, cfg.num_layers)
-        self.layers = ([cls(cfg, self.dtype, i, name=f"layer_{i}") for i in range(first)]
+        self.layers = ([cls(cfg, self.dtype, i, self.decode, name=f"layer_{i}")
+                        for i in range(first)]
                        + stack + [cls(cfg, self.dtype, i, name=f"layer_{i}") for i in tail])
         self.final_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, use_bias=False)
 
@@ -174,9 +202,10 @@ class PredictionHead(nn.Module):
 class ModernBertForMaskedLM(nn.Module):
     """The encoder and the MLM head at the gathered positions (sparse prediction)."""
     cfg: ml_collections.ConfigDict
+    decode: bool = False  # the decoder's sampler (ModernBertForCausalLM)
 
     def setup(self):
-        self.model = ModernBertEncoder(self.cfg)
+        self.model = ModernBertEncoder(self.cfg, self.decode)
         self.head = PredictionHead(self.cfg)
         self.mlm_bias = self.param("mlm_bias", nn.with_logical_partitioning(
             nn.initializers.zeros, ("vocab",)), (self.cfg.vocab_size,), jnp.float32)
@@ -200,9 +229,32 @@ class ModernBertForMaskedLM(nn.Module):
         return {"mlm_logits": self.mlm_logits(x, batch["masked_lm_positions"])}
 
 
+class ModernBertForCausalLM(ModernBertForMaskedLM):
+    """The decoder (model.causal): the same parameters, the head and the tied decoder at
+    every position, each predicting the next token. Reads the encoder's batch keys
+    (input_ids, attention_mask, positions) or the sampler's (inputs, segment_ids,
+    positions: sampling.py); `decode` steps through a key-value cache."""
+
+    def __call__(self, batch, deterministic: bool = True):
+        if "inputs" in batch:
+            batch = {"input_ids": batch["inputs"], "attention_mask": batch["segment_ids"],
+                     "positions": batch["positions"]}
+        x = self.encode(batch, deterministic)
+        return {"logits": self.mlm_logits(x, layers.every_position(x))}
+
+
+def sampler(cfg) -> ModernBertForCausalLM:
+    """The decoder with a key-value cache, for python -m pretrainx.generate."""
+    cfg = ml_collections.ConfigDict(cfg.to_dict())
+    cfg.scan_layers = False
+    return ModernBertForCausalLM(cfg, decode=True)
+
+
 def outputs(cfg, params, batch) -> dict:
-    """`encode`'s states and the MLM logits at every position, for pretrainx.load."""
-    return heads.mlm_outputs(ModernBertForMaskedLM(cfg), params, batch)
+    """`encode`'s states and the MLM (or the decoder's next-token) logits at every
+    position, for pretrainx.load."""
+    network = ModernBertForCausalLM(cfg) if causal(cfg) else ModernBertForMaskedLM(cfg)
+    return heads.mlm_outputs(network, params, batch)
 
 
 class ModernBertForFineTuning(heads.TaskModel):

@@ -22,10 +22,11 @@ from pretrainx.objectives import assembled, encoder, mlm, rows
 class ModernBertMlm(assembled.Assembled):
     """Its own packed document rows and MLM's loss part (encoder.MlmLoss). Another
     encoder trained the same way (NeoBERT) names its own `network`, `flops` and
-    `flops_formula`."""
+    `flops_formula`; its decoder (modernbert_clm.py) its `network` and `loss_part`."""
 
     title = "ModernBERT"
     network = modernbert.ModernBertForMaskedLM
+    loss_part = encoder.MlmLoss
     flops = staticmethod(modernbert.flops_per_token)
     flops_formula = ("3 * (L * 2*(4*h^2 + 3*h*mlp) + 4*h*(G*seq + (L - G)*min(seq, W + 1)) "
                      "+ P*2*(h^2 + h*V) / seq), G = ceil(L / global_attn_every_n_layers) "
@@ -35,7 +36,7 @@ class ModernBertMlm(assembled.Assembled):
         if tokenizer is not None:
             encoder.check_row_tokenizer(tokenizer, cfg, self.title, "[CLS] text [SEP]")
         super().__init__(cfg, tokenizer, self.network(cfg.model),
-                         corpus.Corpus(cfg, tokenizer), losses=encoder.MlmLoss())
+                         corpus.Corpus(cfg, tokenizer), losses=self.loss_part())
 
     def describe(self, phase) -> dict:
         return {"max_predictions_per_seq": phase.max_predictions,

@@ -1,15 +1,17 @@
 """ModernBERT's entry (Warner et al. 2024): its encoder (RoPE, local and global layers,
 GeGLU) and fine-tuning head, packed MLM at 30% with ModernBERT-base's token schedule,
-HF's ModernBertForMaskedLM layout."""
+HF's ModernBertForMaskedLM layout; and its decoder (Ettin, Weller et al. 2025: the same
+network with causal attention, next-token prediction on the same rows, HF's
+ModernBertDecoderForCausalLM), sampled by python -m pretrainx.generate."""
 
 from pretrainx import objectives, registry
 from pretrainx.errors import UserError
-from pretrainx.families.modernbert import hf, modernbert_mlm
+from pretrainx.families.modernbert import hf, hf_decoder, modernbert_clm, modernbert_mlm
 from pretrainx.families.modernbert import model as modernbert
 from pretrainx.objectives import encoder
 
 
-def defaults():
+def defaults(objective: str = "modernbert", causal: bool = False):
     """ModernBERT-base's pretraining (Warner et al. 2024, section 2.2 and appendix):
     1024-token packed rows, 30% masking, StableAdamW (b1 0.9, b2 0.98, eps 1e-6) at
     8e-4 with decoupled weight decay 1e-5, warmup over 3B tokens and the trapezoidal
@@ -20,11 +22,13 @@ def defaults():
     schedule = modernbert_mlm.schedule_in_tokens(
         seq_len=1024, micro_batch=768, accumulate_to=6, learning_rate=8e-4,
         warmup_tokens=3e9, ramp_tokens=50e9)
+    model = modernbert.default_config(causal)
     c = encoder.defaults(
-        "modernbert", modernbert.default_config(), seq_len=1024, name="stable_adamw",
+        objective, model, seq_len=1024, name="stable_adamw",
         b2=0.98, eps=1e-6,
         grad_clip=0.0,  # StableAdamW clips each tensor's update instead
         schedule="warmup_stable_decay", lower_case=False, mask_prob=0.30,
+        final_lr_fraction=0.0,  # the decay's end (ModernBERT's 0; Ettin's phases set theirs)
         max_predictions=320,  # 30% of 1,022 rounds to at most 307
         **schedule)
     c.data.eval_mask_prob = 0.0  # 0: evaluate at mask_prob
@@ -32,7 +36,34 @@ def defaults():
     return c
 
 
+# what makes the encoder or the decoder, whatever a checkpoint it continues was
+ATTENTION_KEYS = ("causal", "classifier_pooling")
+
+
+def decoder_defaults():
+    """The decoder of ModernBERT-base's run, as Ettin pairs them: every key the
+    encoder's, the attention causal (the masking keys are unused)."""
+    return defaults("modernbert_clm", causal=True)
+
+
+def validate_decoder(cfg) -> None:
+    _validate_network(cfg)
+    if not modernbert.causal(cfg.model):
+        raise UserError("objective=modernbert_clm trains the decoder: set model.causal=True")
+    if cfg.model.local_attention < 4:
+        raise UserError(f"model.local_attention={cfg.model.local_attention}: the decoder's "
+                        "window (half of it, the token itself included) needs at least 4")
+
+
 def validate(cfg) -> None:
+    if modernbert.causal(cfg.model):
+        raise UserError("objective=modernbert is the bidirectional MLM: set model.causal=False "
+                        "(objective=modernbert_clm trains the decoder)")
+    _validate_network(cfg)
+    encoder.validate_document_mlm(cfg)
+
+
+def _validate_network(cfg) -> None:
     encoder.validate(cfg)
     m = cfg.model
     if m.attention_impl == "flash":
@@ -41,7 +72,6 @@ def validate(cfg) -> None:
     if not isinstance(m.local_attention, int) or m.local_attention < 2 or m.local_attention % 2:
         raise UserError(f"model.local_attention={m.local_attention!r} must be an even "
                         "window width >= 2")
-    encoder.validate_document_mlm(cfg)
     opt = cfg.optimizer
     if opt.schedule == "warmup_stable_decay" and not 0 < opt.decay_steps <= \
             cfg.total_steps - opt.warmup_steps:
@@ -51,10 +81,17 @@ def validate(cfg) -> None:
 
 registry.register(registry.Family(
     name="modernbert", outputs=modernbert.outputs,
-    sentence_pooling=lambda model: model.classifier_pooling,
+    sentence_pooling=lambda model: None if modernbert.causal(model) else model.classifier_pooling,
     default_config=modernbert.default_config,
     finetune_model=modernbert.finetune_model, max_positions="max_position_embeddings",
     objectives=(objectives.Entry(name="modernbert", build=modernbert_mlm.ModernBertMlm,
                                  defaults=defaults, validate=validate,
-                                 as_pretrained=encoder.pretrained_mlm),),
-    hf=(hf.ADAPTER,)))
+                                 as_pretrained=encoder.pretrained_mlm,
+                                 own_model_keys=ATTENTION_KEYS),
+                objectives.Entry(name="modernbert_clm", build=modernbert_clm.ModernBertClm,
+                                 defaults=decoder_defaults, validate=validate_decoder,
+                                 as_pretrained=lambda model_cfg, params: (
+                                     model_cfg, params, "causal_lm"),
+                                 own_model_keys=ATTENTION_KEYS)),
+    causal_sampling=modernbert.sampler, is_causal=modernbert.causal, sample_framing="cls",
+    hf=(hf.ADAPTER, hf_decoder.ADAPTER)))
