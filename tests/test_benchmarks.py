@@ -25,6 +25,13 @@ def _run(script, *args, timeout=600, devices=1):
 
 
 @pytest.mark.slow
+def test_distil_claim_prints_student_teacher_and_scratch(tmp_path):
+    _, out = _run("distil_claim.py", "--steps=2", "--eval_steps=1", f"--workdir={tmp_path}")
+    assert out["steps"] == 2 and 0 < out["teacher"] < 1 and 0 <= out["scratch"] < 1
+    assert out["student_over_teacher"] == out["student"] / out["teacher"]
+
+
+@pytest.mark.slow
 def test_soak_keeps_its_promises():
     # on 8 devices: on one, 40 steps can end before the memory sampler's first sample
     _, out = _run("soak.py", "--steps=40", "--checkpoint_every=10", "--keep=2", devices=8)

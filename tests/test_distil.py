@@ -61,34 +61,8 @@ def _eval(workdir):
 #   python -m pretrainx.main --config=configs/quickstart.py --workdir=W --config.mesh.data=1
 #   (stopped at step 900) && python -m pretrainx.export --workdir=W --output=DIR
 # Stored because training it took 5 minutes of the suite; README's quickstart row is
-# where the recipe itself is measured (0.2703 after 2,500 steps).
-QUICKSTART_TEACHER = REPO / "tests" / "data" / "quickstart_teacher_900"
-
-
-@pytest.mark.slow
-@pytest.mark.optimized
-def test_distils_the_quickstart_into_half_its_depth(tmp_path):
-    """DistilBERT's claim at CPU size: a 1-layer student distilled from the quickstart's
-    900-step BERT-Tiny for 150 steps reaches at least 90% of the teacher's eval MLM
-    accuracy on the unseen Alice (read on the same rows; measured 0.172 for 0.187, 92%,
-    where 100 steps gave 88%) and beats the same student trained from scratch for the
-    same steps (fresh weights, MLM loss only: 0.059)."""
-    steps = {"total_steps": 150, "eval_every": 150, "checkpoint_every": 150,
-             "log_every": 50, "eval_steps": 4, "distill.teacher": str(QUICKSTART_TEACHER)}
-    distilled, scratch = str(tmp_path / "distilled"), str(tmp_path / "scratch")
-    pretrain.train(override(load_config("distil_quickstart.py"), steps), distilled,
-                   devices=jax.devices()[:1])
-    pretrain.train(override(load_config("distil_quickstart.py"), {
-        **steps, "distill.alpha_ce": 0.0, "distill.alpha_cos": 0.0, "distill.alpha_mlm": 1.0,
-        "distill.init_from_teacher": False, "distill.freeze_positions": False}), scratch,
-        devices=jax.devices()[:1])
-    got, base = _eval(distilled), _eval(scratch)
-    assert got["teacher_mlm_accuracy"] > 0.18, got  # the stored teacher is off the plateau
-    assert got["mlm_accuracy"] >= 0.9 * got["teacher_mlm_accuracy"], got
-    assert got["mlm_accuracy"] > base["mlm_accuracy"], (got, base)
-    print(json.dumps({"student": got["mlm_accuracy"], "teacher": got["teacher_mlm_accuracy"],
-                      "scratch": base["mlm_accuracy"]}))
-
+# where the recipe itself is measured (0.2703 after 2,500 steps). The claim it serves
+# (a student at 92% of it, far above scratch) is benchmarks/distil_claim.py's.
 
 def _restore_state(workdir):
     import os  # noqa: F401
