@@ -32,6 +32,16 @@ def test_distil_claim_prints_student_teacher_and_scratch(tmp_path):
 
 
 @pytest.mark.slow
+def test_ettin_pair_trains_both_and_fine_tunes_both(shared_data, tmp_path):
+    _, out = _run("ettin_pair.py", f"--workdir={tmp_path}", "--steps=2", "--seeds=0",
+                  "--lrs=1e-3", "--max_rows=20", "--epochs=1")
+    arms = out["settings"]["sst2_500"]
+    assert set(arms) == {"encoder", "decoder"} and all(len(a["runs"]) == 1 for a in arms.values())
+    assert out["held_out"]["decoder_perplexity"] > 1 and 0 <= out["held_out"][
+        "encoder_mlm_accuracy"] <= 1
+
+
+@pytest.mark.slow
 def test_soak_keeps_its_promises():
     # on 8 devices: on one, 40 steps can end before the memory sampler's first sample
     _, out = _run("soak.py", "--steps=40", "--checkpoint_every=10", "--keep=2", devices=8)
@@ -129,7 +139,7 @@ def test_tpu_plan_tables_the_recipes_phase_by_phase():
 def test_pretrain_pays_runs_end_to_end(shared_data, tmp_path):
     """Every part at toy size: pretraining on a budget, both arms over two seeds with the
     held-out rows choosing, the curve from an earlier checkpoint, the JSON contract."""
-    _, out = _run("pretrain_pays.py", f"--workdir={tmp_path}", "--minutes=0.2",
+    _, out = _run("pretrain_pays.py", f"--workdir={tmp_path}", "--minutes=0.05",
                   "--checkpoint_every=2", "--settings=sst2_500", "--seeds=0,1",
                   "--lrs=1e-3", "--max_rows=48", "--epochs=1", "--curve_points=1",
                   "--vocab_size=1000", f"--corpus={BOOKS}")

@@ -17,17 +17,30 @@ def targets_and_weights(input_ids, segments):
     return input_ids[:, 1:], same.astype(jnp.float32)
 
 
+def token_sums(logits, targets, weights) -> dict:
+    """The batch's summed cross-entropy, correct predictions and weight of next-token
+    targets (any causal LM's: GPT-2's rows too)."""
+    nll = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
+    correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
+    return {"loss_sum": jnp.sum(nll * weights), "correct_sum": jnp.sum(correct * weights),
+            "token_sum": jnp.sum(weights)}
+
+
+def eval_metrics(totals) -> dict:
+    """Loss, accuracy and perplexity of `token_sums` added over an evaluation."""
+    n = max(float(totals["token_sum"]), 1.0)
+    loss = float(totals["loss_sum"]) / n
+    return {"loss": loss, "accuracy": float(totals["correct_sum"]) / n,
+            "perplexity": float(np.exp(min(loss, 50.0)))}
+
+
 class NextTokenLoss:
     """Mean cross-entropy of the global batch's next tokens; accuracy beside it, and
     perplexity in evaluation."""
 
     def loss_sums(self, outputs, batch) -> dict:
         targets, w = targets_and_weights(batch["input_ids"], batch["attention_mask"])
-        logits = outputs["logits"][:, :-1]
-        nll = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
-        correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
-        return {"loss_sum": jnp.sum(nll * w), "correct_sum": jnp.sum(correct * w),
-                "token_sum": jnp.sum(w)}
+        return token_sums(outputs["logits"][:, :-1], targets, w)
 
     def normalizers(self, batch) -> dict:
         _, w = targets_and_weights(batch["input_ids"], batch["attention_mask"])
@@ -40,7 +53,4 @@ class NextTokenLoss:
         return {"accuracy": sums["correct_sum"] / norms["tokens"]}
 
     def eval_metrics(self, totals) -> dict:
-        n = max(float(totals["token_sum"]), 1.0)
-        loss = float(totals["loss_sum"]) / n
-        return {"loss": loss, "accuracy": float(totals["correct_sum"]) / n,
-                "perplexity": float(np.exp(min(loss, 50.0)))}
+        return eval_metrics(totals)

@@ -10,11 +10,11 @@ previous one (its loss weight is 0).
 
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.families.gpt2 import model as gpt2
+from pretrainx.objectives import next_token
 
 FEATURES = ("inputs", "targets", "segment_ids", "positions", "loss_weights")
 
@@ -91,12 +91,8 @@ class CausalLM:
 
     # ---- loss -------------------------------------------------------------
     def loss_sums(self, outputs, batch) -> dict:
-        logits, targets = outputs["logits"], batch["targets"]
-        w = batch["loss_weights"]
-        nll = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
-        correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
-        return {"loss_sum": jnp.sum(nll * w), "correct_sum": jnp.sum(correct * w),
-                "token_sum": jnp.sum(w)}
+        return next_token.token_sums(outputs["logits"], batch["targets"],
+                                     batch["loss_weights"])
 
     def normalizers(self, batch) -> dict:
         return {"tokens": jnp.maximum(jnp.sum(batch["loss_weights"]), 1.0)}
@@ -108,10 +104,7 @@ class CausalLM:
         return {"accuracy": sums["correct_sum"] / norms["tokens"]}
 
     def eval_metrics(self, totals) -> dict:
-        n = max(float(totals["token_sum"]), 1.0)
-        loss = float(totals["loss_sum"]) / n
-        return {"loss": loss, "accuracy": float(totals["correct_sum"]) / n,
-                "perplexity": float(np.exp(min(loss, 50.0)))}
+        return next_token.eval_metrics(totals)
 
     def flops_per_token(self, phase) -> float:
         return gpt2.flops_per_token(self.cfg.model, phase.seq_len)
