@@ -55,7 +55,7 @@ def run(argv) -> int:
     if not sampled:
         return _encoder_decoder(pretrained, family, tokenizer)
     if _BEAMS.value != 1:
-        raise UserError("--num_beams is for encoder-decoders; GPT-2 samples (--temperature=0 "
+        raise UserError("--num_beams is for encoder-decoders; a decoder samples (--temperature=0 "
                         "is greedy)")
     model_cfg = pretrained.model
     model_cfg.dropout_rate = model_cfg.attention_dropout_rate = 0.0
