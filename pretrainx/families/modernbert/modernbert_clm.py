@@ -12,6 +12,7 @@ position predicts the next token of its own example (objectives/next_token.py).
 import numpy as np
 
 from pretrainx.families.modernbert import model as modernbert
+from pretrainx.families.modernbert import modernbert_mlm
 from pretrainx.families.modernbert.modernbert_mlm import ModernBertMlm
 from pretrainx.objectives import next_token
 
@@ -34,14 +35,7 @@ class ModernBertClm(ModernBertMlm):
 
         def fn(example, rng):
             del rng  # nothing is drawn: the encoder's masks are its own
-            n = example["input_ids"].size
-            out = {"input_ids": np.full(seq_len, pad, np.int32),
-                   "attention_mask": np.zeros(seq_len, np.int32),
-                   "positions": np.zeros(seq_len, np.int32)}
-            out["input_ids"][:n] = example["input_ids"]
-            out["attention_mask"][:n] = example["segment_ids"]
-            out["positions"][:n] = example["positions"]
-            return out
+            return modernbert_mlm.padded_row(example, seq_len, pad)
 
         return fn
 

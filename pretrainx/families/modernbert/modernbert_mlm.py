@@ -61,18 +61,11 @@ class ModernBertMlm(assembled.Assembled):
         seq_len, max_pred = phase.seq_len, phase.max_predictions
 
         def fn(example, rng):
-            n = example["input_ids"].size
-            padded = np.full(seq_len, tok.pad_id, np.int32)
-            padded[:n] = example["input_ids"]
-            segments = np.zeros(seq_len, np.int32)
-            segments[:n] = example["segment_ids"]
-            positions = np.zeros(seq_len, np.int32)
-            positions[:n] = example["positions"]
-            masked = mlm.mask_tokens(padded, rng, vocab_size=tok.vocab_size, mask_id=tok.mask_id,
-                                     special_ids=specials, max_predictions=max_pred,
-                                     mask_prob=rate)
-            return dict(masked, token_type_ids=np.zeros(seq_len, np.int32),
-                        attention_mask=segments, positions=positions)
+            row = padded_row(example, seq_len, tok.pad_id)
+            masked = mlm.mask_tokens(row["input_ids"], rng, vocab_size=tok.vocab_size,
+                                     mask_id=tok.mask_id, special_ids=specials,
+                                     max_predictions=max_pred, mask_prob=rate)
+            return dict(row, **masked, token_type_ids=np.zeros(seq_len, np.int32))
 
         return fn
 
@@ -96,6 +89,19 @@ class ModernBertMlm(assembled.Assembled):
         return encoder.show_rows(self.tokenizer, batch, count,
                                  label=lambda r: f"{int(batch['attention_mask'][r].max())} "
                                                  "examples")
+
+
+def padded_row(example: dict, seq_len: int, pad_id: int) -> dict:
+    """A packed (or single) example row padded to seq_len: input_ids, attention_mask
+    (its segment ids, 0 on padding) and positions."""
+    n = example["input_ids"].size
+    row = {"input_ids": np.full(seq_len, pad_id, np.int32),
+           "attention_mask": np.zeros(seq_len, np.int32),
+           "positions": np.zeros(seq_len, np.int32)}
+    row["input_ids"][:n] = example["input_ids"]
+    row["attention_mask"][:n] = example["segment_ids"]
+    row["positions"][:n] = example["positions"]
+    return row
 
 
 def schedule_in_tokens(*, seq_len: int, micro_batch: int, accumulate_to: int,

@@ -11,7 +11,7 @@ from pretrainx.families.modernbert import model as modernbert
 from pretrainx.objectives import encoder
 
 
-def defaults(objective: str = "modernbert", causal: bool = False):
+def defaults(causal: bool = False):
     """ModernBERT-base's pretraining (Warner et al. 2024, section 2.2 and appendix):
     1024-token packed rows, 30% masking, StableAdamW (b1 0.9, b2 0.98, eps 1e-6) at
     8e-4 with decoupled weight decay 1e-5, warmup over 3B tokens and the trapezoidal
@@ -22,9 +22,9 @@ def defaults(objective: str = "modernbert", causal: bool = False):
     schedule = modernbert_mlm.schedule_in_tokens(
         seq_len=1024, micro_batch=768, accumulate_to=6, learning_rate=8e-4,
         warmup_tokens=3e9, ramp_tokens=50e9)
-    model = modernbert.default_config(causal)
     c = encoder.defaults(
-        objective, model, seq_len=1024, name="stable_adamw",
+        "modernbert_clm" if causal else "modernbert", modernbert.default_config(causal),
+        seq_len=1024, name="stable_adamw",
         b2=0.98, eps=1e-6,
         grad_clip=0.0,  # StableAdamW clips each tensor's update instead
         schedule="warmup_stable_decay", lower_case=False, mask_prob=0.30,
@@ -43,7 +43,7 @@ ATTENTION_KEYS = ("causal", "classifier_pooling")
 def decoder_defaults():
     """The decoder of ModernBERT-base's run, as Ettin pairs them: every key the
     encoder's, the attention causal (the masking keys are unused)."""
-    return defaults("modernbert_clm", causal=True)
+    return defaults(causal=True)
 
 
 def validate_decoder(cfg) -> None:
