@@ -94,7 +94,9 @@ class DataIterator:
     The state is one position for every process (each process derives its own
     rows from it, so a checkpoint restores on any number of processes) plus a
     signature of the data: examples per source and mixing weights. A position
-    restored into other data would replay or skip examples, so it is refused.
+    restored into other data would replay or skip examples, so it is refused, unless
+    it is the start (a checkpoint at a phase boundary, before the next phase's data
+    is read: mmBERT's decay mixes branch from there), where nothing can be.
     """
 
     def __init__(self, iterator, signature=None):
@@ -115,6 +117,8 @@ class DataIterator:
             self._it.set_state(state)
             return
         saved = state.get("data")
+        if saved != self.signature and state["position"] == self._it.get_state():
+            return  # the start of other data: the fresh iterator is that position
         if saved is not None and self.signature is not None and saved != self.signature:
             changed = "; ".join(_difference(k, saved.get(k), self.signature.get(k))
                                 for k in sorted(set(saved) | set(self.signature))

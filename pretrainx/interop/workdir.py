@@ -47,13 +47,24 @@ def load_pretraining(path: str, step: int | None = None) -> Pretrained:
     finally:
         manager.close()
     model = entry.defaults().model
-    model.update(cfg.model)
+    model.update(trained_model(cfg, step))
     model, params, head = entry.as_pretrained(model, unstack_layers(to_numpy(state["params"])))
     return Pretrained(model=model, params=params,
                       tokenizer=cfg.data.tokenizer, lower_case=cfg.data.lower_case, head=head,
                       source=f"{path}/checkpoints/{step}",
                       num_sentinels=cfg.data.get("num_sentinels", 0),
                       run=_pretraining_run(path, cfg, step))
+
+
+def trained_model(cfg, step: int):
+    """The model keys the steps before checkpoint `step` trained with: those of the phase
+    it ends (a named phase may set its own RoPE bases, window or positions, and keys a
+    phase sets carry into the phases after it), else the run's."""
+    try:
+        phase = config_lib.phase_at(cfg, max(step - 1, 0))
+    except (KeyError, AttributeError, TypeError):  # a config from before phases existed
+        return cfg.model
+    return (phase.cfg or cfg).model
 
 
 def _pretraining_run(path: str, cfg, step: int) -> dict:
