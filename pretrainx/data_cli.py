@@ -2,14 +2,15 @@
 builds the objective's examples and the run's datasets, which the data package may not
 import):
 
-python -m pretrainx.data --config=configs/NAME.py --stats [--num_batches=N] [--show=K]
+python -m pretrainx.data --config=configs/NAME.py --stats [--num_batches=N] [--show=K] [--phase=NAME]
 python -m pretrainx.data prepare --config=configs/NAME.py --output=DIR [--workers=N]
 python -m pretrainx.data build_tfds --input=GLOB[,GLOB] --data_dir=DIR [--name=NAME]
 
 --stats prints one JSON object about the training batches the run would see (the same
-dataset, seed and phase-1 shapes): packing_efficiency (real tokens / all
-tokens), examples_per_row, tokens_per_sec of the pipeline, and the objective's
-own figures. --show=K first prints K decoded examples for a person to read.
+dataset, seed and phase-1 shapes, or with --phase those of a named phase: its mix, its
+temperature, its masking): packing_efficiency (real tokens / all tokens),
+examples_per_row, tokens_per_sec of the pipeline, each source's drawn and expected
+share, and the objective's own figures. --show=K first prints K decoded examples for a person to read.
 """
 
 import json
@@ -20,7 +21,7 @@ import numpy as np
 from absl import flags
 
 from pretrainx import config as config_lib
-from pretrainx import objectives, prepare
+from pretrainx import objectives, phasing, prepare
 from pretrainx.data import pipeline, sources, tfds_text
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
@@ -35,15 +36,19 @@ _WORKERS = flags.DEFINE_integer("workers", 0, "prepare: worker processes (0: one
 _INPUT = flags.DEFINE_string("input", None, "build_tfds: comma-separated globs of text files.")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "build_tfds: the TFDS data_dir to write.")
 _NAME = flags.DEFINE_string("name", "default", "build_tfds: the dataset's config name.")
+_PHASE = flags.DEFINE_string("phase", None, "--stats: the named phase's batches (default: "
+                             "the first phase's).")
 _COMMANDS = ("prepare", "build_tfds")
 
 
-def batch_statistics(cfg, num_batches: int, show: int = 0, out=sys.stderr) -> dict:
+def batch_statistics(cfg, num_batches: int, show: int = 0, out=sys.stderr,
+                     phase_name: str | None = None) -> dict:
     objectives.validate(cfg)
     config_lib.require_data(cfg)
     tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case)
-    phase = config_lib.phases(cfg)[0]
-    objective = objectives.build(phase.cfg, tokenizer)  # the first phase's, as it trains
+    phase = config_lib.phases(cfg)[0] if phase_name is None else \
+        phasing.by_name(cfg, phase_name, key="--phase")
+    objective = objectives.build(phase.cfg, tokenizer)  # the phase's, as it trains
     start = time.perf_counter()
     dataset, signature = phases_lib.train_data(phase.cfg, objective, phase)
     iterator = pipeline.make_iterator(dataset)
@@ -67,7 +72,9 @@ def batch_statistics(cfg, num_batches: int, show: int = 0, out=sys.stderr) -> di
         "tokens_per_sec": tokens / elapsed if elapsed > 0 else None,
         "setup_sec": setup_sec,
         "sources": objective.corpus.stats,
-        **source_fractions(cfg, signature["weights"], num_batches * phase.global_batch_size),
+        **({"phase": phase.name} if phase.name else {}),
+        **source_fractions(phase.cfg, signature["weights"],
+                           num_batches * phase.global_batch_size),
         **objective.summarize_stats(totals, phase),
     }
 
@@ -116,7 +123,7 @@ def run(argv) -> int:
         raise UserError("nothing to do: pass --stats and/or --show=K")
     if _NUM_BATCHES.value < 1:
         raise UserError(f"--num_batches={_NUM_BATCHES.value} must be at least 1")
-    result = batch_statistics(cfg, _NUM_BATCHES.value, _SHOW.value)
+    result = batch_statistics(cfg, _NUM_BATCHES.value, _SHOW.value, phase_name=_PHASE.value)
     if _STATS.value:
         print(json.dumps(result))
     return 0

@@ -42,6 +42,18 @@ def test_ettin_pair_trains_both_and_fine_tunes_both(shared_data, tmp_path):
 
 
 @pytest.mark.slow
+def test_mmbert_languages_trains_branches_merges_and_scores_every_language(tmp_path):
+    _, out = _run("mmbert_languages.py", f"--workdir={tmp_path}", "--steps=2,2,2",
+                  "--eval_batches=1")
+    assert list(out["accuracy"]) == ["end of pretrain", "end of extension", "decay all",
+                                     "decay cont", "decay eng", "merged (average)",
+                                     "merged (ties)"]
+    assert all(len(row) == 9 for row in out["accuracy"].values())  # 8 languages and all
+    assert set(out["added_in_decay"]) == {"cs", "pt"}
+    assert all(0 < g < 0.1 for g in out["guesser"].values()), out["guesser"]
+
+
+@pytest.mark.slow
 def test_soak_keeps_its_promises():
     # on 8 devices: on one, 40 steps can end before the memory sampler's first sample
     _, out = _run("soak.py", "--steps=40", "--checkpoint_every=10", "--keep=2", devices=8)

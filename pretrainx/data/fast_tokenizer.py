@@ -3,7 +3,8 @@ ModernBERT's release ships), read with HF's `tokenizers` library: its normaliser
 pre-tokeniser and model (BPE, WordPiece or Unigram) exactly as transformers runs them.
 
 The special ids are found by the names the families use ([CLS]/<s>, [SEP]/</s>,
-[PAD]/<pad>, [MASK]/<mask>, [UNK]/<unk>; GPT-2's <|endoftext|> for all of them), and
+[PAD]/<pad>, [MASK]/<mask>, [UNK]/<unk>; GPT-2's <|endoftext|> for all of them; Gemma's
+<bos>/<eos>, which mmBERT uses as [CLS]/[SEP]), and
 the word starts by the model's marks: byte-level BPE's "Ġ", SentencePiece's "▁",
 WordPiece's pieces that do not start with "##".
 """
@@ -15,8 +16,8 @@ import numpy as np
 from pretrainx.data.tokenizer_base import SP_WORD_START, Tokenizer
 from pretrainx.errors import UserError
 
-_NAMES = {"cls_id": ("[CLS]", "<s>", "<|endoftext|>"),
-          "sep_id": ("[SEP]", "</s>", "<|endoftext|>"),
+_NAMES = {"cls_id": ("[CLS]", "<s>", "<|endoftext|>", "<bos>"),
+          "sep_id": ("[SEP]", "</s>", "<|endoftext|>", "<eos>"),
           "pad_id": ("[PAD]", "<pad>", "<|endoftext|>"),
           "unk_id": ("[UNK]", "<unk>", "<|endoftext|>"),
           "mask_id": ("[MASK]", "<mask>")}

@@ -28,7 +28,8 @@ class SentencePieceTokenizer(Tokenizer):
             raise UserError(f"SentencePiece model {path} has no pad piece (pad_id < 0)")
         self.cls_id = self._piece_id("[CLS]", fallback=sp.bos_id())
         self.sep_id = self._piece_id("[SEP]", fallback=sp.eos_id())
-        self.mask_id = self._piece_id("[MASK]", fallback=-1)
+        # Gemma's model (mmBERT's vocabulary) names it <mask>
+        self.mask_id = self._piece_id("[MASK]", fallback=self._piece_id("<mask>", fallback=-1))
         named = {self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id} - {-1}
         control = {i for i in range(self.vocab_size) if sp.is_control(i)}
         self._special = np.array(sorted(named | control), np.int32)
