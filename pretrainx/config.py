@@ -43,10 +43,13 @@ def probe_defaults() -> ml_collections.ConfigDict:
     `every_steps` (a multiple of checkpoint_every) a background process fine-tunes
     that checkpoint on a small labelled task and the run logs probe/* scalars."""
     p = ml_collections.ConfigDict()
-    p.task = ""  # sst2, mrpc, cola, ..., conll2003, or cloze (no fine-tuning); "" = none
+    # sst2, mrpc, cola, ..., conll2003, contrastive (STS-B after contrastive training);
+    # with no fine-tuning: cloze, sts (STS-B zero-shot), retrieval; "" = none
+    p.task = ""
     p.every_steps = 0
     p.glue_dir = ""  # the GLUE folder (CoNLL-2003/ inside it)
     p.probes = ""  # task cloze: its TSV (pretrainx/cloze.py); "" = the shipped set
+    p.retrieval_dir = ""  # task retrieval: a BEIR-layout folder (pretrainx/retrieval.py)
     p.max_train_examples = 2000
     p.holdout_examples = 400  # of those: they choose the epoch (dev is reported)
     p.epochs = 3
@@ -55,6 +58,20 @@ def probe_defaults() -> ml_collections.ConfigDict:
     p.global_batch_size = 32
     p.platform = "cpu"  # the background process's JAX_PLATFORMS: the run holds the chips
     return p
+
+
+def probe_missing(probe) -> str:
+    """What probe.task lacks to run (its data folder), or ""."""
+    if not probe.get("task"):
+        return ("probe.task is empty: --config.probe.task=sst2 --config.probe.glue_dir=DIR, "
+                "or --config.probe.task=cloze")
+    if probe.task == "cloze":
+        return ""
+    if probe.task == "retrieval":
+        return "" if probe.get("retrieval_dir") else (
+            "probe.retrieval_dir is empty: task retrieval reads a BEIR-layout folder")
+    return "" if probe.get("glue_dir") else (
+        f"probe.glue_dir is empty: task {probe.task} reads its data there")
 
 
 def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
@@ -333,10 +350,9 @@ def _check_probe(cfg) -> None:
     if probe.every_steps < 0 or probe.every_steps % cfg.checkpoint_every:
         raise UserError(f"probe.every_steps={probe.every_steps} must be a multiple of "
                         f"checkpoint_every={cfg.checkpoint_every}: a probe fine-tunes a checkpoint")
-    if not probe.task or not (probe.glue_dir or probe.task == "cloze"):
-        raise UserError("probe.every_steps is set but probe.task or probe.glue_dir is empty; "
-                        "set both (--config.probe.task=sst2 --config.probe.glue_dir=DIR), or "
-                        "--config.probe.task=cloze")
+    missing = probe_missing(probe)
+    if missing:
+        raise UserError(f"probe.every_steps is set but {missing}")
 
 
 def _check_sources(data) -> None:

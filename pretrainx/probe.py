@@ -1,4 +1,5 @@
 """python -m pretrainx.probe --workdir=RUN [--step=N] [--task=sst2] [--glue_dir=DIR]
+    [--retrieval_dir=DIR]
 python -m pretrainx.probe cloze --workdir=RUN_OR_HF_DIR [--probes=FILE] [--step=N]
 
 Fine-tunes checkpoints of a pretraining run on a small labelled task and logs the dev
@@ -7,8 +8,12 @@ checkpoint's step), so that a run shows time-to-GLUE beside its MLM loss, as Mos
 reports. Without --step, every checkpoint that has no probe yet. The run's `probe.*`
 config keys say what to fine-tune (the flags override them); train/downstream.py starts
 this command in the background every probe.every_steps, with --nolog (the run logs).
-Task `cloze` fine-tunes nothing: it scores the checkpoint's masked LM on cloze probes
-(pretrainx/cloze.py), so that the curve shows when a model starts to know things.
+Three tasks fine-tune nothing: `cloze` scores the checkpoint's masked LM on cloze probes
+(pretrainx/cloze.py), so that the curve shows when a model starts to know things; `sts`
+scores its mean-pooled sentence embeddings on STS-B's dev pairs (Spearman of cosines,
+pretrainx/similarity.py) and `retrieval` on the BEIR-layout folder of probe.retrieval_dir
+(MRR@10, recall@10, pretrainx/retrieval.py), the way encoders are ranked on embeddings.
+Task `contrastive` trains the embedder first (finetune/contrastive.py) and reports STS-B.
 
 Each probe is RUN/probe/STEP: a fine-tuning workdir, and probe.json with its record.
 The epoch is chosen on probe.holdout_examples held-out training rows, never on dev.
@@ -24,17 +29,20 @@ import time
 
 import ml_collections
 
-from pretrainx import cloze, inference
+from pretrainx import cloze, inference, retrieval, similarity
 from pretrainx import config as config_lib
 from pretrainx.errors import UserError
 from pretrainx.finetune import loop as finetune
 from pretrainx.finetune.config import finetune_config
 
+# Tasks scored on the checkpoint's sentence embeddings, with no fine-tuning
+EMBEDDING_TASKS = ("sts", "retrieval")
 # What a fine-tuning result holds besides the dev metrics.
 _NOT_METRICS = ("epoch", "step", "split", "main", "dev_main")
 
 
-def settings(workdir: str, task: str | None = None, glue_dir: str | None = None):
+def settings(workdir: str, task: str | None = None, glue_dir: str | None = None,
+             retrieval_dir: str | None = None):
     """The run's probe keys (config.json), with the overrides given."""
     path = os.path.join(workdir, "config.json")
     if not os.path.isfile(path):
@@ -43,12 +51,13 @@ def settings(workdir: str, task: str | None = None, glue_dir: str | None = None)
         saved = json.load(f)
     probe = config_lib.probe_defaults()
     probe.update(saved.get("probe") or {})
-    for key, value in (("task", task), ("glue_dir", glue_dir)):
+    for key, value in (("task", task), ("glue_dir", glue_dir),
+                       ("retrieval_dir", retrieval_dir)):
         if value is not None:
             probe[key] = value
-    if not probe.get("task") or not (probe.get("glue_dir") or probe.task == "cloze"):
-        raise UserError(f"{path}: probe.task or probe.glue_dir is empty; give --task and "
-                        "--glue_dir")
+    missing = config_lib.probe_missing(probe)
+    if missing:
+        raise UserError(f"{path}: {missing} (or give --task and its folder flag)")
     return probe
 
 
@@ -74,9 +83,11 @@ def probe_step(workdir: str, step: int, probe) -> dict:
             return json.load(f)
     start = time.perf_counter()
     checkpoint = os.path.join(workdir, "checkpoints", str(step))
-    if probe.task == "cloze":
+    if probe.task in EMBEDDING_TASKS or probe.task == "cloze":
         os.makedirs(folder, exist_ok=True)
-        return _write(done, cloze_record(checkpoint, probe.probes, step, start))
+        record = cloze_record(checkpoint, probe.probes, step, start) \
+            if probe.task == "cloze" else embedding_record(checkpoint, probe, step, start)
+        return _write(done, record)
     cfg = probe_config(probe, checkpoint)
     best = finetune.train(cfg, os.path.join(folder, "finetune"))["best"]
     record = {"split": "probe", "step": step, "task": probe.task,
@@ -100,6 +111,22 @@ def cloze_record(model_path: str, probes: str, step, start: float) -> dict:
     result = cloze.score(inference.load(model_path),
                          cloze.read_probes(probes or cloze.DEFAULT_PROBES))
     return {"split": "probe", "step": step, "task": "cloze", **result,
+            "seconds": time.perf_counter() - start}
+
+
+def embedding_record(model_path: str, probe, step, start: float) -> dict:
+    """A probe record of the model's mean-pooled embeddings scored with no training:
+    STS-B dev (task sts) or the BEIR folder's test split (task retrieval)."""
+    model = inference.load(model_path)
+    if probe.task == "sts":
+        result = similarity.sts(model, probe.glue_dir, "mean")
+        scores = {k: result[k] for k in ("spearman", "pearson")}
+        counts = {"pairs": result["pairs"]}
+    else:
+        result = retrieval.evaluate(model, probe.retrieval_dir, "test", "mean")
+        scores = {k: result[k] for k in ("mrr_at_10", "recall_at_10")}
+        counts = {"queries": result["queries"], "documents": result["documents"]}
+    return {"split": "probe", "step": step, "task": probe.task, **scores, **counts,
             "seconds": time.perf_counter() - start}
 
 
@@ -137,13 +164,14 @@ def main(argv=None):
     parser.add_argument("--step", type=int, help="one checkpoint (default: every unprobed one)")
     parser.add_argument("--task", help="overrides probe.task")
     parser.add_argument("--glue_dir", help="overrides probe.glue_dir")
+    parser.add_argument("--retrieval_dir", help="overrides probe.retrieval_dir")
     parser.add_argument("--nolog", dest="log", action="store_false",
                         help="leave RUN/metrics.jsonl and TensorBoard alone")
     args = parser.parse_args(argv)
     workdir = args.workdir
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     try:
-        probe = settings(workdir, args.task, args.glue_dir)
+        probe = settings(workdir, args.task, args.glue_dir, args.retrieval_dir)
         probed = os.path.join(workdir, "probe")
         steps = [args.step] if args.step is not None else [
             s for s in checkpoint_steps(workdir)

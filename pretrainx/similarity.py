@@ -46,6 +46,13 @@ def sts(model, glue_dir: str, pooling: str | None = "mean", split: str = "dev",
             "pooling": pooling or "family", "file": path}
 
 
+def pooling_flag(value: str):
+    """--pooling's value as embed takes it: "mean", "cls", or None for the family's."""
+    if value not in ("mean", "cls", "family"):
+        raise UserError(f"--pooling={value}: expected mean, cls or family")
+    return None if value == "family" else value
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pretrainx.similarity", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -57,11 +64,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def run():
-        if args.pooling not in ("mean", "cls", "family"):
-            raise UserError(f"--pooling={args.pooling}: expected mean, cls or family")
-        model = inference.load(args.workdir)
-        result = sts(model, args.glue_dir, None if args.pooling == "family" else args.pooling,
-                     args.split, args.limit)
+        pooling = pooling_flag(args.pooling)
+        result = sts(inference.load(args.workdir), args.glue_dir, pooling, args.split,
+                     args.limit)
         return dict(result, workdir=args.workdir)
     return json_command(run)
 

@@ -52,25 +52,50 @@ def test_infonce_is_cross_entropy_over_every_candidate_of_the_batch():
     np.testing.assert_allclose(float(sums["loss_sum"]) / 4, want, rtol=1e-5)
 
 
+def test_a_learned_temperature_is_the_fixed_one_at_its_start_and_is_capped():
+    """CLIP's parametrisation: log(1 / 0.05) as the model's output gives the fixed 0.05
+    loss, its gradient is not zero, and a scale past 100 counts as 100."""
+    rng = np.random.default_rng(1)
+    e = jnp.asarray(rng.normal(size=(4, 2, 8)).astype(np.float32))
+    batch = {"weight": jnp.ones(4)}
+    loss = contrastive.InfoNceLoss(1.0)
+    fixed = contrastive.InfoNceLoss(0.05).loss_sums({"logits": e}, batch)
+    learned = loss.loss_sums({"logits": e, "log_scale": jnp.log(20.0)}, batch)
+    np.testing.assert_allclose(learned["loss_sum"], fixed["loss_sum"], rtol=1e-6)
+    assert float(learned["temperature_sum"]) == pytest.approx(4 * 0.05)
+    grad = jax.grad(lambda s: loss.loss_sums({"logits": e, "log_scale": s}, batch)["loss_sum"])
+    assert abs(float(grad(jnp.log(20.0)))) > 1e-3
+    capped = loss.loss_sums({"logits": e, "log_scale": jnp.log(1000.0)}, batch)
+    at_cap = contrastive.InfoNceLoss(0.01).loss_sums({"logits": e}, batch)
+    np.testing.assert_allclose(capped["loss_sum"], at_cap["loss_sum"], rtol=1e-6)
+
+
 @pytest.mark.slow
 def test_in_batch_negatives_span_the_global_batch_on_one_device_and_eight(
         shared_data, tmp_path):
-    """STS-B's train pairs scored >= 4, a tiny BERT from random init: the same losses
-    on one device and on 8 data-parallel ones (each holds 2 of the 16 anchors, and each
-    anchor still ranks all 16 positives), the loss falling, STS-B dev Spearman scored."""
-    one = _cfg(shared_data, **{"mesh.data": 1, "data.max_train_examples": 128})
+    """STS-B's train pairs scored >= 4, a tiny BERT from random init, the temperature
+    learned: the same losses and temperatures on one device and on 8 data-parallel ones
+    (each holds 2 of the 16 anchors, and each anchor still ranks all 16 positives), the
+    loss falling, the temperature moving from its start, STS-B dev Spearman scored; the
+    kept model is the encoder alone (the temperature is the training's, not the model's)."""
+    keys = {"data.max_train_examples": 128, "data.learn_temperature": True}
+    one = _cfg(shared_data, **{"mesh.data": 1, **keys})
     finetune_loop.train(one, str(tmp_path / "one"), devices=jax.devices()[:1])
-    eight = _cfg(shared_data, **{"mesh.data": 8, "data.max_train_examples": 128})
+    eight = _cfg(shared_data, **{"mesh.data": 8, **keys})
     out = finetune_loop.train(eight, str(tmp_path / "eight"))
-    a = [r["loss"] for r in read_metrics(tmp_path / "one") if "loss" in r]
-    b = [r["loss"] for r in read_metrics(tmp_path / "eight") if "loss" in r]
+    a, b = ([r for r in read_metrics(tmp_path / run) if "loss" in r] for run in ("one", "eight"))
     assert len(a) == len(b) == 8
-    np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
-    assert np.mean(a[-3:]) < a[0] - 0.2, a  # learning: below the first step's
+    for key in ("loss", "temperature"):
+        np.testing.assert_allclose([r[key] for r in a], [r[key] for r in b], rtol=0, atol=1e-5)
+    losses = [r["loss"] for r in a]
+    assert np.mean(losses[-3:]) < losses[0] - 0.2, losses  # learning: below the first step's
+    assert a[0]["temperature"] == pytest.approx(0.05, rel=0.02)
+    # trained: each Adam update moves its log by about the rate (1e-3, decaying)
+    assert a[-1]["temperature"] < 0.05 - 1e-4, [r["temperature"] for r in a]
     assert -1 <= out["best"]["spearman"] <= 1
     from pretrainx import interop
     tuned = interop.load(str(tmp_path / "eight"))
-    assert tuned.head == "embed_mean"
+    assert tuned.head == "embed_mean" and contrastive.SCALE not in tuned.params
 
 
 def _pairs(tmp_path, kind):

@@ -30,7 +30,7 @@ def test_probe_fine_tunes_a_checkpoint_and_reads_it_back(shared_data, pretrained
                                                          tmp_path):
     workdir = tmp_path / "run"
     shutil.copytree(pretrained_workdir, workdir)
-    with pytest.raises(UserError, match="probe.task or probe.glue_dir is empty"):
+    with pytest.raises(UserError, match="probe.task is empty"):
         probe_lib.settings(str(workdir))
     probe = _small(probe_lib.settings(str(workdir), "sst2", "unused"), shared_data)
     record = probe_lib.probe_step(str(workdir), 3, probe)
@@ -47,8 +47,11 @@ def test_bad_probe_config_is_refused():
                                         "checkpoint_every=3"):
         loop.train(tiny_bert_config(**{"probe.every_steps": 5, "probe.task": "sst2",
                                        "probe.glue_dir": "x"}), "/tmp/never")
-    with pytest.raises(UserError, match="probe.task or probe.glue_dir is empty"):
+    with pytest.raises(UserError, match="probe.task is empty"):
         loop.train(tiny_bert_config(**{"probe.every_steps": 3}), "/tmp/never")
+    with pytest.raises(UserError, match="probe.retrieval_dir is empty"):
+        loop.train(tiny_bert_config(**{"probe.every_steps": 3, "probe.task": "retrieval"}),
+                   "/tmp/never")
 
 
 @pytest.mark.slow

@@ -78,11 +78,13 @@ def finetune_config() -> ml_collections.ConfigDict:
     c.data.holdout_examples = 0
     # task contrastive (finetune/contrastive.py): TSV / JSONL / Parquet rows of an anchor,
     # a positive and optionally a hard negative ("" = STS-B's train pairs scored >= 4);
-    # each text pooled (mean | cls), InfoNCE over the batch at a fixed temperature
+    # each text pooled (mean | cls), InfoNCE over the batch at temperature (learned from
+    # that start with learn_temperature, as CLIP)
     c.data.pairs_file = ""
     c.data.pair_fields = "anchor,positive"
     c.data.pooling = "mean"
     c.data.temperature = 0.05
+    c.data.learn_temperature = False
 
     c.peft = ml_collections.ConfigDict()
     c.peft.method = "none"  # none | lora | adapter | prefix | prompt

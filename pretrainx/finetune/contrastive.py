@@ -2,7 +2,9 @@
 anchor, its positive and optionally a hard negative, each text pooled (mean or [CLS])
 by any encoder's `embed_mean` / `embed_cls` head, and InfoNCE over in-batch negatives
 (Sentence-BERT's MultipleNegativesRankingLoss, E5, GTE): each anchor against every
-positive and hard negative of the global batch, at a fixed temperature. Under jit the
+positive and hard negative of the global batch, at a fixed temperature or, with
+data.learn_temperature, a learned one (CLIP's: the log of 1 / temperature is a parameter,
+starting at data.temperature, the scale capped at 100). Under jit the
 candidate matrix spans the whole batch, however it is sharded, so 1 device and 8 give
 the same loss.
 
@@ -13,28 +15,33 @@ data.glue_dir is set, else retrieval over the last `data.holdout_examples` pairs
 (each anchor ranks every held-out positive: MRR@10, recall@1 and @10).
 """
 
-import json
 import os
 
 import jax.numpy as jnp
 import numpy as np
 import optax
+from flax import linen as nn
 import pyarrow.parquet as pq
 
+from pretrainx.data import jsonl
 from pretrainx.errors import UserError
 from pretrainx.finetune import glue, scores
 from pretrainx.finetune.task import EvalSet, TaskData, split_holdout
 
 INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+SCALE = "contrastive"  # the learned temperature's parameter, beside the encoder's
+MAX_SCALE = 100.0  # CLIP's cap on 1 / temperature
 STS_POSITIVE = 4.0  # STS-B pairs at or above this score are positives (of 5)
 
 
 class Paired:
     """A fine-tuning model over rows of k texts: inputs [B, k, L] run as [B*k, L] through
-    `model` (its parameters and their paths unchanged), embeddings back as [B, k, H]."""
+    `model` (its parameters and their paths unchanged), embeddings back as [B, k, H].
+    With `learned_temperature` (its start) the parameters also hold SCALE's log of
+    1 / temperature, which apply returns as "log_scale" for the loss."""
 
-    def __init__(self, model):
-        self.model = model
+    def __init__(self, model, learned_temperature: float = 0.0):
+        self.model, self.start = model, learned_temperature
 
     @staticmethod
     def _flat(batch):
@@ -42,18 +49,32 @@ class Paired:
                 for k, v in batch.items() if k in INPUTS}
 
     def init(self, rngs, batch, **kwargs):
-        return self.model.init(rngs, self._flat(batch), **kwargs)
+        variables = self.model.init(rngs, self._flat(batch), **kwargs)
+        if not self.start:
+            return variables
+        scale = {"log_scale": nn.LogicallyPartitioned(  # a scalar: no axes, replicated
+            jnp.log(jnp.asarray(1.0 / self.start, jnp.float32)), ())}
+        return {**variables, "params": {**variables["params"], SCALE: scale}}
 
     def apply(self, variables, batch, *args, **kwargs):
         rows, k = batch["input_ids"].shape[:2]
+        params = variables["params"]
+        extra = {"log_scale": params[SCALE]["log_scale"]} if SCALE in params else {}
+        variables = {**variables, "params": without_scale(params)}
         out = self.model.apply(variables, self._flat(batch), *args, **kwargs)
-        return {"logits": out["logits"].reshape(rows, k, -1)}
+        return {"logits": out["logits"].reshape(rows, k, -1), **extra}
+
+
+def without_scale(params) -> dict:
+    """The encoder's parameters alone: what a contrastive fine-tuning keeps and exports."""
+    return {k: v for k, v in params.items() if k != SCALE}
 
 
 class InfoNceLoss:
     """The train step's objective for embedding rows [B, k, H]: cross-entropy of each
     anchor's cosine similarities / temperature over the batch's positives and
-    negatives, its own positive the label."""
+    negatives, its own positive the label. The temperature is the model's learned one
+    where its outputs carry "log_scale", else the fixed `temperature`."""
 
     def __init__(self, temperature: float):
         self.temperature = temperature
@@ -63,13 +84,15 @@ class InfoNceLoss:
         e = e / jnp.maximum(jnp.linalg.norm(e, axis=-1, keepdims=True), 1e-12)
         anchors, others = e[:, 0], e[:, 1:]
         candidates = jnp.swapaxes(others, 0, 1).reshape(-1, e.shape[-1])  # positives first
-        logits = anchors @ candidates.T / self.temperature
+        scale = (jnp.minimum(jnp.exp(outputs["log_scale"]), MAX_SCALE)
+                 if "log_scale" in outputs else jnp.float32(1.0 / self.temperature))
+        logits = anchors @ candidates.T * scale
         labels = jnp.arange(e.shape[0])
         loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
         correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
         w = batch["weight"]
         return {"loss_sum": jnp.sum(w * loss), "correct_sum": jnp.sum(w * correct),
-                "count": jnp.sum(w)}
+                "count": jnp.sum(w), "temperature_sum": jnp.sum(w) / scale}
 
     def normalizers(self, batch) -> dict:
         return {"n": jnp.maximum(jnp.sum(batch["weight"]), 1.0)}
@@ -78,7 +101,8 @@ class InfoNceLoss:
         return sums["loss_sum"] / norms["n"]
 
     def metrics(self, sums, norms) -> dict:
-        return {"accuracy": sums["correct_sum"] / norms["n"]}  # the positive ranked first
+        return {"accuracy": sums["correct_sum"] / norms["n"],  # the positive ranked first
+                "temperature": sums["temperature_sum"] / norms["n"]}
 
 
 def _cosines(outputs) -> np.ndarray:
@@ -117,16 +141,7 @@ def read_pairs(path: str, fields: list, limit: int = 0) -> list:
                             ) from None
         rows = list(zip(*(table.column(f).to_pylist() for f in fields)))
     elif path.endswith((".jsonl", ".json")):
-        with open(path, encoding="utf-8") as f:
-            for line_no, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                    rows.append(tuple(record[k] for k in fields))
-                except (json.JSONDecodeError, KeyError, TypeError) as e:
-                    raise UserError(f"{path} line {line_no}: not a JSON object with "
-                                    f"{', '.join(fields)} ({type(e).__name__}: {e})") from None
+        rows = [tuple(r[k] for k in fields) for r in jsonl.records(path, tuple(fields))]
     else:
         lines = glue.tsv_rows(path)
         header = next(lines, (0, None))[1]
@@ -196,4 +211,4 @@ def build(cfg, tokenizer) -> TaskData:
     metrics = ("spearman", "pearson") if sts_dev is not None else (
         "mrr_at_10", "recall_at_1", "recall_at_10")
     return TaskData(head, (), metrics, encode_rows(train, tokenizer, cfg.seq_len), dev, [],
-                    holdout=holdout)
+                    holdout=holdout, holdout_metric="mrr_at_10")  # held-out pairs: retrieval

@@ -25,6 +25,9 @@ from pretrainx.models import heads, peft as peft_lib
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, state as state_lib, step as step_lib
 
+# What a task adds beside the pretrained model (trained under every PEFT method)
+TASK_PARAMS = heads.HEAD_MODULES + (contrastive.SCALE,)
+
 
 class TaskLoss:
     """The train step's objective: cross-entropy over real examples (tokens for NER,
@@ -158,9 +161,9 @@ def _optimizer(cfg, total_steps, peft, shapes, steps_per_epoch):
     if peft.method != "none":
         tx = optax.multi_transform(
             {"train": tx, "freeze": optax.set_to_zero()},
-            lambda params: peft_lib.trainable_labels(params, peft, heads.HEAD_MODULES))
+            lambda params: peft_lib.trainable_labels(params, peft, TASK_PARAMS))
     if opt.layer_lr_decay < 1 or opt.gradual_unfreezing:
-        depth, top = layerwise.depths(shapes, heads.HEAD_MODULES)
+        depth, top = layerwise.depths(shapes, TASK_PARAMS)
         tx = optim.layerwise(
             tx, layerwise.learning_rate_scales(depth, top, opt.layer_lr_decay),
             layerwise.unfreeze_steps(depth, top, steps_per_epoch, opt.gradual_unfreezing))
@@ -198,7 +201,9 @@ def train(cfg, workdir: str, devices=None) -> dict:
     example = _rows(data.train, np.zeros(1, np.int64))
     model = setup.model(data.head, data.num_labels)
     embeds = data.head.startswith("embed_")  # rows of texts -> their embeddings
-    model = contrastive.Paired(model) if embeds else model
+    if embeds:
+        model = contrastive.Paired(
+            model, cfg.data.temperature if cfg.data.learn_temperature else 0.0)
     shapes = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.key(0), example))["params"])
     tx, schedule = _optimizer(cfg, total_steps, setup.peft, shapes, steps_per_epoch)
     objective = (contrastive.InfoNceLoss(cfg.data.temperature) if embeds
@@ -209,7 +214,7 @@ def train(cfg, workdir: str, devices=None) -> dict:
     if setup.pretrained is not None:
         params, taken, new = graft(fresh, setup.pretrained, setup.takes_head(data))
         state = state.replace(params=jax.device_put(params, shardings.params))
-    labels = peft_lib.trainable_labels(fresh, setup.peft, heads.HEAD_MODULES)
+    labels = peft_lib.trainable_labels(fresh, setup.peft, TASK_PARAMS)
     n_params, n_trainable = peft_lib.count(fresh), peft_lib.count(fresh, labels)
     opt_size = _state_size(state.opt_state)
     log = metrics_lib.log
@@ -291,7 +296,7 @@ def train(cfg, workdir: str, devices=None) -> dict:
             if data.holdout is not None:  # the held-out training rows choose, not dev
                 got = data.holdout.score(outputs(state.params, data.holdout.arrays))
                 result.update({f"holdout_{k}": v for k, v in got.items()})
-                main = result[f"holdout_{data.metrics[0]}"]
+                main = result[f"holdout_{data.holdout_metric or data.metrics[0]}"]
             writer.write(result)
             log(f"dev    epoch {epoch} | " + " | ".join(
                 f"{k} {v:.4f}" for k, v in result.items() if k not in ("epoch", "step", "split")))
@@ -299,7 +304,8 @@ def train(cfg, workdir: str, devices=None) -> dict:
             if best is None or main > best["main"]:
                 best = dict(result, main=main, dev_main=dev_main)
                 best_params = jax.device_get(state.params)
-                interop.save_finetuned(workdir, best_params, _info(cfg, setup, data, result))
+                interop.save_finetuned(workdir, contrastive.without_scale(best_params),
+                                       _info(cfg, setup, data, result))
             interval = time.perf_counter()
     finally:
         writer.close()
@@ -349,7 +355,7 @@ def describe(cfg) -> dict:
     model = setup.model(data.head, data.num_labels)
     batch = _rows(data.train, np.zeros(1, np.int64))
     params = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.key(0), batch))["params"])
-    labels = peft_lib.trainable_labels(params, setup.peft, heads.HEAD_MODULES)
+    labels = peft_lib.trainable_labels(params, setup.peft, TASK_PARAMS)
     n_train = len(data.train["weight"])
     return {"task": cfg.task, "head": data.head, "init_from": cfg.init_from or None,
             "params": peft_lib.count(params), "trainable_params": peft_lib.count(params, labels),

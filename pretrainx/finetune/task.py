@@ -41,6 +41,7 @@ class TaskData:
     test: list  # [EvalSet] predicted with the best epoch's parameters
     predict_inputs: tuple = ("input_ids", "token_type_ids", "attention_mask")
     holdout: EvalSet | None = None  # training rows kept out: they choose the best epoch
+    holdout_metric: str = ""  # what the holdout is scored by, if not metrics[0]
 
     @property
     def num_labels(self) -> int:
