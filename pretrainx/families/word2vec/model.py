@@ -28,7 +28,8 @@ def default_config() -> ml_collections.ConfigDict:
     return m
 
 
-def _uniform(scale):
+def uniform(scale):
+    """word2vec.c's and glove.c's start: uniform in +-scale."""
     return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype,
                                                                     -scale, scale)
 
@@ -41,7 +42,7 @@ class SkipGram(nn.Module):
     def setup(self):
         m = self.cfg
         self.inputs = layers.Embed(m.vocab_size, m.embedding_size,
-                                   embedding_init=_uniform(0.5 / m.embedding_size))
+                                   embedding_init=uniform(0.5 / m.embedding_size))
         self.outputs = layers.Embed(m.vocab_size, m.embedding_size,
                                     embedding_init=nn.initializers.zeros)
 

@@ -40,6 +40,27 @@ def noise_cdf(counts: np.ndarray, power: float = 0.75) -> np.ndarray:
     return np.cumsum(weights / weights.sum())
 
 
+def vocabulary_counts(cfg, reader, tokenizer) -> np.ndarray:
+    """Counts of the ids that train ([model.vocab_size]) over the train sources' training
+    documents (`reader`: their corpus.Corpus): 0 for special ids, ids past the table and
+    words rarer than data.min_count, as word2vec.c's and glove.c's vocabularies drop them."""
+    if cfg.data.prepared_dir:
+        raise UserError(f"{cfg.objective} counts its vocabulary from text: "
+                        "data.prepared_dir is not read by this objective; set data.train_files")
+    size = cfg.model.vocab_size
+    ids = np.concatenate([np.asarray(sentence, np.int64).ravel()
+                          for spec in sources.split_sources(cfg.data.train_files)
+                          for doc in reader.split_documents(spec, True)
+                          for sentence in doc] or [np.zeros(0, np.int64)])
+    counts = np.bincount(ids[ids < size], minlength=size)
+    counts[tokenizer.special_ids()] = 0
+    counts[counts < cfg.data.min_count] = 0
+    if not counts.any():
+        raise UserError(f"no word of {cfg.data.train_files} occurs "
+                        f"data.min_count={cfg.data.min_count} times")
+    return counts
+
+
 def pack_sentences(sentences, length: int) -> list:
     """Sentences (id arrays) -> rows of `length` ids with 1-based segment ids; a sentence
     longer than a row is cut into pieces, each its own segment."""
@@ -112,21 +133,7 @@ class SkipGram:
     def counts(self) -> np.ndarray:
         """Counts of the ids that train ([vocab_size]; 0 for every id left out)."""
         if self._counts is None:
-            if self.cfg.data.prepared_dir:
-                raise UserError("word2vec counts its vocabulary from text: data.prepared_dir "
-                                "is not read by this objective; set data.train_files")
-            size = self.cfg.model.vocab_size
-            ids = np.concatenate([np.asarray(sentence, np.int64).ravel()
-                                  for spec in sources.split_sources(self.cfg.data.train_files)
-                                  for doc in self.corpus.split_documents(spec, True)
-                                  for sentence in doc] or [np.zeros(0, np.int64)])
-            counts = np.bincount(ids[ids < size], minlength=size)
-            counts[self.tokenizer.special_ids()] = 0
-            counts[counts < self.cfg.data.min_count] = 0
-            if not counts.any():
-                raise UserError(f"no word of {self.cfg.data.train_files} occurs "
-                                f"data.min_count={self.cfg.data.min_count} times")
-            self._counts = counts
+            self._counts = vocabulary_counts(self.cfg, self.corpus, self.tokenizer)
         return self._counts
 
     # ---- data -------------------------------------------------------------

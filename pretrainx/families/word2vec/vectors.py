@@ -32,10 +32,10 @@ def trained_words(pretrained) -> tuple:
     if not ids.size:
         raise UserError(f"{pretrained.source}: no word has trained yet (every output vector "
                         "is still zero)")
-    return [_word(tokenizer, int(i)) for i in ids], inputs[ids]
+    return [word_of(tokenizer, int(i)) for i in ids], inputs[ids]
 
 
-def _word(tokenizer, i: int) -> str:
+def word_of(tokenizer, i: int) -> str:
     """The word of id i, with no whitespace inside (the files split on it)."""
     word = tokenizer.words[i] if hasattr(tokenizer, "words") else tokenizer.decode([i])
     return "_".join(word.split()) or f"<id_{i}>"
