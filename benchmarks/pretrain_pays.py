@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import pathlib
-import statistics
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -182,18 +181,10 @@ def finetune_once(cfg, workdir: pathlib.Path) -> dict:
 def run_arm(work, setting, model, tokenizer, init_from, seeds, lrs, tag, shrink) -> dict:
     """Per seed: the lr whose best epoch scored highest on the held-out rows, and the
     dev score there; their mean and standard deviation over seeds (in points)."""
-    chosen = []
-    for seed in seeds:
-        runs = []
-        for lr in lrs:
-            cfg = finetune_config(setting, model, tokenizer, init_from, seed, lr, shrink)
-            best = finetune_once(cfg, work / "finetune" / setting / f"{tag}_s{seed}_lr{lr:g}")
-            runs.append((best["main"], lr, best))
-        holdout, lr, best = max(runs, key=lambda r: r[0])
-        chosen.append({"seed": seed, "lr": lr, "epoch": best["epoch"], "holdout": holdout,
-                       "dev": best["dev_main"]})
-    devs = [100 * c["dev"] for c in chosen]
-    return {"mean": statistics.mean(devs), "std": statistics.pstdev(devs), "runs": chosen}
+    from pretrainx.compare.cells import chosen_by_holdout
+    return chosen_by_holdout(seeds, lrs, lambda seed, lr: finetune_once(
+        finetune_config(setting, model, tokenizer, init_from, seed, lr, shrink),
+        work / "finetune" / setting / f"{tag}_s{seed}_lr{lr:g}"))
 
 
 def gap(arms: dict) -> tuple:

@@ -213,7 +213,9 @@ def test_word2vec_gensim_scores_both_on_the_same_words():
     pytest.importorskip("gensim")
     books = ",".join(str(REPO / "pretrainx" / "assets" / "text" / name) for name in
                      ("pg11_alice_in_wonderland.txt", "pg1342_pride_and_prejudice.txt"))
-    _, out = _run("word2vec_gensim.py", f"--files={books}", "--epochs=1", "--max_steps=1")
-    for system in ("pretrainx", "gensim"):
+    _, out = _run("word2vec_gensim.py", f"--files={books}", "--epochs=1", "--max_steps=1",
+                  "--glove_epochs=1")
+    assert out["pretrainx_glove"]["steps"] == 1 and out["pretrainx_glove"]["entries"] > 100_000
+    for system in ("pretrainx", "gensim", "pretrainx_glove"):
         assert out[system]["seconds"] > 0 and out[system]["analogies"]["questions"] > 0
         assert out[system]["simlex"]["pairs"] > 100

@@ -70,6 +70,16 @@ def test_a_learned_temperature_is_the_fixed_one_at_its_start_and_is_capped():
     np.testing.assert_allclose(capped["loss_sum"], at_cap["loss_sum"], rtol=1e-6)
 
 
+def test_a_learned_temperature_trains_under_peft_beside_the_task_head():
+    """LoRA freezes the encoder's own weights, never the temperature."""
+    from pretrainx.finetune.loop import TASK_PARAMS
+    from pretrainx.models import peft as peft_lib
+    params = {"encoder": {"kernel": np.zeros((2, 2))},
+              contrastive.SCALE: {"log_scale": np.zeros(())}}
+    labels = peft_lib.trainable_labels(params, peft_lib.Peft(method="lora"), TASK_PARAMS)
+    assert labels == {"encoder": {"kernel": "freeze"}, contrastive.SCALE: {"log_scale": "train"}}
+
+
 @pytest.mark.slow
 def test_in_batch_negatives_span_the_global_batch_on_one_device_and_eight(
         shared_data, tmp_path):

@@ -1,0 +1,80 @@
+"""Pretraining strategies and modifications of BERT compared at equal compute on 2 CPU cores:
+the grid for python -m pretrainx.compare (issue "Pretraining strategies compared at equal
+compute").
+
+    python -m pretrainx.compare --grid=benchmarks/grids/strategies.py --workdir=/tmp/compare
+    python -m pretrainx.compare --grid=benchmarks/grids/strategies.py --workdir=/tmp/compare \
+        --status
+
+Every cell pretrains for 5 minutes on the bundled books (Pride and Prejudice, The
+Adventures of Sherlock Holmes) with the bundled 4k vocabulary at about a million
+parameters, then fine-tunes on SST-2 (500 rows), MRPC and STS-B (1,000 rows each) and
+CoNLL-2003 NER (1,000 sentences), 3 seeds, the rate chosen on held-out training rows.
+Losses compare within one objective (the modifications of BERT), not across them.
+Modifications the BERT model has no key for yet (RMSNorm, pre-norm, rotary or relative
+positions on BERT, GLU feed-forwards) are ModernBERT's and the crammed BERT's
+defaults, so the strategies' rows carry them.
+"""
+
+import os
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_CONFIGS = os.path.join(_REPO, "configs")
+_TEXT = os.path.join(_REPO, "pretrainx", "assets", "text")
+_BOOKS = ",".join(os.path.join(_TEXT, f) for f in (
+    "pg1342_pride_and_prejudice.txt", "pg1661_adventures_of_sherlock_holmes.txt"))
+# a full-size recipe brought to the quickstart's data and size
+_SMALL = {"data.train_files": _BOOKS, "data.eval_files": os.path.join(
+    _TEXT, "pg11_alice_in_wonderland.txt"),
+    "data.tokenizer": os.path.join(_REPO, "pretrainx", "assets", "spm_4k.model"),
+    "data.lower_case": True, "model.num_layers": 2, "model.hidden_size": 128,
+    "model.num_heads": 2, "model.mlp_dim": 512, "model.vocab_size": 4096,
+    "model.dtype": "float32", "seq_len": 128, "global_batch_size": 32,
+    "optimizer.learning_rate": 1e-3, "optimizer.warmup_steps": 100,
+    "total_steps": 2500, "data.max_predictions_per_seq": 20}
+
+
+def _config(name: str) -> str:
+    return os.path.join(_CONFIGS, name)
+
+
+CELLS = {
+    # strategies
+    "bert": {"config": _config("quickstart.py")},
+    "roberta": {"config": _config("roberta.py") + ":base", "set": _SMALL},
+    "spanbert": {"config": _config("spanbert.py") + ":base", "set": _SMALL},
+    "albert": {"config": _config("albert.py") + ":base",
+               "set": dict(_SMALL, **{"model.embedding_size": 64})},
+    "crammed": {"config": _config("crammed_quickstart.py")},
+    "modernbert": {"config": _config("modernbert_quickstart.py")},
+    "neobert": {"config": _config("neobert.py") + ":quickstart"},
+    "word2vec": {"config": _config("word2vec.py") + ":cpu"},
+    "glove": {"config": _config("glove.py") + ":cpu"},
+    # modifications of the BERT quickstart
+    "bert_relu": {"config": _config("quickstart.py"), "set": {"model.hidden_act": "relu"}},
+    "bert_untied": {"config": _config("quickstart.py"), "set": {"model.tie_output": False}},
+    # depth against width at the quickstart's 393,216 weights outside the embedding
+    # and norms (12 x layers x hidden^2 with the feed-forward at 4 x hidden)
+    "bert_deep_narrow": {"config": _config("quickstart.py"),
+                         "set": {"model.num_layers": 8, "model.hidden_size": 64,
+                                 "model.mlp_dim": 256}},
+    "bert_wide_shallow": {"config": _config("quickstart.py"),  # 388,800
+                          "set": {"model.num_layers": 1, "model.hidden_size": 180,
+                                  "model.mlp_dim": 720}},
+    "bert_shared_layers": {"config": _config("quickstart.py"),
+                           "set": {"model.share_layers": True, "model.num_layers": 4}},
+}
+BUDGET = {"minutes": 5}
+TASKS = {
+    "sst2_500": {"task": "sst2", "rows": 500, "held_out": 100, "seq_len": 64, "epochs": 5,
+                 "batch": 16},
+    "mrpc_1000": {"task": "mrpc", "rows": 1000, "held_out": 200, "seq_len": 128,
+                  "epochs": 5, "batch": 16},
+    "stsb_1000": {"task": "stsb", "rows": 1000, "held_out": 200, "seq_len": 128,
+                  "epochs": 5, "batch": 16},
+    "conll_1000": {"task": "conll2003", "rows": 1000, "held_out": 200, "seq_len": 128,
+                   "epochs": 5, "batch": 16},
+}
+SEEDS = [0, 1, 2]
+LEARNING_RATES = [3e-4, 1e-3]
+GLUE_DIR = "../../../shared/data/glue"

@@ -1,0 +1,138 @@
+"""A comparison's grid (python -m pretrainx.compare --grid=FILE): which strategies, on what
+budget, fine-tuned on which tasks with which seeds and rates.
+
+A grid is a Python file (upper-case names; those starting with _ are the file's own) or
+YAML (lower-case keys):
+
+    CELLS = {"bert": {"config": "configs/quickstart.py"},
+             "bert_relu": {"config": "configs/quickstart.py",
+                           "set": {"model.hidden_act": "relu"}},   # a modification
+             "word2vec": {"config": "configs/word2vec.py:cpu"}}
+    BUDGET = {"minutes": 5}        # wall clock a cell (optimizer.budget_hours), or {"steps": N}
+    TASKS = {"sst2_500": {"task": "sst2", "rows": 500, "held_out": 100, "seq_len": 64,
+                          "epochs": 5, "batch": 16}}
+    SEEDS = [0, 1, 2]
+    LEARNING_RATES = [3e-4, 1e-3]
+    GLUE_DIR = "../shared/data/glue"  # relative paths: to the grid file's folder
+
+A cell is a recipe (`config`, with `:ARG` as --config takes it) and dotted keys it
+sets (`set`, refused in one line when the recipe lacks one). Under a minutes budget a
+recipe's schedule is stretched over the time (train/budget.py: warmup and decay keep
+their share of the run, as benchmarks/recipes.py runs recipes); under a steps budget
+total_steps is that many steps. A cell pretrains on its recipe's own data.
+"""
+
+import dataclasses
+import importlib.util
+import os
+
+import ml_collections
+
+from pretrainx import config as config_lib
+from pretrainx import sweep
+from pretrainx.errors import UserError
+
+UPPER = 1_000_000  # a minutes budget's schedule resolution (the budget ends the run)
+TASK_KEYS = ("task", "rows", "held_out", "seq_len", "epochs", "batch")
+DEFAULT_TASKS = {  # low-resource sizes of the bundled tasks
+    "sst2_500": {"task": "sst2", "rows": 500, "held_out": 100, "seq_len": 64, "epochs": 5,
+                 "batch": 16},
+    "mrpc_1000": {"task": "mrpc", "rows": 1000, "held_out": 200, "seq_len": 128, "epochs": 5,
+                  "batch": 16},
+    "stsb_1000": {"task": "stsb", "rows": 1000, "held_out": 200, "seq_len": 128, "epochs": 5,
+                  "batch": 16},
+    "conll_1000": {"task": "conll2003", "rows": 1000, "held_out": 200, "seq_len": 128,
+                   "epochs": 5, "batch": 16},
+}
+
+
+@dataclasses.dataclass
+class Grid:
+    path: str
+    cells: dict
+    budget: dict
+    tasks: dict
+    seeds: tuple
+    learning_rates: tuple
+    glue_dir: str
+
+
+def _read_python(path: str) -> dict:
+    spec = importlib.util.spec_from_file_location("pretrainx_compare_grid", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {name.lower(): getattr(module, name) for name in dir(module)
+            if name.isupper() and not name.startswith("_")}
+
+
+def _read_yaml(path: str) -> dict:
+    import yaml
+    with open(path, encoding="utf-8") as f:
+        try:
+            values = yaml.safe_load(f) or {}
+        except yaml.YAMLError as e:
+            raise UserError(f"--grid={path}: not YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(values, dict):
+        raise UserError(f"--grid={path}: expected a mapping of cells, budget, tasks, ...")
+    return values
+
+
+def read(path: str) -> Grid:
+    """The grid file at `path`, checked: every problem is one line naming the key."""
+    if not os.path.isfile(path):
+        raise UserError(f"--grid={path}: file not found")
+    values = _read_python(path) if path.endswith(".py") else _read_yaml(path)
+    unknown = set(values) - {"cells", "budget", "tasks", "seeds", "learning_rates", "glue_dir"}
+    if unknown:
+        raise UserError(f"--grid={path}: unknown key(s) {', '.join(sorted(unknown))}")
+    cells = values.get("cells") or {}
+    if not isinstance(cells, dict) or not cells:
+        raise UserError(f"--grid={path}: 'cells' must name at least one cell")
+    for name, cell in cells.items():
+        if not isinstance(cell, dict) or "config" not in cell or set(cell) - {"config", "set"}:
+            raise UserError(f"--grid={path}: cell {name!r} must be {{'config': ..., 'set': "
+                            "{...}}} ('set' optional)")
+    budget = values.get("budget") or {}
+    if len(budget) != 1 or not (set(budget) <= {"minutes", "steps"}) or \
+            not float(next(iter(budget.values()))) > 0:
+        raise UserError(f"--grid={path}: budget must be {{'minutes': M}} or {{'steps': N}}, "
+                        f"got {budget!r}")
+    tasks = values.get("tasks", DEFAULT_TASKS)
+    for name, task in tasks.items():
+        if not isinstance(task, dict) or set(task) != set(TASK_KEYS):
+            raise UserError(f"--grid={path}: task {name!r} must give {', '.join(TASK_KEYS)}")
+    folder = os.path.dirname(os.path.abspath(path))
+    glue_dir = os.path.normpath(os.path.join(folder, values.get("glue_dir", "")))
+    cells = {name: dict(cell, config=os.path.join(folder, cell["config"])
+                        if not os.path.isabs(cell["config"]) else cell["config"])
+             for name, cell in cells.items()}
+    return Grid(path=path, cells=cells, budget=dict(budget), tasks=dict(tasks),
+                seeds=tuple(values.get("seeds", (0, 1, 2))),
+                learning_rates=tuple(values.get("learning_rates", (3e-4, 1e-3))),
+                glue_dir=glue_dir)
+
+
+def cell_config(grid: Grid, name: str) -> ml_collections.ConfigDict:
+    """Cell `name`'s pretraining config: its recipe, its `set` keys, the budget."""
+    cell = grid.cells[name]
+    try:
+        cfg = sweep.apply_overrides(config_lib.load_file(cell["config"]), cell.get("set", {}))
+    except UserError as e:
+        raise UserError(f"cell {name!r}: {e}") from None
+    if config_lib.phases(cfg)[0].name or len(config_lib.phases(cfg)) > 1:
+        raise UserError(f"cell {name!r}: {cell['config']} trains in phases; compare runs "
+                        "one-phase recipes (set phase_order='' and phase2.fraction=0)")
+    if "steps" in grid.budget:
+        cfg.total_steps = int(grid.budget["steps"])
+    else:  # the recipe's schedule in the same shares of the budget's time
+        scale = UPPER / cfg.total_steps
+        o = cfg.optimizer
+        o.warmup_steps = round(o.warmup_steps * scale)
+        if "decay_steps" in o:
+            o.decay_steps = round(o.decay_steps * scale)
+        o.budget_hours = float(grid.budget["minutes"]) / 60
+        cfg.total_steps = UPPER
+    cfg.log_every = min(cfg.log_every, 50)
+    cfg.eval_every = cfg.checkpoint_every = cfg.total_steps
+    cfg.keep_checkpoints = 1
+    return cfg

@@ -1,0 +1,117 @@
+"""python -m pretrainx.compare: a grid of strategies and modifications pretrained on one
+budget and fine-tuned on one suite with seeds, each cell resumable, the table written;
+a rerun computes only what is missing; a bad grid is refused in one line."""
+
+import json
+import os
+
+import pytest
+
+from conftest import REPO
+from pretrainx.compare import __main__ as compare_cli
+from pretrainx.compare import grid as grid_lib
+
+TINY_BERT = {"model.num_layers": 1, "model.hidden_size": 32, "model.num_heads": 2,
+             "model.mlp_dim": 64, "seq_len": 32, "global_batch_size": 8,
+             "data.max_predictions_per_seq": 5}
+
+
+def _grid(tmp_path, cells=None, **extra) -> str:
+    cells = cells or {
+        "bert": {"config": str(REPO / "configs" / "quickstart.py"), "set": TINY_BERT},
+        "bert_relu": {"config": str(REPO / "configs" / "quickstart.py"),
+                      "set": dict(TINY_BERT, **{"model.hidden_act": "relu"})},
+        "word2vec": {"config": str(REPO / "configs" / "word2vec.py") + ":cpu",
+                     "set": {"model.embedding_size": 16}}}
+    values = {"CELLS": cells, "BUDGET": {"steps": 3},
+              "TASKS": {"sst2": {"task": "sst2", "rows": 40, "held_out": 8, "seq_len": 32,
+                                 "epochs": 1, "batch": 8}},
+              "SEEDS": [0, 1], "LEARNING_RATES": [1e-3],
+              "GLUE_DIR": str(REPO.parent / "shared" / "data" / "glue"), **extra}
+    path = tmp_path / "grid.py"
+    path.write_text("".join(f"{k} = {v!r}\n" for k, v in values.items()), encoding="utf-8")
+    return str(path)
+
+
+def _run(capsys, *argv) -> dict:
+    assert compare_cli.main(list(argv)) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_a_grid_fills_its_table_and_a_rerun_computes_only_what_is_missing(
+        shared_data, tmp_path, capsys):
+    """Two BERT cells (one a modification: ReLU for GELU) and word2vec (no fine-tuning
+    head: its pretraining figures only), 3 steps each, SST-2 with 2 seeds: the table has
+    Narang et al.'s columns; a second run trains nothing; a fine-tuning removed is the
+    only one redone."""
+    grid, work = _grid(tmp_path), tmp_path / "work"
+    status = _run(capsys, f"--grid={grid}", f"--workdir={work}", "--status")
+    assert [s["state"] for s in status["status"]] == ["missing"] * 3
+    _run(capsys, f"--grid={grid}", f"--workdir={work}")
+    table = (work / "compare.md").read_text()
+    for column in ("params", "FLOPs/step", "steps/s", "early loss", "final loss",
+                   "sst2 (mean +- sd)", "task mean"):
+        assert column in table
+    result = json.loads((work / "compare.json").read_text())
+    by_cell = {c["cell"]: c for c in result["cells"]}
+    assert by_cell["bert"]["steps"] == by_cell["bert_relu"]["steps"] == 3
+    assert by_cell["bert"]["params"] == by_cell["bert_relu"]["params"] > 0
+    assert [r["seed"] for r in by_cell["bert"]["tasks"]["sst2"]["runs"]] == [0, 1]
+    assert 0 <= by_cell["bert"]["task_mean"] <= 100
+    assert by_cell["word2vec"]["task_mean"] is None and by_cell["word2vec"]["tasks"] == {}
+    assert "| word2vec |" in table and "n/a" in table
+
+    def stamps():
+        return {p: os.path.getmtime(p) for p in work.rglob("*")
+                if p.name in ("metrics.jsonl", "choice.json")}
+    before = stamps()
+    _run(capsys, f"--grid={grid}", f"--workdir={work}")
+    assert stamps() == before  # nothing trained again
+    again = work / "bert_relu" / "finetune" / "sst2" / "s1_lr0.001" / "choice.json"
+    again.unlink()
+    (work / "bert_relu" / "cell.json").unlink()
+    status = _run(capsys, f"--grid={grid}", f"--workdir={work}", "--status")
+    assert [s["finetunings"] for s in status["status"]] == ["2/2", "1/2", "0/2"]
+    _run(capsys, f"--grid={grid}", f"--workdir={work}")
+    after = stamps()
+    changed = sorted(str(p.relative_to(work)) for p in after if after[p] != before.get(p))
+    assert changed == ["bert_relu/finetune/sst2/s1_lr0.001/choice.json",
+                       "bert_relu/finetune/sst2/s1_lr0.001/metrics.jsonl"]
+
+
+@pytest.mark.parametrize("cells, extra, words", [
+    ({"x": {"config": str(REPO / "configs" / "quickstart.py"), "set": {"model.nope": 1}}},
+     {}, "cell 'x': sweep key 'model.nope' is not a key"),
+    ({"x": {"config": "nowhere.py"}}, {}, "config file .*nowhere.py not found"),
+    ({"x": {"config": str(REPO / "configs" / "quickstart.py")}}, {"BUDGET": {"hours": 1}},
+     "budget must be"),
+    ({"x": {"config": str(REPO / "configs" / "modernbert_lifecycle_quickstart.py")}}, {},
+     "trains in phases"),
+])
+def test_bad_grids_are_refused_in_one_line(tmp_path, capsys, cells, extra, words):
+    import re
+    grid = _grid(tmp_path, cells, **extra)
+    assert compare_cli.main([f"--grid={grid}", f"--workdir={tmp_path / 'w'}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(words, err[0]), err
+
+
+def test_a_minutes_budget_stretches_the_recipe_schedule_over_the_time(tmp_path):
+    """The quickstart's 100 warmup steps of 2,500 keep their 4% of the run."""
+    quickstart = {"b": {"config": str(REPO / "configs" / "quickstart.py")}}
+    grid = grid_lib.read(_grid(tmp_path, quickstart, BUDGET={"minutes": 2}))
+    cfg = grid_lib.cell_config(grid, "b")
+    assert cfg.optimizer.budget_hours == pytest.approx(2 / 60)
+    assert cfg.optimizer.warmup_steps / cfg.total_steps == pytest.approx(100 / 2500)
+
+
+@pytest.mark.parametrize("name, cells", [("strategies.py", 14), ("quick.py", 5)])
+def test_the_shipped_grids_build_and_validate_every_cell(name, cells):
+    """benchmarks/grids/*: every strategy and modification is a run that starts (its
+    recipe, its keys and the budget pass the recipe's checks)."""
+    from pretrainx import objectives
+    grid = grid_lib.read(str(REPO / "benchmarks" / "grids" / name))
+    assert len(grid.cells) == cells and os.path.isdir(grid.glue_dir)
+    for cell in grid.cells:
+        objectives.validate(grid_lib.cell_config(grid, cell))
