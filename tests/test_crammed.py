@@ -83,8 +83,9 @@ def test_a_budget_ends_evaluates_saves_and_resumes(tmp_path):
     """A 10-second budget: the run stops at the first step past it (long before
     total_steps), logs an eval at 15% masking and saves a checkpoint there; the learning
     rate logged follows elapsed time (a quarter of the peak at first, at most the peak);
-    updates take more micro-batches as the ramp rises. Run again with a budget twice
-    as long, it resumes at the recorded time and stops again."""
+    updates take more micro-batches as the ramp rises. Run again with the same budget,
+    it trains nothing; with a budget twice as long, it resumes at the recorded time and
+    stops again."""
     workdir = str(tmp_path / "w")
     cfg = _quick(total_steps=100_000, log_every=5, eval_every=100_000,
                  checkpoint_every=100_000,
@@ -100,6 +101,9 @@ def test_a_budget_ends_evaluates_saves_and_resumes(tmp_path):
     record = json.loads((tmp_path / "w" / "budget.json").read_text())
     assert record[str(steps)] >= 10
     assert (tmp_path / "w" / "checkpoints" / str(steps)).exists()
+    loop.train(cfg, workdir, devices=jax.devices()[:1])  # spent: it trained one step more
+    assert read_metrics(workdir)[-1]["step"] == steps
+    assert sorted(p.name for p in (tmp_path / "w" / "checkpoints").iterdir()) == [str(steps)]
     longer = override(cfg, {"optimizer.budget_hours": 20 / 3600})
     loop.train(longer, workdir, devices=jax.devices()[:1])
     again = read_metrics(workdir)

@@ -57,6 +57,15 @@ class Budget:
         schedules and the batch ramp of the next step follow (ramp.clock_at)."""
         return min(self.elapsed / self.seconds, 1.0)
 
+    def last_step(self, run) -> int:
+        """The step the run may train to: run.end, or where it is when a resumed run's
+        recorded time already fills the budget (the clock is read after a step, so a
+        rerun of a finished run would otherwise train one more)."""
+        if self.before >= self.seconds and run.step < run.end:
+            self.spent = True
+            return run.step
+        return run.end
+
     def time_is_up(self, run) -> bool:
         """Reads the clock once a step (one broadcast across hosts), after the step;
         True the first time the budget is spent before the run's last step."""

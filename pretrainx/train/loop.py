@@ -74,6 +74,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
     hooks = [*([budget] if budget else []), profile, metrics,
              hooks_lib.SaveBeforeEvaluation(checkpoint), evaluate,
              hooks_lib.PhaseSwitch(metrics), checkpoint, probe]
+    run.end = budget.last_step(run) if budget else run.end  # a resumed run may be spent
     try:
         if cfg.init_from and not run.resumed and run.step < run.end:  # the imported model
             evaluate.now(run)
