@@ -378,6 +378,23 @@ def run_step(sandbox: Sandbox, words):
                             .strip().splitlines()[-1])
         assert record["steps"] == held[-len(named):], record
         return "merge"
+    if module == "pretrainx.compare":
+        if not SHARED_DATA.is_dir():  # the fine-tuning reads its GLUE folder
+            pytest.skip(f"shared data not found at {SHARED_DATA}")
+        if "--status" not in words:  # the page's grid at seconds' size: one cell, 2 steps
+            grid = sandbox.root / "tiny_grid.py"
+            grid.write_text("".join(f"{k} = {v!r}\n" for k, v in {
+                "CELLS": {"bert": {"config": str(REPO / "configs" / "quickstart.py"),
+                                   "set": {k: v for k, v in BERT_TINY.items()
+                                           if k != "total_steps"}}},
+                "BUDGET": {"steps": 2}, "SEEDS": [0], "LEARNING_RATES": [1e-3],
+                "TASKS": {"sst2": {"task": "sst2", "rows": 16, "held_out": 4, "seq_len": 32,
+                                   "epochs": 1, "batch": 4}},
+                "GLUE_DIR": str(SHARED_DATA / "glue")}.items()), encoding="utf-8")
+            words = [f"--grid={grid}" if w.startswith("--grid=") else w for w in words]
+        result = json.loads(sandbox.run(words).strip().splitlines()[-1])
+        assert result.get("cells") == 1 or result.get("status"), result
+        return "compare"
     if module == "pretrainx.evaluate":
         result = json.loads(sandbox.run(words).strip().splitlines()[-1])
         assert result["eval"]["loss"] > 0, result

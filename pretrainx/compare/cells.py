@@ -49,7 +49,7 @@ def pretraining_summary(cfg, workdir: str) -> dict:
         records = [json.loads(line) for line in f]
     train = [r for r in records if r.get("split", "train") == "train" and "loss" in r]
     evals = [r for r in records if r.get("split") == "eval" and r.get("source") is None]
-    steps = train[-1]["step"] if train else 0
+    steps = max([r["step"] for r in train + evals] or [0])  # a budget ends between logs
     early = next((r for r in train if r["step"] >= 0.1 * steps), train[0] if train else {})
     rates = [r["tokens_per_sec"] for r in train if "tokens_per_sec" in r]
     rates = rates[1:] or rates  # the first window holds the compilation

@@ -46,7 +46,11 @@ def plot(records: list, path: str) -> str:
     for flops, mean, name in points:
         ax.scatter(flops, mean)
         ax.annotate(name, (flops, mean), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.set_xscale("log")
+    spent = [flops for flops, _, _ in points]
+    if max(spent) > 10 * min(spent):  # decades apart: log; else the minor labels collide
+        ax.set_xscale("log")
+    else:
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
     ax.set_xlabel("pretraining FLOPs spent")
     ax.set_ylabel("downstream mean (points)")
     fig.tight_layout()
