@@ -2,7 +2,8 @@
 builds the objective's examples and the run's datasets, which the data package may not
 import):
 
-python -m pretrainx.data --config=configs/NAME.py --stats [--num_batches=N] [--show=K] [--phase=NAME]
+python -m pretrainx.data --config=configs/NAME.py --stats [--num_batches=N] [--show=K]
+    [--phase_name=NAME]
 python -m pretrainx.data prepare --config=configs/NAME.py --output=DIR [--workers=N]
 python -m pretrainx.data build_tfds --input=GLOB[,GLOB] --data_dir=DIR [--name=NAME]
 
@@ -36,8 +37,9 @@ _WORKERS = flags.DEFINE_integer("workers", 0, "prepare: worker processes (0: one
 _INPUT = flags.DEFINE_string("input", None, "build_tfds: comma-separated globs of text files.")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "build_tfds: the TFDS data_dir to write.")
 _NAME = flags.DEFINE_string("name", "default", "build_tfds: the dataset's config name.")
-_PHASE = flags.DEFINE_string("phase", None, "--stats: the named phase's batches (default: "
-                             "the first phase's).")
+# not --phase: pretrainx.plan's absl flag (a phase's number) has that name in one process
+_PHASE = flags.DEFINE_string("phase_name", None, "--stats: the named phase's batches "
+                             "(default: the first phase's).")
 _COMMANDS = ("prepare", "build_tfds")
 
 
@@ -47,7 +49,7 @@ def batch_statistics(cfg, num_batches: int, show: int = 0, out=sys.stderr,
     config_lib.require_data(cfg)
     tokenizer = load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case)
     phase = config_lib.phases(cfg)[0] if phase_name is None else \
-        phasing.by_name(cfg, phase_name, key="--phase")
+        phasing.by_name(cfg, phase_name, key="--phase_name")
     objective = objectives.build(phase.cfg, tokenizer)  # the phase's, as it trains
     start = time.perf_counter()
     dataset, signature = phases_lib.train_data(phase.cfg, objective, phase)

@@ -122,13 +122,13 @@ def _tiny_quickstart(**overrides):
 
 @pytest.mark.slow
 def test_quickstart_adds_languages_by_phase_at_each_temperature():
-    """`python -m pretrainx.data --stats --phase=NAME`: the pretrain phase draws only its
+    """`python -m pretrainx.data --stats --phase_name=NAME`: the pretrain phase draws only its
     four languages, in proportion to tokens^0.7; the decay all eight, by tokens^0.3,
     Czech and Portuguese included; the drawn shares agree with the expected ones."""
     stats = {}
     for phase in ("pretrain", "decay"):
         out = run_module("pretrainx.data", ["--config=configs/mmbert_quickstart.py", "--stats",
-                                            f"--phase={phase}", "--num_batches=100"],
+                                            f"--phase_name={phase}", "--num_batches=100"],
                          cwd=REPO, check=True)
         stats[phase] = json.loads(out.stdout.strip().splitlines()[-1])
     first, last = stats["pretrain"], stats["decay"]
