@@ -13,6 +13,7 @@ from conftest import REPO, load_config, read_metrics, tiny_t5_config
 from pretrainx.data import packing, sources
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.families.t5 import model as t5
+from pretrainx.models import relative
 from pretrainx.objectives import spans
 from pretrainx.train import loop
 
@@ -147,8 +148,8 @@ def test_packed_examples_never_see_each_other(variant):
 
 def test_relative_position_buckets_match_t5():
     rel = np.arange(-200, 201)
-    enc = t5.relative_position_bucket(rel, True, 32, 128)
-    dec = t5.relative_position_bucket(rel, False, 32, 128)
+    enc = relative.relative_position_bucket(rel, True, 32, 128)
+    dec = relative.relative_position_bucket(rel, False, 32, 128)
     # Exact near 0, logarithmic further out, capped; the encoder gives keys after the
     # query the upper 16 buckets.
     assert list(enc[200:208]) == [0] + list(range(17, 24))

@@ -73,6 +73,13 @@ def validate_packing(cfg) -> None:
                 f"{phase.max_predictions} < {rate * phase.seq_len:g}")
 
 
+# the architecture keys a BERT-built model may set (families/bert/model.py), values
+# first to last; model.glu is True or False
+ARCHITECTURE_CHOICES = {"norm": ("layernorm", "rmsnorm"), "norm_position": ("post", "pre"),
+                        "position_embedding": ("learned", "rotary", "relative"),
+                        "glu": (False, True)}
+
+
 def validate(cfg) -> None:
     """The encoder's keys, masking, and each phase's length and batch."""
     config_lib.check_positive(cfg, "model.hidden_size", "model.num_heads", "model.mlp_dim",
@@ -87,6 +94,9 @@ def validate(cfg) -> None:
     if not isinstance(m.get("share_layers", False), bool):
         raise UserError(f"config key 'model.share_layers' must be True or False, "
                         f"got {m.share_layers!r}")
+    for key, choices in ARCHITECTURE_CHOICES.items():  # where the model has the key
+        if key in m:
+            config_lib.choice(m[key], f"model.{key}", choices)
     if "phase2" in cfg and not 0.0 <= cfg.phase2.fraction < 1.0:
         raise UserError(f"phase2.fraction={cfg.phase2.fraction} must be in [0, 1)")
     config_lib.check_fraction(cfg, "data.mask_prob", 0.0, 1.0)

@@ -102,6 +102,7 @@ TIED = (("predictions.decoder.weight",
          "albert.embeddings.word_embeddings.weight"),)
 
 ADAPTER = hf_lib.Adapter(name="albert", tied=TIED, model_type="albert", read=_read,
-                         write=_write, write_tokenizer=functools.partial(
+                         write=_write, check=hf_bert.check_architecture,
+                         write_tokenizer=functools.partial(
                              hf_bert.write_tokenizer, spm_class="AlbertTokenizer",
                              spm_file="spiece.model"))

@@ -148,6 +148,17 @@ def _check(pretrained) -> None:
         raise UserError(f"{pretrained.source} has factorised embeddings or shared layers "
                         "(model.embedding_size / model.share_layers), which an HF BERT "
                         "cannot hold; train it as family albert to export an ALBERT")
+    check_architecture(pretrained)
+
+
+def check_architecture(pretrained) -> None:
+    """Refuses a model with BERT's architecture modified (model.norm, ...): an HF
+    BERT-like class has post-LayerNorm, learned positions and an ungated feed-forward."""
+    changed = bert.modified(pretrained.model)
+    if changed:
+        raise UserError(f"{pretrained.source} sets {', '.join(changed)}, which no HF "
+                        "BERT-like class holds (post-LayerNorm, learned positions, an "
+                        "ungated feed-forward)")
 
 
 def _write(pretrained, params, tokenizer):

@@ -12,6 +12,15 @@ position and type embeddings and their LayerNorm E-wide, projects E -> hidden_si
 ("embedding_projection") before the first layer, and makes the MLM head's
 transform hidden_size -> E so that it decodes through the tied E-wide table;
 model.share_layers = True applies one BertLayer's parameters num_layers times.
+
+Four keys change BERT's architecture one at a time, for comparisons of modifications
+at equal compute (Narang et al. 2021; python -m pretrainx.compare): model.norm
+(layernorm | rmsnorm, Zhang & Sennrich 2019), model.norm_position (post | pre: the
+Megatron-BERT block, Shoeybi et al. 2019 and Xiong et al. 2020: each sub-layer reads a
+normed input, no embedding norm, one norm after the last layer), model.position_embedding
+(learned | rotary, Su et al. 2021 | relative, T5's buckets shared by the layers) and
+model.glu (act(x W) * (x V) in place of act(x W), Shazeer 2020, act = model.hidden_act:
+gelu for GeGLU, silu for SwiGLU). An HF BERT holds only the defaults.
 """
 
 import jax.numpy as jnp
@@ -20,9 +29,14 @@ from flax import linen as nn
 
 from pretrainx.models import heads, layers, mha
 from pretrainx.models import peft as peft_lib
+from pretrainx.models.gated import GatedMlp
+from pretrainx.models.relative import RelativePositionBias
 
 
 OMIT = object()  # a key a family built on BERT's keys does not have
+# BERT's architecture where a comparison may change it (the module docstring)
+MODIFICATIONS = {"norm": "layernorm", "norm_position": "post",
+                 "position_embedding": "learned", "glu": False}
 
 
 def default_config(**family) -> ml_collections.ConfigDict:
@@ -54,6 +68,10 @@ def default_config(**family) -> ml_collections.ConfigDict:
     # ALBERT: embedding tables E wide, projected to hidden_size (0: E = hidden_size)
     put("embedding_size", 0)
     put("share_layers", False)  # ALBERT: one layer's parameters for every layer
+    # architecture modifications (the module docstring); the defaults are BERT
+    for key, value in MODIFICATIONS.items():
+        put(key, value)
+    put("rope_theta", 10_000.0)  # rotary positions' base
     # False: the MLM decoder has a kernel of its own (output/kernel), as an HF
     # checkpoint saved with tie_word_embeddings=False has; True ties it to the word table
     put("tie_output", True)
@@ -71,31 +89,64 @@ def factorised(cfg) -> bool:
     return embedding_size(cfg) != cfg.hidden_size
 
 
+def architecture(cfg, key: str):
+    """An architecture modification's value; BERT's where `cfg` predates the key (a
+    fine-tuned model's stored config)."""
+    return cfg.get(key, MODIFICATIONS[key])
+
+
+def modified(cfg) -> list:
+    """The architecture keys `cfg` sets away from BERT's (what an HF BERT cannot hold)."""
+    return [f"model.{k}={architecture(cfg, k)!r}" for k, v in MODIFICATIONS.items()
+            if architecture(cfg, k) != v]
+
+
+def norm_layer(cfg, dtype, name=None) -> nn.Module:
+    """The model's norm: BERT's LayerNorm or (model.norm = rmsnorm) T5's RMSNorm."""
+    if architecture(cfg, "norm") == "rmsnorm":
+        return layers.RMSNorm(cfg.layer_norm_eps, dtype, name=name)
+    return layers.LayerNorm(cfg.layer_norm_eps, dtype, name=name)
+
+
+def pre_norm(cfg) -> bool:
+    return architecture(cfg, "norm_position") == "pre"
+
+
 class BertLayer(nn.Module):
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
     peft: peft_lib.Peft = peft_lib.Peft()
 
     @nn.compact
-    def __call__(self, x, attn_bias, deterministic):
+    def __call__(self, x, attn_bias, positions, deterministic):
         cfg, tuning = self.cfg, self.peft
         init = layers.truncated_normal(cfg.initializer_range)
+        pre = pre_norm(cfg)
+        rotary = (mha.Rotary(cfg.rope_theta)
+                  if architecture(cfg, "position_embedding") == "rotary" else None)
+        h = norm_layer(cfg, self.dtype, "attention_norm")(x) if pre else x
         attn = mha.MultiHeadAttention(
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, dtype=self.dtype, kernel_init=init,
             float32_logits=cfg.float32_attention_logits, tuning=tuning,
-            impl=cfg.attention_impl, name="attention")(x, x, attn_bias, deterministic)
+            impl=cfg.attention_impl, rotary=rotary,
+            name="attention")(h, h, attn_bias, deterministic, positions)
         if tuning.adapter_size:  # Houlsby: after each sub-layer's projection, before the residual
             attn = peft_lib.Adapter(tuning.adapter_size, self.dtype, name="attention_adapter")(attn)
         attn = layers.Dropout(cfg.dropout_rate)(attn, deterministic=deterministic)
-        x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="attention_norm")(x + attn)
+        x = x + attn if pre else norm_layer(cfg, self.dtype, "attention_norm")(x + attn)
         x = layers.constrain(x, ("batch", "length", "embed"))
-        h = layers.Mlp(cfg.mlp_dim, cfg.hidden_act, self.dtype, init, lora=tuning.lora,
-                       lora_targets=tuning.lora_targets, name="mlp")(x, deterministic)
+        h = norm_layer(cfg, self.dtype, "mlp_norm")(x) if pre else x
+        if architecture(cfg, "glu"):
+            h = GatedMlp(cfg.mlp_dim, cfg.hidden_act, 0.0, self.dtype, init, init,
+                         name="mlp")(h, deterministic)
+        else:
+            h = layers.Mlp(cfg.mlp_dim, cfg.hidden_act, self.dtype, init, lora=tuning.lora,
+                           lora_targets=tuning.lora_targets, name="mlp")(h, deterministic)
         if tuning.adapter_size:
             h = peft_lib.Adapter(tuning.adapter_size, self.dtype, name="mlp_adapter")(h)
         h = layers.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
-        x = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, name="mlp_norm")(x + h)
+        x = x + h if pre else norm_layer(cfg, self.dtype, "mlp_norm")(x + h)
         x = layers.constrain(x, ("batch", "length", "embed"))
         self.sow("intermediates", "hidden", x)  # read by distillation; free otherwise
         return x
@@ -113,19 +164,26 @@ class BertEncoder(nn.Module):
         width = embedding_size(cfg)
         self.token_embed = layers.Embed(cfg.vocab_size, width, ("vocab", "embed"),
                                         self.dtype, init)
-        self.position_embed = layers.Embed(cfg.max_position_embeddings, width,
-                                           ("position", "embed"), self.dtype, init)
+        self.positions = architecture(cfg, "position_embedding")
+        if self.positions == "learned":
+            self.position_embed = layers.Embed(cfg.max_position_embeddings, width,
+                                               ("position", "embed"), self.dtype, init)
+        elif self.positions == "relative":  # T5's: one table the layers share
+            self.relative_bias = RelativePositionBias(32, 128, cfg.num_heads, True, self.dtype)
         if cfg.type_vocab_size:  # DistilBERT has none
             self.type_embed = layers.Embed(cfg.type_vocab_size, width,
                                            ("type_vocab", "embed"), self.dtype, init)
-        self.embed_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype)
+        if not pre_norm(cfg):  # pre-norm: the first layer norms its input itself
+            self.embed_norm = norm_layer(cfg, self.dtype)
+        else:
+            self.final_norm = norm_layer(cfg, self.dtype)
         self.embed_dropout = layers.Dropout(cfg.dropout_rate)
         if factorised(cfg):  # ALBERT: E-wide embeddings, one E -> hidden projection
             # The E side of the kernel stays whole (None): "embed" names its other side.
             self.embedding_projection = layers.Dense(cfg.hidden_size, (None, "embed"),
                                                      dtype=self.dtype, kernel_init=init)
         self.layers = layers.layer_stack(BertLayer, cfg, self.dtype, cfg.num_layers, "layer",
-                                         static_argnums=(3,),
+                                         static_argnums=(4,),
                                          shared=cfg.share_layers, peft=self.peft)
         if self.peft.prompt_length:
             self.prompt = self.param("prompt", nn.with_logical_partitioning(
@@ -150,14 +208,15 @@ class BertEncoder(nn.Module):
         # of its 514-row table are never used by a real token.
         offset = self.cfg.get("position_offset", 0)
         if positions is None or prompt:
-            x = x + self.position_embed(jnp.arange(length) + offset)[None]
-        else:
+            positions = jnp.broadcast_to(jnp.arange(length), x.shape[:2])
+        if self.positions == "learned":
             x = x + self.position_embed(positions + offset)
         # A one-row type table (RoBERTa) reads every segment as type 0, as HF's RoBERTa
         # tokenizer writes them; a lookup past the table would be NaN, not an error.
         if self.cfg.type_vocab_size:
             x = x + self.type_embed(jnp.minimum(token_type_ids, self.cfg.type_vocab_size - 1))
-        x = self.embed_norm(x)
+        if not pre_norm(self.cfg):
+            x = self.embed_norm(x)
         x = self.embed_dropout(x, deterministic=deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
         if factorised(self.cfg):
@@ -165,8 +224,11 @@ class BertEncoder(nn.Module):
         self.sow("intermediates", "embedded", x)  # read by distillation; free otherwise
         # attention_mask doubles as segment ids (1 real, 0 pad); packed inputs pass
         # true segment ids and get block-diagonal attention for free.
-        x = layers.apply_stack(self.layers, x, layers.Mask(attention_mask, attention_mask),
-                               deterministic)
+        mask = layers.Mask(attention_mask, attention_mask, extra=(
+            self.relative_bias(length, length) if self.positions == "relative" else None))
+        x = layers.apply_stack(self.layers, x, mask, positions, deterministic)
+        if pre_norm(self.cfg):
+            x = layers.constrain(self.final_norm(x), ("batch", "length", "embed"))
         return x[:, prompt:] if prompt else x
 
 
@@ -270,10 +332,12 @@ def flops_per_token(cfg: ml_collections.ConfigDict, seq_len: int, max_prediction
     head runs on `max_predictions` rows per sequence (transform h x h + decoder
     h x vocab); pooler and NSP head once per sequence. Embedding lookups are free.
     Factorised (ALBERT): the E -> h projection per token, a transform h x E and an
-    E x vocab decoder. Shared layers cost what unshared ones do.
+    E x vocab decoder. Shared layers cost what unshared ones do; a gated feed-forward
+    (model.glu) has three h x mlp projections.
     """
     h, mlp, n, e = cfg.hidden_size, cfg.mlp_dim, cfg.num_layers, embedding_size(cfg)
-    per_layer = 2 * (4 * h * h + 2 * h * mlp) + 2 * 2 * seq_len * h
+    projections = 3 if architecture(cfg, "glu") else 2
+    per_layer = 2 * (4 * h * h + projections * h * mlp) + 2 * 2 * seq_len * h
     head_per_seq = max_predictions * 2 * (h * e + e * cfg.vocab_size) + 2 * (h * h + 2 * h)
     projection = 2 * e * h if e != h else 0
     forward = n * per_layer + projection + head_per_seq / seq_len

@@ -42,7 +42,9 @@ def default_config(enhanced_mask_decoder: bool = False,
         vocab_size=128100, type_vocab_size=0, hidden_act="gelu", layer_norm_eps=1e-7,
         position_buckets=256, max_relative_positions=512, share_att_key=True,
         # True: the v2 MLM recipe's EMD before the head
-        enhanced_mask_decoder=enhanced_mask_decoder, **objective)
+        enhanced_mask_decoder=enhanced_mask_decoder,
+        # disentangled attention and its own layer: BERT's architecture keys do not apply
+        **{key: bert.OMIT for key in (*bert.MODIFICATIONS, "rope_theta")}, **objective)
 
 
 def flops_per_layer(cfg, seq_len: int) -> float:

@@ -67,6 +67,7 @@ def _read(hf: dict, state: dict, path: str) -> dict:
 
 def _check(pretrained) -> None:
     m = pretrained.model
+    hf_bert.check_architecture(pretrained)
     if m.layer_norm_eps != 1e-12 or m.get("position_offset", 0) or m.type_vocab_size:
         raise UserError(f"{pretrained.source}: HF's DistilBERT has LayerNorm eps 1e-12, "
                         "positions from 0 and no token types; this model has "

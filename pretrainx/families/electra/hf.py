@@ -85,6 +85,7 @@ def _read(hf: dict, state: dict, path: str) -> dict:
 
 
 def _check(pretrained) -> None:
+    hf_bert.check_architecture(pretrained)
     if pretrained.head == "classify":
         raise UserError(f"{pretrained.source} is a fine-tuned classifier: HF's "
                         "ElectraForSequenceClassification applies GeLU where our pooler "

@@ -44,7 +44,9 @@ def default_config() -> ml_collections.ConfigDict:
         family="electra", num_layers=12, hidden_size=256, num_heads=4, mlp_dim=1024,
         embedding_size=128,
         generator_size=0.25,  # of hidden size, FFN size and heads (1/3 for Base)
-        generator_layers=1.0)  # of num_layers
+        generator_layers=1.0,  # of num_layers
+        # the embedding block is shared by two towers: BERT's architecture keys stay out
+        **{key: bert.OMIT for key in (*bert.MODIFICATIONS, "rope_theta")})
 
 
 def generator_config(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -86,7 +88,7 @@ class _Tower(bert.BertEncoder):
         if bert.factorised(self.cfg):
             x = layers.constrain(self.embedding_projection(x), ("batch", "length", "embed"))
         return layers.apply_stack(self.layers, x, layers.Mask(attention_mask, attention_mask),
-                                  deterministic)
+                                  None, deterministic)
 
 
 def gumbel_noise(shape, seeds):

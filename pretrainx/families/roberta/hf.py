@@ -71,6 +71,7 @@ def _read(hf: dict, state: dict, path: str, architectures: dict = ARCHITECTURES)
 
 
 def _check(pretrained) -> None:
+    hf_bert.check_architecture(pretrained)
     if pretrained.head == "pretrain":
         raise UserError(f"{pretrained.source} has a next-sentence head, which no HF RoBERTa "
                         "class holds")
