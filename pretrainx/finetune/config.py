@@ -60,6 +60,9 @@ def finetune_config() -> ml_collections.ConfigDict:
     # ULMFiT's gradual unfreezing: epoch 1 trains the head, each later epoch one more
     # layer from the top (the embeddings last); frozen parameters stay bit-identical.
     c.optimizer.gradual_unfreezing = False
+    # True: the embeddings (depth 0 for finetune/layerwise.py: token, position and type
+    # tables, their norm; static word vectors) keep their pretrained values
+    c.optimizer.freeze_embeddings = False
 
     c.data = ml_collections.ConfigDict()
     c.data.glue_dir = ""  # the folder holding SST-2/, CoLA/, ... as GLUE ships them

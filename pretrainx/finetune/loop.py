@@ -162,6 +162,11 @@ def _optimizer(cfg, total_steps, peft, shapes, steps_per_epoch):
         tx = optax.multi_transform(
             {"train": tx, "freeze": optax.set_to_zero()},
             lambda params: peft_lib.trainable_labels(params, peft, TASK_PARAMS))
+    if opt.freeze_embeddings:  # depth 0 (the embeddings) never moves
+        depth, _ = layerwise.depths(shapes, TASK_PARAMS)
+        tx = optax.multi_transform(
+            {"train": tx, "freeze": optax.set_to_zero()},
+            jax.tree_util.tree_map(lambda d: "freeze" if d == 0 else "train", depth))
     if opt.layer_lr_decay < 1 or opt.gradual_unfreezing:
         depth, top = layerwise.depths(shapes, TASK_PARAMS)
         tx = optim.layerwise(

@@ -1,9 +1,11 @@
 """GloVe's entry (Pennington, Socher and Manning 2014): weighted least squares on the
-co-occurrence counts, as glove.c trains it. No HF layout and no fine-tuning head: its
-export is the word vectors themselves."""
+co-occurrence counts, as glove.c trains it. No HF layout: its export is the word vectors
+themselves; it fine-tunes as the input layer of a small task network
+(models/static_vectors.py)."""
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
+from pretrainx.models import static_vectors
 from pretrainx.data import sources
 from pretrainx.errors import UserError
 from pretrainx.families.glove import cooccurrence, vectors
@@ -46,6 +48,8 @@ def as_pretrained(model, params):
 
 registry.register(registry.Family(
     name="glove", default_config=glove.default_config, export=vectors.export,
+    # W + W~ (glove.c's -model 2 output) under a task network
+    finetune_model=static_vectors.finetune_model(("words", "contexts")),
     objectives=(objectives.Entry(name="glove", build=cooccurrence.GloVeObjective,
                                  defaults=defaults, validate=validate,
                                  as_pretrained=as_pretrained),)))

@@ -1,9 +1,10 @@
 """word2vec's entry (Mikolov et al. 2013): skip-gram and CBOW with negative sampling as
-word2vec.c trains them. No HF layout and no fine-tuning head: its export is the word
-vectors themselves."""
+word2vec.c trains them. No HF layout: its export is the word vectors themselves; it
+fine-tunes as the input layer of a small task network (models/static_vectors.py)."""
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
+from pretrainx.models import static_vectors
 from pretrainx.errors import UserError
 from pretrainx.families.word2vec import model as word2vec
 from pretrainx.families.word2vec import cbow, skipgram, vectors
@@ -50,6 +51,8 @@ def as_pretrained(model, params):
 
 registry.register(registry.Family(
     name="word2vec", default_config=word2vec.default_config, export=vectors.export,
+    # the input vectors (syn0, what word2vec.c writes) under a task network
+    finetune_model=static_vectors.finetune_model(("inputs",)),
     objectives=(objectives.Entry(name="skipgram", build=skipgram.SkipGram, defaults=defaults,
                                  validate=validate, as_pretrained=as_pretrained),
                 objectives.Entry(name="cbow", build=cbow.CBOW, defaults=cbow_defaults,
