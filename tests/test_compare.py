@@ -41,8 +41,8 @@ def _run(capsys, *argv) -> dict:
 @pytest.mark.slow
 def test_a_grid_fills_its_table_and_a_rerun_computes_only_what_is_missing(
         shared_data, tmp_path, capsys):
-    """Two BERT cells (one a modification: ReLU for GELU) and word2vec (no fine-tuning
-    head: its pretraining figures only), 3 steps each, SST-2 with 2 seeds: the table has
+    """Two BERT cells (one a modification: ReLU for GELU) and word2vec (its vectors under
+    a task network), 3 steps each, SST-2 with 2 seeds: the table has
     Narang et al.'s columns; a second run trains nothing; a fine-tuning removed is the
     only one redone."""
     grid, work = _grid(tmp_path), tmp_path / "work"
@@ -59,8 +59,9 @@ def test_a_grid_fills_its_table_and_a_rerun_computes_only_what_is_missing(
     assert by_cell["bert"]["params"] == by_cell["bert_relu"]["params"] > 0
     assert [r["seed"] for r in by_cell["bert"]["tasks"]["sst2"]["runs"]] == [0, 1]
     assert 0 <= by_cell["bert"]["task_mean"] <= 100
-    assert by_cell["word2vec"]["task_mean"] is None and by_cell["word2vec"]["tasks"] == {}
-    assert "| word2vec |" in table and "n/a" in table
+    # static vectors fine-tune as the input layer of a task network
+    assert [r["seed"] for r in by_cell["word2vec"]["tasks"]["sst2"]["runs"]] == [0, 1]
+    assert 0 <= by_cell["word2vec"]["task_mean"] <= 100 and "| word2vec |" in table
 
     def stamps():
         return {p: os.path.getmtime(p) for p in work.rglob("*")
@@ -72,7 +73,7 @@ def test_a_grid_fills_its_table_and_a_rerun_computes_only_what_is_missing(
     again.unlink()
     (work / "bert_relu" / "cell.json").unlink()
     status = _run(capsys, f"--grid={grid}", f"--workdir={work}", "--status")
-    assert [s["finetunings"] for s in status["status"]] == ["2/2", "1/2", "0/2"]
+    assert [s["finetunings"] for s in status["status"]] == ["2/2", "1/2", "2/2"]
     _run(capsys, f"--grid={grid}", f"--workdir={work}")
     after = stamps()
     changed = sorted(str(p.relative_to(work)) for p in after if after[p] != before.get(p))
@@ -86,6 +87,8 @@ def test_a_grid_fills_its_table_and_a_rerun_computes_only_what_is_missing(
     ({"x": {"config": "nowhere.py"}}, {}, "config file .*nowhere.py not found"),
     ({"x": {"config": str(REPO / "configs" / "quickstart.py")}}, {"BUDGET": {"hours": 1}},
      "budget must be"),
+    ({"x": {"config": str(REPO / "configs" / "quickstart.py"), "budget": {"flops": -1}}}, {},
+     "cell 'x': budget must be"),
     ({"x": {"config": str(REPO / "configs" / "modernbert_lifecycle_quickstart.py")}}, {},
      "trains in phases"),
 ])
@@ -106,7 +109,29 @@ def test_a_minutes_budget_stretches_the_recipe_schedule_over_the_time(tmp_path):
     assert cfg.optimizer.warmup_steps / cfg.total_steps == pytest.approx(100 / 2500)
 
 
-@pytest.mark.parametrize("name, cells", [("strategies.py", 14), ("quick.py", 5)])
+def test_a_flops_budget_gives_each_cell_the_steps_of_equal_compute(tmp_path):
+    """Equal FLOPs: a cell of twice the work a step gets half the steps (whatever else
+    runs on the machine); a cell's own budget replaces the grid's; the schedule keeps
+    its shares."""
+    from pretrainx.train import loop
+    wide = dict(TINY_BERT, **{"model.hidden_size": 64, "model.mlp_dim": 128})
+    quickstart = str(REPO / "configs" / "quickstart.py")
+    cells = {"small": {"config": quickstart, "set": TINY_BERT},
+             "wide": {"config": quickstart, "set": wide},
+             "own": {"config": quickstart, "set": TINY_BERT, "budget": {"steps": 7}}}
+    grid = grid_lib.read(_grid(tmp_path, cells, BUDGET={"flops": 1e12}))
+    spent = {}
+    for name in ("small", "wide"):
+        cfg = grid_lib.cell_config(grid, name)
+        per_step = loop.describe(cfg)["flops_per_token"] * cfg.global_batch_size * cfg.seq_len
+        assert (cfg.total_steps - 1) * per_step < 1e12 <= cfg.total_steps * per_step
+        assert cfg.optimizer.warmup_steps == round(100 * cfg.total_steps / 2500)
+        spent[name] = cfg.total_steps
+    assert 2 < spent["small"] / spent["wide"] < 4  # 2x the width: 2-4x the work a step
+    assert grid_lib.cell_config(grid, "own").total_steps == 7
+
+
+@pytest.mark.parametrize("name, cells", [("strategies.py", 22), ("quick.py", 5)])
 def test_the_shipped_grids_build_and_validate_every_cell(name, cells):
     """benchmarks/grids/*: every strategy and modification is a run that starts (its
     recipe, its keys and the budget pass the recipe's checks)."""

@@ -6,14 +6,18 @@ compute").
     python -m pretrainx.compare --grid=benchmarks/grids/strategies.py --workdir=/tmp/compare \
         --status
 
-Every cell pretrains for 5 minutes on the bundled books (Pride and Prejudice, The
-Adventures of Sherlock Holmes) with the bundled 4k vocabulary at about a million
-parameters, then fine-tunes on SST-2 (500 rows), MRPC and STS-B (1,000 rows each) and
-CoNLL-2003 NER (1,000 sentences), 3 seeds, the rate chosen on held-out training rows.
-Losses compare within one objective (the modifications of BERT), not across them.
-Modifications the BERT model has no key for yet (RMSNorm, pre-norm, rotary or relative
-positions on BERT, GLU feed-forwards) are ModernBERT's and the crammed BERT's
-defaults, so the strategies' rows carry them.
+Every transformer cell pretrains for 1.5e13 training FLOPs (the BERT quickstart's 1,228
+steps: about 2 minutes on 2 idle cores; equal compute whatever else runs) on the bundled
+books (Pride and Prejudice, The Adventures of Sherlock Holmes) with the bundled 4k
+vocabulary at about a million parameters, then fine-tunes on SST-2, MRPC, STS-B (500
+rows each) and CoNLL-2003 NER (500 sentences), 3 seeds, the rate and epoch chosen on
+held-out training rows. The static vectors train their recipes' own steps (their
+FLOPs a step are 10^4 below a transformer's). Losses compare within one objective
+(BERT and its modifications), not across objectives. The GLU cells narrow the
+feed-forward to 341 (2/3 of 512) to keep the parameters, as Shazeer (2020) and Narang
+et al. (2021) do. A full run is hours: each cell's record (CELL/cell.json) is what a
+rerun reads back, so copying the committed records of
+benchmarks/results/cpu-2026-11-28-compare-strategies/cells/ into the workdir resumes.
 """
 
 import os
@@ -45,13 +49,27 @@ CELLS = {
     "spanbert": {"config": _config("spanbert.py") + ":base", "set": _SMALL},
     "albert": {"config": _config("albert.py") + ":base",
                "set": dict(_SMALL, **{"model.embedding_size": 64})},
+    "electra": {"config": _config("electra.py") + ":small",
+                "set": dict(_SMALL, **{"model.embedding_size": 128})},
+    "deberta_v3": {"config": _config("deberta_v3.py") + ":xsmall", "set": _SMALL},
     "crammed": {"config": _config("crammed_quickstart.py")},
     "modernbert": {"config": _config("modernbert_quickstart.py")},
     "neobert": {"config": _config("neobert.py") + ":quickstart"},
-    "word2vec": {"config": _config("word2vec.py") + ":cpu"},
-    "glove": {"config": _config("glove.py") + ":cpu"},
+    "word2vec": {"config": _config("word2vec.py") + ":cpu", "budget": {"steps": 120}},
+    "glove": {"config": _config("glove.py") + ":cpu", "budget": {"steps": 8922}},
     # modifications of the BERT quickstart
     "bert_relu": {"config": _config("quickstart.py"), "set": {"model.hidden_act": "relu"}},
+    "bert_geglu": {"config": _config("quickstart.py"),
+                   "set": {"model.glu": True, "model.hidden_act": "gelu", "model.mlp_dim": 341}},
+    "bert_swiglu": {"config": _config("quickstart.py"),
+                    "set": {"model.glu": True, "model.hidden_act": "silu",
+                            "model.mlp_dim": 341}},
+    "bert_rmsnorm": {"config": _config("quickstart.py"), "set": {"model.norm": "rmsnorm"}},
+    "bert_prenorm": {"config": _config("quickstart.py"), "set": {"model.norm_position": "pre"}},
+    "bert_rotary": {"config": _config("quickstart.py"),
+                    "set": {"model.position_embedding": "rotary"}},
+    "bert_relative": {"config": _config("quickstart.py"),
+                      "set": {"model.position_embedding": "relative"}},
     "bert_untied": {"config": _config("quickstart.py"), "set": {"model.tie_output": False}},
     # depth against width at the quickstart's 393,216 weights outside the embedding
     # and norms (12 x layers x hidden^2 with the feed-forward at 4 x hidden)
@@ -64,16 +82,16 @@ CELLS = {
     "bert_shared_layers": {"config": _config("quickstart.py"),
                            "set": {"model.share_layers": True, "model.num_layers": 4}},
 }
-BUDGET = {"minutes": 5}
+BUDGET = {"flops": 1.5e13}
 TASKS = {
     "sst2_500": {"task": "sst2", "rows": 500, "held_out": 100, "seq_len": 64, "epochs": 5,
                  "batch": 16},
-    "mrpc_1000": {"task": "mrpc", "rows": 1000, "held_out": 200, "seq_len": 128,
+    "mrpc_500": {"task": "mrpc", "rows": 500, "held_out": 100, "seq_len": 128,
+                 "epochs": 5, "batch": 16},
+    "stsb_500": {"task": "stsb", "rows": 500, "held_out": 100, "seq_len": 64,
+                 "epochs": 5, "batch": 16},
+    "conll_500": {"task": "conll2003", "rows": 500, "held_out": 100, "seq_len": 64,
                   "epochs": 5, "batch": 16},
-    "stsb_1000": {"task": "stsb", "rows": 1000, "held_out": 200, "seq_len": 128,
-                  "epochs": 5, "batch": 16},
-    "conll_1000": {"task": "conll2003", "rows": 1000, "held_out": 200, "seq_len": 128,
-                   "epochs": 5, "batch": 16},
 }
 SEEDS = [0, 1, 2]
 LEARNING_RATES = [3e-4, 1e-3]

@@ -6,11 +6,16 @@ fills over several sittings), then writes DIR/compare.md (Narang et al.'s column
 DIR/compare.json and DIR/compare.png (the task mean against the FLOPs spent) over the
 cells done. --status lists each cell as done, started or missing, with its fine-tunings
 done, and trains nothing. The last line printed is one JSON object.
+
+Compiled programs are cached in DIR/jax_cache (unless a JAX compilation cache is set):
+a cell's fine-tunings of one task share their shapes, so all but the first skip XLA.
 """
 
 import argparse
 import os
 import sys
+
+import jax
 
 from pretrainx.compare import cells, grid as grid_lib, table
 from pretrainx.errors import UserError, json_command
@@ -39,6 +44,9 @@ def main(argv=None) -> int:
                 print(f"{name:24} {state:20} fine-tunings {tuned}")
             return {"status": [{"cell": n, "state": s, "finetunings": t} for n, s, t in rows]}
         os.makedirs(args.workdir, exist_ok=True)
+        if not jax.config.jax_compilation_cache_dir:
+            jax.config.update("jax_compilation_cache_dir",
+                              os.path.join(args.workdir, "jax_cache"))
         records = [cells.run(grid, name, args.workdir) for name in names]
         written = table.write(records, grid, args.workdir)
         print(written["table"])

@@ -5,7 +5,7 @@ CELL/cell.json. A rerun computes only what is missing.
 Per task and seed, the learning rate and the epoch are the ones the held-out training
 rows score best (finetune's data.holdout_examples); the dev score there is the seed's
 result; a task reports the mean and the standard deviation over seeds, in points.
-Nothing is chosen on dev. A family with no fine-tuning head (word2vec, GloVe, ELMo)
+Nothing is chosen on dev. A family with no fine-tuning head (ELMo, GPT-2)
 reports its pretraining figures alone.
 """
 
@@ -113,7 +113,7 @@ def run(grid, name: str, root: str, log=print) -> dict:
     log(f"compare: {name}: pretraining in {workdir}")
     pretrain.train(cfg, workdir)
     record = {"cell": name, "config": grid.cells[name]["config"],
-              "set": grid.cells[name].get("set", {}), "budget": grid.budget,
+              "set": grid.cells[name].get("set", {}), "budget": grid_lib.budget_of(grid, name),
               **pretraining_summary(cfg, workdir), "tasks": {}}
     if finetunable(cfg):
         for task_name, task in grid.tasks.items():

@@ -8,22 +8,27 @@ YAML (lower-case keys):
              "bert_relu": {"config": "configs/quickstart.py",
                            "set": {"model.hidden_act": "relu"}},   # a modification
              "word2vec": {"config": "configs/word2vec.py:cpu"}}
-    BUDGET = {"minutes": 5}        # wall clock a cell (optimizer.budget_hours), or {"steps": N}
+    BUDGET = {"flops": 1.5e13}     # training FLOPs a cell; or {"minutes": M}, {"steps": N}
     TASKS = {"sst2_500": {"task": "sst2", "rows": 500, "held_out": 100, "seq_len": 64,
                           "epochs": 5, "batch": 16}}
     SEEDS = [0, 1, 2]
     LEARNING_RATES = [3e-4, 1e-3]
     GLUE_DIR = "../shared/data/glue"  # relative paths: to the grid file's folder
 
-A cell is a recipe (`config`, with `:ARG` as --config takes it) and dotted keys it
-sets (`set`, refused in one line when the recipe lacks one). Under a minutes budget a
-recipe's schedule is stretched over the time (train/budget.py: warmup and decay keep
-their share of the run, as benchmarks/recipes.py runs recipes); under a steps budget
-total_steps is that many steps. A cell pretrains on its recipe's own data.
+A cell is a recipe (`config`, with `:ARG` as --config takes it), dotted keys it sets
+(`set`, refused in one line when the recipe lacks one) and optionally a `budget` of its
+own (the static vectors' cells: a FLOPs budget sized for transformers would be millions
+of their steps). A FLOPs budget is the steps whose training FLOPs (the family's
+flops_per_token, as MFU counts them, x tokens a step) reach it: equal compute whatever
+else runs on the machine, where a minutes budget gives a cell the steps the machine
+allowed it (optimizer.budget_hours). Under any budget the recipe's warmup and decay
+keep their share of the run (train/budget.py; as benchmarks/recipes.py runs recipes).
+A cell pretrains on its recipe's own data.
 """
 
 import dataclasses
 import importlib.util
+import math
 import os
 
 import ml_collections
@@ -31,6 +36,7 @@ import ml_collections
 from pretrainx import config as config_lib
 from pretrainx import sweep
 from pretrainx.errors import UserError
+from pretrainx.train import loop
 
 UPPER = 1_000_000  # a minutes budget's schedule resolution (the budget ends the run)
 TASK_KEYS = ("task", "rows", "held_out", "seq_len", "epochs", "batch")
@@ -77,6 +83,19 @@ def _read_yaml(path: str) -> dict:
     return values
 
 
+def _check_budget(budget, where: str) -> None:
+    if not isinstance(budget, dict) or len(budget) != 1 or \
+            not set(budget) <= {"minutes", "steps", "flops"} or \
+            not float(next(iter(budget.values()))) > 0:
+        raise UserError(f"{where} must be {{'flops': F}}, {{'minutes': M}} or {{'steps': N}}, "
+                        f"got {budget!r}")
+
+
+def budget_of(grid: Grid, name: str) -> dict:
+    """Cell `name`'s budget: its own, else the grid's."""
+    return grid.cells[name].get("budget", grid.budget)
+
+
 def read(path: str) -> Grid:
     """The grid file at `path`, checked: every problem is one line naming the key."""
     if not os.path.isfile(path):
@@ -89,14 +108,14 @@ def read(path: str) -> Grid:
     if not isinstance(cells, dict) or not cells:
         raise UserError(f"--grid={path}: 'cells' must name at least one cell")
     for name, cell in cells.items():
-        if not isinstance(cell, dict) or "config" not in cell or set(cell) - {"config", "set"}:
+        if not isinstance(cell, dict) or "config" not in cell or \
+                set(cell) - {"config", "set", "budget"}:
             raise UserError(f"--grid={path}: cell {name!r} must be {{'config': ..., 'set': "
-                            "{...}}} ('set' optional)")
+                            "{...}, 'budget': {...}}} ('set' and 'budget' optional)")
+        if "budget" in cell:
+            _check_budget(cell["budget"], f"--grid={path}: cell {name!r}: budget")
     budget = values.get("budget") or {}
-    if len(budget) != 1 or not (set(budget) <= {"minutes", "steps"}) or \
-            not float(next(iter(budget.values()))) > 0:
-        raise UserError(f"--grid={path}: budget must be {{'minutes': M}} or {{'steps': N}}, "
-                        f"got {budget!r}")
+    _check_budget(budget, f"--grid={path}: budget")
     tasks = values.get("tasks", DEFAULT_TASKS)
     for name, task in tasks.items():
         if not isinstance(task, dict) or set(task) != set(TASK_KEYS):
@@ -122,16 +141,22 @@ def cell_config(grid: Grid, name: str) -> ml_collections.ConfigDict:
     if config_lib.phases(cfg)[0].name or len(config_lib.phases(cfg)) > 1:
         raise UserError(f"cell {name!r}: {cell['config']} trains in phases; compare runs "
                         "one-phase recipes (set phase_order='' and phase2.fraction=0)")
-    if "steps" in grid.budget:
-        cfg.total_steps = int(grid.budget["steps"])
-    else:  # the recipe's schedule in the same shares of the budget's time
-        scale = UPPER / cfg.total_steps
-        o = cfg.optimizer
-        o.warmup_steps = round(o.warmup_steps * scale)
-        if "decay_steps" in o:
-            o.decay_steps = round(o.decay_steps * scale)
-        o.budget_hours = float(grid.budget["minutes"]) / 60
-        cfg.total_steps = UPPER
+    budget = budget_of(grid, name)
+    if "minutes" in budget:
+        steps = UPPER  # the clock ends the run
+        cfg.optimizer.budget_hours = float(budget["minutes"]) / 60
+    elif "flops" in budget:
+        described = loop.describe(cfg)
+        per_step = described["flops_per_token"] * cfg.global_batch_size * cfg.seq_len
+        steps = math.ceil(float(budget["flops"]) / per_step)
+    else:
+        steps = int(budget["steps"])
+    scale = steps / cfg.total_steps  # the recipe's schedule in the same shares of the run
+    o = cfg.optimizer
+    o.warmup_steps = max(1, round(o.warmup_steps * scale)) if o.warmup_steps else 0
+    if "decay_steps" in o:
+        o.decay_steps = max(1, round(o.decay_steps * scale))
+    cfg.total_steps = steps
     cfg.log_every = min(cfg.log_every, 50)
     cfg.eval_every = cfg.checkpoint_every = cfg.total_steps
     cfg.keep_checkpoints = 1

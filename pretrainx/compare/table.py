@@ -10,12 +10,19 @@ def _number(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _budget(budget: dict) -> str:
+    return ", ".join(f"{v:g} {k}" for k, v in budget.items())
+
+
 def markdown(records: list, grid) -> str:
     tasks = list(grid.tasks)
-    budget = ", ".join(f"{v:g} {k}" for k, v in grid.budget.items())
+    budget = _budget(grid.budget)
+    own = [f"{r['cell']} {_budget(r['budget'])}" for r in records
+           if r.get("budget", grid.budget) != grid.budget]
     head = (["cell", "params", "FLOPs/step", "steps", "steps/s", "early loss", "final loss"]
             + [f"{t} (mean +- sd)" for t in tasks] + ["task mean"])
-    lines = [f"Budget: {budget} a cell; {len(grid.seeds)} seeds; learning rates "
+    lines = [f"Budget: {budget} a cell" + (f" ({'; '.join(own)})" if own else "")
+             + f"; {len(grid.seeds)} seeds; learning rates "
              f"{', '.join(f'{lr:g}' for lr in grid.learning_rates)} chosen on held-out rows.",
              "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in records:
