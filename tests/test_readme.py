@@ -76,6 +76,8 @@ TINY = {"quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BER
                      "model.vocab_size": 30522},
         "electra": {**GPT2_TINY, "model.hidden_size": 48, "model.embedding_size": 16,
                     "data.max_predictions_per_seq": 5},
+        "mobilebert": {**GPT2_TINY, "data.max_predictions_per_seq": 5, "data.dupe_factor": 1,
+                       "model.intra_size": 16, "model.embedding_size": 8},
         "albert": {**GPT2_TINY, "data.max_predictions_per_seq": 5, "data.dupe_factor": 1,
                    "model.vocab_size": 4096, "model.embedding_size": 16},
         "deberta": {**GPT2_TINY, "data.max_predictions_per_seq": 5,
