@@ -89,8 +89,8 @@ def test_a_grid_fills_its_table_and_a_rerun_computes_only_what_is_missing(
      "budget must be"),
     ({"x": {"config": str(REPO / "configs" / "quickstart.py"), "budget": {"flops": -1}}}, {},
      "cell 'x': budget must be"),
-    ({"x": {"config": str(REPO / "configs" / "modernbert_lifecycle_quickstart.py")}}, {},
-     "trains in phases"),
+    ({"x": {"config": str(REPO / "configs" / "modernbert_lifecycle_quickstart.py")}},
+     {"BUDGET": {"minutes": 2}}, "trains in phases, which a minutes budget would cut"),
 ])
 def test_bad_grids_are_refused_in_one_line(tmp_path, capsys, cells, extra, words):
     import re
@@ -131,7 +131,27 @@ def test_a_flops_budget_gives_each_cell_the_steps_of_equal_compute(tmp_path):
     assert grid_lib.cell_config(grid, "own").total_steps == 7
 
 
-@pytest.mark.parametrize("name, cells", [("strategies.py", 22), ("quick.py", 5)])
+def test_a_phased_recipe_keeps_its_phases_shares_under_a_flops_budget(tmp_path):
+    """The lifecycle quickstart (128 tokens, the extension to 512, the decay) scaled to
+    a budget: each phase keeps its share of the steps, and the FLOPs of its steps at its
+    own length add up to the budget."""
+    from pretrainx import config as config_lib
+    lifecycle = str(REPO / "configs" / "modernbert_lifecycle_quickstart.py")
+    recipe = [(p.start, p.end) for p in config_lib.phases(config_lib.load_file(lifecycle))]
+    grid = grid_lib.read(_grid(tmp_path, {"l": {"config": lifecycle}},
+                               BUDGET={"flops": 4e12}))
+    cfg = grid_lib.cell_config(grid, "l")
+    phases = grid_lib.phase_flops(cfg)
+    scale = cfg.total_steps / recipe[-1][1]
+    assert 0 < scale < 0.5 and len(phases) == len(recipe) == 3
+    for (start, end, _), (r_start, r_end) in zip(phases, recipe):
+        assert abs((end - start) - (r_end - r_start) * scale) <= 1
+    spent = sum((end - start) * per_step for start, end, per_step in phases)
+    assert spent == pytest.approx(4e12, rel=0.01)
+    assert phases[1][2] > phases[0][2]  # the same tokens a step, attention over 4x the length
+
+
+@pytest.mark.parametrize("name, cells", [("strategies.py", 23), ("quick.py", 5)])
 def test_the_shipped_grids_build_and_validate_every_cell(name, cells):
     """benchmarks/grids/*: every strategy and modification is a run that starts (its
     recipe, its keys and the budget pass the recipe's checks)."""

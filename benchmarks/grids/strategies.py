@@ -54,6 +54,8 @@ CELLS = {
     "deberta_v3": {"config": _config("deberta_v3.py") + ":xsmall", "set": _SMALL},
     "crammed": {"config": _config("crammed_quickstart.py")},
     "modernbert": {"config": _config("modernbert_quickstart.py")},
+    # a strategy of phases: 128 tokens, the extension to 512, the decay on another mix
+    "modernbert_lifecycle": {"config": _config("modernbert_lifecycle_quickstart.py")},
     "neobert": {"config": _config("neobert.py") + ":quickstart"},
     "word2vec": {"config": _config("word2vec.py") + ":cpu", "budget": {"steps": 120}},
     "glove": {"config": _config("glove.py") + ":cpu", "budget": {"steps": 8922}},

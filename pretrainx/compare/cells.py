@@ -45,6 +45,7 @@ def finetunable(cfg) -> bool:
 def pretraining_summary(cfg, workdir: str) -> dict:
     """Params, FLOPs a step, steps, steps/s, early and final train loss, eval loss."""
     described = loop.describe(cfg)
+    phases = grid_lib.phase_flops(cfg)
     with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
     train = [r for r in records if r.get("split", "train") == "train" and "loss" in r]
@@ -54,8 +55,10 @@ def pretraining_summary(cfg, workdir: str) -> dict:
     rates = [r["tokens_per_sec"] for r in train if "tokens_per_sec" in r]
     rates = rates[1:] or rates  # the first window holds the compilation
     tokens_per_step = cfg.global_batch_size * cfg.seq_len
+    # FLOPs spent, phase by phase (a phased recipe's steps differ in length and batch)
+    spent = sum(max(0, min(end, steps) - start) * per_step for start, end, per_step in phases)
     return {"params": described["params"],
-            "flops_per_step": described["flops_per_token"] * tokens_per_step,
+            "flops_per_step": spent / steps if steps else phases[0][2],
             "steps": steps,
             "steps_per_second": statistics.median(rates) / tokens_per_step if rates else None,
             "early_loss": early.get("loss"), "early_step": early.get("step"),

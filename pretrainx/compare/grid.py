@@ -23,7 +23,9 @@ flops_per_token, as MFU counts them, x tokens a step) reach it: equal compute wh
 else runs on the machine, where a minutes budget gives a cell the steps the machine
 allowed it (optimizer.budget_hours). Under any budget the recipe's warmup and decay
 keep their share of the run (train/budget.py; as benchmarks/recipes.py runs recipes).
-A cell pretrains on its recipe's own data.
+A phased recipe scales every phase's steps (and its own warmup and decay) by one
+factor, its FLOPs counted phase by phase; a minutes budget would end it in its first
+phase and is refused. A cell pretrains on its recipe's own data.
 """
 
 import dataclasses
@@ -34,9 +36,8 @@ import os
 import ml_collections
 
 from pretrainx import config as config_lib
-from pretrainx import sweep
+from pretrainx import objectives, phasing, sweep
 from pretrainx.errors import UserError
-from pretrainx.train import loop
 
 UPPER = 1_000_000  # a minutes budget's schedule resolution (the budget ends the run)
 TASK_KEYS = ("task", "rows", "held_out", "seq_len", "epochs", "batch")
@@ -131,6 +132,43 @@ def read(path: str) -> Grid:
                 glue_dir=glue_dir)
 
 
+def phase_flops(cfg) -> list:
+    """[(start, end, training FLOPs a step)] of each phase of the run: its objective's
+    flops_per_token at its length, x its tokens a step."""
+    out = []
+    for phase in config_lib.phases(cfg):
+        objective = objectives.build(phase.cfg or cfg, tokenizer=None)
+        out.append((phase.start, phase.end, objective.flops_per_token(phase)
+                    * phase.global_batch_size * phase.seq_len))
+    return out
+
+
+def _scale_schedule(cfg, scale: float) -> None:
+    """The recipe's steps x `scale`: total_steps, warmup and decay, and each named
+    phase's steps (or tokens) and its own warmup and decay, each keeping its share."""
+    def scaled(n):
+        return max(1, round(n * scale)) if n else 0
+
+    o = cfg.optimizer
+    o.warmup_steps = scaled(o.warmup_steps)
+    if "decay_steps" in o:
+        o.decay_steps = scaled(o.decay_steps)
+    rest = 0  # steps of the named phases before the last (which takes the rest)
+    if phasing.named(cfg):
+        names = [n.strip() for n in cfg.phase_order.split(",")]
+        for phase_name in names:
+            keys = cfg.phases[phase_name]
+            for key in ("steps", "tokens"):
+                if keys.get(key):
+                    keys[key] = scaled(keys[key])
+                    if key == "steps" and phase_name != names[-1]:
+                        rest += keys[key]
+            for key in ("warmup_steps", "decay_steps"):
+                if "optimizer" in keys and keys.optimizer.get(key):
+                    keys.optimizer[key] = scaled(keys.optimizer[key])
+    cfg.total_steps = max(1, rest + 1, math.ceil(cfg.total_steps * scale))
+
+
 def cell_config(grid: Grid, name: str) -> ml_collections.ConfigDict:
     """Cell `name`'s pretraining config: its recipe, its `set` keys, the budget."""
     cell = grid.cells[name]
@@ -138,25 +176,21 @@ def cell_config(grid: Grid, name: str) -> ml_collections.ConfigDict:
         cfg = sweep.apply_overrides(config_lib.load_file(cell["config"]), cell.get("set", {}))
     except UserError as e:
         raise UserError(f"cell {name!r}: {e}") from None
-    if config_lib.phases(cfg)[0].name or len(config_lib.phases(cfg)) > 1:
-        raise UserError(f"cell {name!r}: {cell['config']} trains in phases; compare runs "
-                        "one-phase recipes (set phase_order='' and phase2.fraction=0)")
     budget = budget_of(grid, name)
+    phased = len(config_lib.phases(cfg)) > 1
     if "minutes" in budget:
+        if phased:
+            raise UserError(f"cell {name!r}: {cell['config']} trains in phases, which a "
+                            "minutes budget would cut in the first: give it a flops or "
+                            "steps budget")
         steps = UPPER  # the clock ends the run
         cfg.optimizer.budget_hours = float(budget["minutes"]) / 60
     elif "flops" in budget:
-        described = loop.describe(cfg)
-        per_step = described["flops_per_token"] * cfg.global_batch_size * cfg.seq_len
-        steps = math.ceil(float(budget["flops"]) / per_step)
+        steps = cfg.total_steps * float(budget["flops"]) / sum(
+            (end - start) * per_step for start, end, per_step in phase_flops(cfg))
     else:
         steps = int(budget["steps"])
-    scale = steps / cfg.total_steps  # the recipe's schedule in the same shares of the run
-    o = cfg.optimizer
-    o.warmup_steps = max(1, round(o.warmup_steps * scale)) if o.warmup_steps else 0
-    if "decay_steps" in o:
-        o.decay_steps = max(1, round(o.decay_steps * scale))
-    cfg.total_steps = steps
+    _scale_schedule(cfg, steps / cfg.total_steps)
     cfg.log_every = min(cfg.log_every, 50)
     cfg.eval_every = cfg.checkpoint_every = cfg.total_steps
     cfg.keep_checkpoints = 1
