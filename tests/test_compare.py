@@ -81,6 +81,30 @@ def test_a_grid_fills_its_table_and_a_rerun_computes_only_what_is_missing(
                        "bert_relu/finetune/sst2/s1_lr0.001/metrics.jsonl"]
 
 
+def test_a_cell_stopped_before_its_end_is_not_fine_tuned_and_a_rerun_resumes_it(
+        shared_data, tmp_path, capsys, monkeypatch):
+    """A preemption during a cell's pretraining (stop_at, as a signal would): nothing is
+    fine-tuned from the half-trained model, the command says which cell stopped, the
+    status says it started; a rerun pretrains it to its budget, then fine-tunes."""
+    from pretrainx.compare import cells
+    grid = _grid(tmp_path, {"bert": {"config": str(REPO / "configs" / "quickstart.py"),
+                                     "set": TINY_BERT}}, SEEDS=[0])
+    work = tmp_path / "work"
+    whole = cells.pretrain.train
+    monkeypatch.setattr(cells.pretrain, "train",
+                        lambda cfg, workdir: whole(cfg, workdir, stop_at=2))
+    result = _run(capsys, f"--grid={grid}", f"--workdir={work}")
+    assert result == {"cells": 0, "stopped": "bert"}
+    assert not (work / "bert" / "finetune").exists()
+    assert not (work / "bert" / "cell.json").exists()
+    status = _run(capsys, f"--grid={grid}", f"--workdir={work}", "--status")
+    assert status["status"][0]["state"] == "pretraining started"
+    monkeypatch.setattr(cells.pretrain, "train", whole)
+    _run(capsys, f"--grid={grid}", f"--workdir={work}")
+    record = json.loads((work / "bert" / "cell.json").read_text())
+    assert record["steps"] == 3 and [r["seed"] for r in record["tasks"]["sst2"]["runs"]] == [0]
+
+
 @pytest.mark.parametrize("cells, extra, words", [
     ({"x": {"config": str(REPO / "configs" / "quickstart.py"), "set": {"model.nope": 1}}},
      {}, "cell 'x': sweep key 'model.nope' is not a key"),

@@ -5,7 +5,9 @@ not done, each in DIR/CELL (its pretraining and fine-tunings resumable, so the t
 fills over several sittings), then writes DIR/compare.md (Narang et al.'s columns),
 DIR/compare.json and DIR/compare.png (the task mean against the FLOPs spent) over the
 cells done. --status lists each cell as done, started or missing, with its fine-tunings
-done, and trains nothing. The last line printed is one JSON object.
+done, and trains nothing. A cell whose pretraining a signal stops (a preemption) is
+fine-tuned by no one: the command ends there ({"stopped": CELL}) and a rerun resumes it.
+The last line printed is one JSON object.
 
 Compiled programs are cached in DIR/jax_cache (unless a JAX compilation cache is set):
 a cell's fine-tunings of one task share their shapes, so all but the first skip XLA.
@@ -47,7 +49,12 @@ def main(argv=None) -> int:
         if not jax.config.jax_compilation_cache_dir:
             jax.config.update("jax_compilation_cache_dir",
                               os.path.join(args.workdir, "jax_cache"))
-        records = [cells.run(grid, name, args.workdir) for name in names]
+        records = []
+        for name in names:
+            record = cells.run(grid, name, args.workdir)
+            if record is None:  # stopped by a signal: leave as the run would
+                return {"cells": len(records), "stopped": name}
+            records.append(record)
         written = table.write(records, grid, args.workdir)
         print(written["table"])
         return {"cells": len(records), "table": os.path.join(args.workdir, "compare.md"),

@@ -105,8 +105,10 @@ def finetune_task(grid, task: dict, init_from: str, folder: str) -> dict:
     return chosen_by_holdout(grid.seeds, grid.learning_rates, finetune)
 
 
-def run(grid, name: str, root: str, log=print) -> dict:
-    """Cell `name` under `root`, trained and fine-tuned as far as it is not yet."""
+def run(grid, name: str, root: str, log=print) -> dict | None:
+    """Cell `name` under `root`, trained and fine-tuned as far as it is not yet; None
+    when its pretraining stopped before its end (a preemption's signal): nothing is
+    fine-tuned from a half-trained model, and a rerun resumes the pretraining."""
     folder = os.path.join(root, name)
     done = _read(os.path.join(folder, CELL_FILE))
     if done is not None:
@@ -114,7 +116,9 @@ def run(grid, name: str, root: str, log=print) -> dict:
     cfg = grid_lib.cell_config(grid, name)
     workdir = os.path.join(folder, "pretrain")
     log(f"compare: {name}: pretraining in {workdir}")
-    pretrain.train(cfg, workdir)
+    if not pretrain.train(cfg, workdir)["complete"]:
+        log(f"compare: {name}: pretraining stopped before its end; rerun to resume it")
+        return None
     record = {"cell": name, "config": grid.cells[name]["config"],
               "set": grid.cells[name].get("set", {}), "budget": grid_lib.budget_of(grid, name),
               **pretraining_summary(cfg, workdir), "tasks": {}}

@@ -45,7 +45,9 @@ def describe(cfg) -> dict:
 
 def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=None,
           init=None, imported=None) -> dict:
-    """Train (or resume) to cfg.total_steps. Returns the last train and eval records.
+    """Train (or resume) to cfg.total_steps. Returns the last train and eval records,
+    the step reached and whether the run is complete (total_steps or its budget reached;
+    False when a signal or `stop_at` stopped it first).
 
     `devices` restricts the mesh (tests compare 1 device with 8); `stop_at` ends the
     run early at that step with a checkpoint, as a preemption would. `on_step(step,
@@ -101,8 +103,9 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
         metrics.close()
         run.lock.release()
     metrics_lib.log(_ending(run, cfg, checkpoint, budget))
+    complete = run.step >= cfg.total_steps or bool(budget is not None and budget.spent)
     return {"train": metrics.last, "eval": evaluate.last, "params": run.n_params,
-            "peak_flops_source": run.peak_source}
+            "peak_flops_source": run.peak_source, "step": run.step, "complete": complete}
 
 
 def evaluate(cfg, workdir: str, devices=None, phase: str | None = None) -> dict:
