@@ -17,8 +17,9 @@ The argument picks the model, as google-research/mobilebert's config files give 
 * ib_bert (uncased_L-24_H-1024_B-512_A-4, the teacher): an inverted bottleneck 1,024
   wide inside, one feed-forward network of 4,096, LayerNorm, GeLU, dropout 0.1.
 The run is the released distillation command's optimizer and data (LAMB 1.5e-3, 10K
-warmup steps, 500K steps of 2,048 x 512 tokens, 20 predictions a row) as plain MLM + NSP;
-the progressive knowledge transfer from IB-BERT is not built yet.
+warmup steps, 500K steps of 2,048 x 512 tokens, 20 predictions a row) as plain MLM + NSP:
+how IB-BERT is trained, and MobileBERT without a teacher. configs/mobilebert_distill.py
+distils MobileBERT from IB-BERT as the paper does.
 """
 
 from pretrainx.objectives import default_config

@@ -4,6 +4,7 @@ read through interop, which the loop itself never imports."""
 
 import dataclasses
 import functools
+import os
 
 import jax
 
@@ -20,7 +21,30 @@ RUNTIME_KEYS = ("dtype", "remat", "scan_layers", "float32_attention_logits", "at
 
 def train(cfg, workdir: str, **kwargs) -> dict:
     """loop.train with init_from and the objective's imported models (a distillation's
-    teacher) read through interop; the same keyword arguments."""
+    teacher) read through interop; the same keyword arguments. A staged recipe
+    (objectives.Entry.stages) runs its stages in turn, each in its folder and started
+    from the one before; a stage a signal stops ends the call (a rerun resumes it, the
+    stages done doing nothing)."""
+    entry = objectives.get(cfg.objective)
+    stages = entry.stages(cfg) if entry.stages is not None else []
+    if not stages:
+        return _train_one(cfg, workdir, **kwargs)
+    before, result = None, None
+    for folder, stage_cfg in stages:
+        where = os.path.join(workdir, folder) if folder else workdir
+        if before is not None:
+            with stage_cfg.unlocked():
+                stage_cfg.init_from = before
+        metrics_lib.log(f"stage {folder or 'last'}: {where}"
+                        + (f", from {before}" if before else ""))
+        result = _train_one(stage_cfg, where, **kwargs)
+        if not result["complete"]:
+            return result
+        before = where
+    return result
+
+
+def _train_one(cfg, workdir: str, **kwargs) -> dict:
     init = None
     if cfg.init_from:  # its model keys and tokenizer first: then the checks see them
         pretrained = interop.load(cfg.init_from)

@@ -181,6 +181,38 @@ def read_metrics(workdir, split="train", source=None):
     return [r for r in records if r.get("split", "train") == split and r.get("source") == source]
 
 
+SENTENCES = [  # one from each bundled book: what parity tests feed both implementations
+    "It is a truth universally acknowledged, that a single man in possession of a good "
+    "fortune, must be in want of a wife.",
+    "Alice was beginning to get very tired of sitting by her sister on the bank.",
+    "To Sherlock Holmes she is always the woman.",
+]
+
+
+def sentence_batch(tokenizer, pairs: bool = False, extra_padding: int = 0) -> dict:
+    """SENTENCES as [CLS]/<s> sentence [SEP]/</s> (with `pairs`, the last sentence as a
+    second segment), padded to the longest row + `extra_padding` with the tokenizer's
+    pad id; MLM logits asked at every position."""
+    rows = []
+    for s in SENTENCES:
+        ids = [tokenizer.cls_id] + tokenizer.encode(s) + [tokenizer.sep_id]
+        types = [0] * len(ids)
+        if pairs:
+            second = tokenizer.encode(SENTENCES[2]) + [tokenizer.sep_id]
+            ids, types = ids + second, types + [1] * len(second)
+        rows.append((ids, types))
+    length = max(len(r[0]) for r in rows) + extra_padding
+    batch = {k: np.zeros((len(rows), length), np.int32)
+             for k in ("input_ids", "token_type_ids", "attention_mask")}
+    batch["input_ids"][:] = tokenizer.pad_id
+    for i, (ids, types) in enumerate(rows):
+        batch["input_ids"][i, :len(ids)] = ids
+        batch["token_type_ids"][i, :len(ids)] = types
+        batch["attention_mask"][i, :len(ids)] = 1
+    batch["masked_lm_positions"] = np.tile(np.arange(length, dtype=np.int32), (len(rows), 1))
+    return batch
+
+
 MESH_OF_8 = {"mesh.data": 2, "mesh.fsdp": 2, "mesh.tensor": 2}
 
 

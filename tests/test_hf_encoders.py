@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from flax import linen as nn
 
-from conftest import ALICE, REPO, load_config, override
+from conftest import ALICE, REPO, SENTENCES, load_config, override, sentence_batch
 from pretrainx import interop, objectives
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
@@ -23,12 +23,6 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 SPM = str(REPO / "pretrainx" / "assets" / "spm_4k.model")
-SENTENCES = [
-    "It is a truth universally acknowledged, that a single man in possession of a good "
-    "fortune, must be in want of a wife.",
-    "Alice was beginning to get very tired of sitting by her sister on the bank.",
-    "To Sherlock Holmes she is always the woman.",
-]
 TINY = dict(num_layers=2, hidden_size=64, num_heads=4, mlp_dim=128, dropout_rate=0.0,
             attention_dropout_rate=0.0, dtype="float32")
 
@@ -40,25 +34,7 @@ def _cfg(recipe, tokenizer, **model):
 
 
 def _batch(tokenizer, pairs=False):
-    """Real sentences, <s>/[CLS] ... </s>/[SEP] (a second segment with `pairs`), padded."""
-    rows = []
-    for s in SENTENCES:
-        ids = [tokenizer.cls_id] + tokenizer.encode(s) + [tokenizer.sep_id]
-        types = [0] * len(ids)
-        if pairs:
-            second = tokenizer.encode(SENTENCES[2]) + [tokenizer.sep_id]
-            ids, types = ids + second, types + [1] * len(second)
-        rows.append((ids, types))
-    length = max(len(r[0]) for r in rows)
-    batch = {k: np.zeros((len(rows), length), np.int32)
-             for k in ("input_ids", "token_type_ids", "attention_mask")}
-    batch["input_ids"][:] = tokenizer.pad_id
-    for i, (ids, types) in enumerate(rows):
-        batch["input_ids"][i, :len(ids)] = ids
-        batch["token_type_ids"][i, :len(ids)] = types
-        batch["attention_mask"][i, :len(ids)] = 1
-    batch["masked_lm_positions"] = np.tile(np.arange(length, dtype=np.int32), (len(rows), 1))
-    return batch
+    return sentence_batch(tokenizer, pairs=pairs)
 
 
 def _init(cfg, batch, tokenizer):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from flax import linen as nn
 
-from conftest import ALICE, REPO, load_config, override, read_metrics
+from conftest import ALICE, REPO, load_config, override, read_metrics, sentence_batch
 from pretrainx import interop
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.families.mobilebert import model as mobilebert
@@ -16,10 +16,6 @@ from pretrainx.interop import hf
 from pretrainx.train import loop
 
 SPM = str(REPO / "pretrainx" / "assets" / "spm_4k.model")
-SENTENCES = ["It is a truth universally acknowledged, that a single man in possession of a "
-             "good fortune, must be in want of a wife.",
-             "Alice was beginning to get very tired of sitting by her sister on the bank.",
-             "To Sherlock Holmes she is always the woman."]
 # small versions of the three released layouts: (size, model keys)
 SMALL = {"num_layers": 2, "hidden_size": 64, "intra_size": 32, "embedding_size": 16,
          "num_heads": 2, "mlp_dim": 48, "vocab_size": 4096, "dropout_rate": 0.0,
@@ -35,23 +31,9 @@ def _cfg(size, **model):
 
 
 def _batch(tokenizer):
-    """[CLS] sentence [SEP] second [SEP], padded: the last real tokens of the shorter rows
-    see [PAD] on their right, as HF reads them."""
-    rows = []
-    for s in SENTENCES:
-        first = [tokenizer.cls_id] + tokenizer.encode(s) + [tokenizer.sep_id]
-        second = tokenizer.encode(SENTENCES[2]) + [tokenizer.sep_id]
-        rows.append((first + second, [0] * len(first) + [1] * len(second)))
-    length = max(len(r[0]) for r in rows) + 2
-    batch = {k: np.zeros((len(rows), length), np.int32)
-             for k in ("input_ids", "token_type_ids", "attention_mask")}
-    batch["input_ids"][:] = tokenizer.pad_id
-    for i, (ids, types) in enumerate(rows):
-        batch["input_ids"][i, :len(ids)] = ids
-        batch["token_type_ids"][i, :len(ids)] = types
-        batch["attention_mask"][i, :len(ids)] = 1
-    batch["masked_lm_positions"] = np.tile(np.arange(length, dtype=np.int32), (len(rows), 1))
-    return batch
+    """Pairs, padded two past the longest row: the last real tokens of every row see
+    [PAD] on their right, as HF reads them."""
+    return sentence_batch(tokenizer, pairs=True, extra_padding=2)
 
 
 def _numpy(params):

@@ -155,7 +155,7 @@ def _scale_schedule(cfg, scale: float) -> None:
         o.decay_steps = scaled(o.decay_steps)
     rest = 0  # steps of the named phases before the last (which takes the rest)
     if phasing.named(cfg):
-        names = [n.strip() for n in cfg.phase_order.split(",")]
+        names = [phase.name for phase in phasing.phases(cfg)]
         for phase_name in names:
             keys = cfg.phases[phase_name]
             for key in ("steps", "tokens"):

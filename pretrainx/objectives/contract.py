@@ -105,3 +105,8 @@ class Entry:
     # an encoder continued from its decoder (Ettin's cross-objective runs) stays
     # bidirectional
     own_model_keys: tuple = ()
+    # A recipe trained as several runs in turn (MobileBERT's layer-by-layer transfer, each
+    # stage with a fresh optimizer): (cfg) -> [(folder under WORKDIR, "" for WORKDIR
+    # itself; the stage's config)], each stage started from the one before (init_from);
+    # [] or None: one run. pretrainx.pretrain.train runs them.
+    stages: Callable | None = None

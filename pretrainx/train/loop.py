@@ -46,16 +46,13 @@ def describe(cfg) -> dict:
 def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=None,
           init=None, imported=None) -> dict:
     """Train (or resume) to cfg.total_steps. Returns the last train and eval records,
-    the step reached and whether the run is complete (total_steps or its budget reached;
-    False when a signal or `stop_at` stopped it first).
-
+    the step reached and `complete` (False when a signal or `stop_at` stopped it first).
     `devices` restricts the mesh (tests compare 1 device with 8); `stop_at` ends the
     run early at that step with a checkpoint, as a preemption would. `on_step(step,
     records)`, if given, is called after every step with the records logged at it
     (usually none): what drives a notebook's progress bar (pretrainx.notebook).
     `init(cfg, state, shardings) -> state` reads cfg.init_from and `imported` holds the
-    models the objective reads (pretrainx.pretrain gives both).
-    """
+    models the objective reads (pretrainx.pretrain gives both)."""
     run = Run(cfg, workdir, devices, stop_at, init, imported)
     try:
         metrics = hooks_lib.Metrics(run)  # W&B may refuse to start (no login)
@@ -103,9 +100,9 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
         metrics.close()
         run.lock.release()
     metrics_lib.log(_ending(run, cfg, checkpoint, budget))
-    complete = run.step >= cfg.total_steps or bool(budget is not None and budget.spent)
     return {"train": metrics.last, "eval": evaluate.last, "params": run.n_params,
-            "peak_flops_source": run.peak_source, "step": run.step, "complete": complete}
+            "peak_flops_source": run.peak_source, "step": run.step,
+            "complete": run.step >= cfg.total_steps or bool(budget and budget.spent)}
 
 
 def evaluate(cfg, workdir: str, devices=None, phase: str | None = None) -> dict:
