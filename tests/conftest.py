@@ -189,22 +189,23 @@ SENTENCES = [  # one from each bundled book: what parity tests feed both impleme
 ]
 
 
-def sentence_batch(tokenizer, pairs: bool = False, extra_padding: int = 0) -> dict:
-    """SENTENCES as [CLS]/<s> sentence [SEP]/</s> (with `pairs`, the last sentence as a
-    second segment), padded to the longest row + `extra_padding` with the tokenizer's
-    pad id; MLM logits asked at every position."""
+def sentence_batch(tokenizer, pairs: bool = False, extra_padding: int = 0, second: int = 2,
+                   pad_id: int | None = None) -> dict:
+    """SENTENCES as [CLS]/<s> sentence [SEP]/</s> (with `pairs`, SENTENCES[second] as a
+    second segment), padded to the longest row + `extra_padding` with `pad_id` (default
+    the tokenizer's); MLM logits asked at every position."""
     rows = []
     for s in SENTENCES:
         ids = [tokenizer.cls_id] + tokenizer.encode(s) + [tokenizer.sep_id]
         types = [0] * len(ids)
         if pairs:
-            second = tokenizer.encode(SENTENCES[2]) + [tokenizer.sep_id]
-            ids, types = ids + second, types + [1] * len(second)
+            other = tokenizer.encode(SENTENCES[second]) + [tokenizer.sep_id]
+            ids, types = ids + other, types + [1] * len(other)
         rows.append((ids, types))
     length = max(len(r[0]) for r in rows) + extra_padding
     batch = {k: np.zeros((len(rows), length), np.int32)
              for k in ("input_ids", "token_type_ids", "attention_mask")}
-    batch["input_ids"][:] = tokenizer.pad_id
+    batch["input_ids"][:] = tokenizer.pad_id if pad_id is None else pad_id
     for i, (ids, types) in enumerate(rows):
         batch["input_ids"][i, :len(ids)] = ids
         batch["token_type_ids"][i, :len(ids)] = types

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cli_fork import run_module
-from conftest import REPO, SHARED_DATA, xla_flags
+from conftest import REPO, SENTENCES, SHARED_DATA, sentence_batch, xla_flags
 from pretrainx import interop
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
@@ -22,32 +22,8 @@ from pretrainx.families.bert import model as bert
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-SENTENCES = [
-    "It is a truth universally acknowledged, that a single man in possession of a good "
-    "fortune, must be in want of a wife.",
-    "Alice was beginning to get very tired of sitting by her sister on the bank.",
-    "To Sherlock Holmes she is always the woman.",
-]
-
-
 def _batch(tokenizer, pairs=False):
-    rows = []
-    for s in SENTENCES:
-        ids = [tokenizer.cls_id] + tokenizer.encode(s) + [tokenizer.sep_id]
-        types = [0] * len(ids)
-        if pairs:
-            second = tokenizer.encode(SENTENCES[0]) + [tokenizer.sep_id]
-            ids, types = ids + second, types + [1] * len(second)
-        rows.append((ids, types))
-    length = max(len(r[0]) for r in rows)
-    batch = {k: np.zeros((len(rows), length), np.int32)
-             for k in ("input_ids", "token_type_ids", "attention_mask")}
-    for i, (ids, types) in enumerate(rows):
-        batch["input_ids"][i, :len(ids)] = ids
-        batch["token_type_ids"][i, :len(ids)] = types
-        batch["attention_mask"][i, :len(ids)] = 1
-    batch["masked_lm_positions"] = np.tile(np.arange(length, dtype=np.int32), (len(rows), 1))
-    return batch
+    return sentence_batch(tokenizer, pairs=pairs, second=0, pad_id=0)
 
 
 def _torch_inputs(batch):

@@ -25,13 +25,13 @@ initialisation; `distill.init_from_teacher`), its position table frozen.
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from pretrainx import models
 from pretrainx.data import bpe, corpus
 from pretrainx.errors import UserError
 from pretrainx.families.bert import model as bert
 from pretrainx.families.distilbert import model as distilbert
+from pretrainx.models import imported as imported_lib
 from pretrainx.objectives import assembled, encoder, mlm, rows
 
 TEACHER = "distill.teacher"  # the config key, and the teacher's name among the imports
@@ -133,10 +133,10 @@ class DistilMlm(assembled.Assembled):
         one teacher layer in two when distill.init_from_teacher."""
         teacher = imported[TEACHER]
         out = dict(params)
-        out["teacher"] = _fit(params["teacher"], teacher.params, teacher.source)
+        out["teacher"] = imported_lib.fit(params["teacher"], teacher.params, f"distill.teacher {teacher.source}")
         if self.cfg.distill.init_from_teacher:
             start = distilbert.student_from_teacher(teacher.params, self.cfg.model.num_layers)
-            out["student"] = _fit(params["student"], start, teacher.source)
+            out["student"] = imported_lib.fit(params["student"], start, f"distill.teacher {teacher.source}")
         return out
 
     def describe(self, phase) -> dict:
@@ -247,24 +247,3 @@ def attention_error(student, teacher, real):
     over heads, summed over real queries."""
     diff = jnp.square(student.astype(jnp.float32) - teacher.astype(jnp.float32)).sum(-1)
     return jnp.sum(diff.mean(axis=1) * real)
-
-
-def _fit(fresh: dict, given: dict, source: str) -> dict:
-    """`given`'s arrays in `fresh`'s tree (a key `given` lacks is refused), boxed as
-    `fresh` is (the logical axis names stay)."""
-    def walk(target, have, path):
-        out = {}
-        for key, value in target.items():
-            name = "/".join(path + (key,))
-            if key not in have:
-                raise UserError(f"distill.teacher {source}: no parameter {name}")
-            if isinstance(value, dict):
-                out[key] = walk(value, have[key], path + (key,))
-                continue
-            if tuple(np.shape(have[key])) != tuple(np.shape(value)):
-                raise UserError(f"distill.teacher {source}: parameter {name} has shape "
-                                f"{tuple(np.shape(have[key]))}, the model expects "
-                                f"{tuple(np.shape(value))}")
-            out[key] = np.asarray(have[key], np.asarray(value).dtype)
-        return out
-    return walk(fresh, given, ())

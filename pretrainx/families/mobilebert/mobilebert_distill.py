@@ -22,9 +22,9 @@ family spec's `stages` chains them, WORKDIR/transfer_K for stage K, WORKDIR for 
 import jax
 import jax.numpy as jnp
 
-from pretrainx.errors import UserError
 from pretrainx.families.mobilebert import mobilebert_mlm_nsp, transfer
 from pretrainx.families.mobilebert import model as mobilebert
+from pretrainx.models import imported as imported_lib
 from pretrainx.objectives import assembled, mlm
 
 TEACHER = "distill.teacher"
@@ -107,9 +107,8 @@ class MobileBertDistill(assembled.Assembled):
         student's embeddings and MLM head copied from it."""
         teacher = imported[TEACHER]
         out = dict(params)
-        out["teacher"] = jax.tree_util.tree_map(
-            lambda fresh, given: jnp.asarray(given, jnp.asarray(fresh).dtype),
-            params["teacher"], _matching(params["teacher"], teacher.params, teacher.source))
+        out["teacher"] = imported_lib.fit(params["teacher"], teacher.params,
+                                          f"{TEACHER} {teacher.source}")
         if self.cfg.distill.copy_from_teacher:
             out["student"], self.copied = transfer.student_from_teacher(params["student"],
                                                                         teacher)
@@ -204,24 +203,3 @@ class MobileBertDistill(assembled.Assembled):
     def flops_per_token(self, phase) -> float:
         return (mobilebert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
                 + self._teacher_flops(phase))
-
-
-def _matching(fresh: dict, given: dict, source: str) -> dict:
-    """`given` restricted to `fresh`'s tree; a tensor missing or of another shape is
-    refused in one line."""
-    def walk(target, have, path):
-        out = {}
-        for key, value in target.items():
-            name = "/".join(path + (key,))
-            if key not in have:
-                raise UserError(f"distill.teacher {source}: no parameter {name}")
-            if isinstance(value, dict):
-                out[key] = walk(value, have[key], path + (key,))
-            elif tuple(jnp.shape(have[key])) != tuple(jnp.shape(value)):
-                raise UserError(f"distill.teacher {source}: parameter {name} has shape "
-                                f"{tuple(jnp.shape(have[key]))}, the model expects "
-                                f"{tuple(jnp.shape(value))}")
-            else:
-                out[key] = have[key]
-        return out
-    return walk(fresh, given, ())
