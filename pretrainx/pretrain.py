@@ -25,10 +25,9 @@ def train(cfg, workdir: str, **kwargs) -> dict:
     (objectives.Entry.stages) runs its stages in turn, each in its folder and started
     from the one before; a stage a signal stops ends the call (a rerun resumes it, the
     stages done doing nothing)."""
-    entry = objectives.get(cfg.objective)
-    stages = entry.stages(cfg) if entry.stages is not None else []
-    if not stages:
-        return _train_one(cfg, workdir, **kwargs)
+    stages = objectives.stages(cfg)
+    if len(stages) == 1:  # its own config: a staged recipe's one stage is set for it
+        return _train_one(stages[0][1], workdir, **kwargs)
     before, result = None, None
     for folder, stage_cfg in stages:
         where = os.path.join(workdir, folder) if folder else workdir
@@ -51,8 +50,12 @@ def _train_one(cfg, workdir: str, **kwargs) -> dict:
         cfg = with_model_of(cfg, pretrained)
         init = functools.partial(continue_from, pretrained)
     objectives.validate(cfg)
-    imported = {key: interop.load(path) for key, path in objectives.imports(cfg).items()}
-    return loop.train(cfg, workdir, init=init, imported=imported or None, **kwargs)
+    return loop.train(cfg, workdir, init=init, imported=imported_models(cfg) or None, **kwargs)
+
+
+def imported_models(cfg) -> dict:
+    """{config key: Pretrained} of the models cfg's objective reads (a teacher)."""
+    return {key: interop.load(path) for key, path in objectives.imports(cfg).items()}
 
 
 def with_model_of(cfg, pretrained):

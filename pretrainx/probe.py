@@ -31,6 +31,7 @@ import ml_collections
 
 from pretrainx import cloze, inference, retrieval, similarity
 from pretrainx import config as config_lib
+from pretrainx import json_files
 from pretrainx.errors import UserError
 from pretrainx.finetune import loop as finetune
 from pretrainx.finetune.config import finetune_config
@@ -71,6 +72,7 @@ def probe_config(probe, init_from: str) -> ml_collections.ConfigDict:
     c.global_batch_size = probe.global_batch_size
     c.optimizer.learning_rate = probe.learning_rate
     c.log_every = 1_000_000
+    c.predict_test = False  # a probe reports dev
     return c
 
 
@@ -78,30 +80,22 @@ def probe_step(workdir: str, step: int, probe) -> dict:
     """Fine-tune checkpoint `step` (or read back the probe done before); its record."""
     folder = os.path.join(workdir, "probe", str(step))
     done = os.path.join(folder, "probe.json")
-    if os.path.isfile(done):
-        with open(done, encoding="utf-8") as f:
-            return json.load(f)
+    if (record := json_files.read(done)) is not None:
+        return record
     start = time.perf_counter()
     checkpoint = os.path.join(workdir, "checkpoints", str(step))
     if probe.task in EMBEDDING_TASKS or probe.task == "cloze":
         os.makedirs(folder, exist_ok=True)
         record = cloze_record(checkpoint, probe.probes, step, start) \
             if probe.task == "cloze" else embedding_record(checkpoint, probe, step, start)
-        return _write(done, record)
+        return json_files.write(done, record)
     cfg = probe_config(probe, checkpoint)
     best = finetune.train(cfg, os.path.join(folder, "finetune"))["best"]
     record = {"split": "probe", "step": step, "task": probe.task,
               **{k: v for k, v in best.items()
                  if k not in _NOT_METRICS and not k.startswith("holdout_")},
               "chosen_epoch": best["epoch"], "seconds": time.perf_counter() - start}
-    return _write(done, record)
-
-
-def _write(done: str, record: dict) -> dict:
-    with open(done + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(record, f)
-    os.replace(done + ".tmp", done)
-    return record
+    return json_files.write(done, record)
 
 
 def cloze_record(model_path: str, probes: str, step, start: float) -> dict:

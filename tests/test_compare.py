@@ -2,8 +2,10 @@
 budget and fine-tuned on one suite with seeds, each cell resumable, the table written;
 a rerun computes only what is missing; a bad grid is refused in one line."""
 
+import dataclasses
 import json
 import os
+import shutil
 
 import pytest
 
@@ -175,12 +177,48 @@ def test_a_phased_recipe_keeps_its_phases_shares_under_a_flops_budget(tmp_path):
     assert phases[1][2] > phases[0][2]  # the same tokens a step, attention over 4x the length
 
 
-@pytest.mark.parametrize("name, cells", [("strategies.py", 23), ("quick.py", 5)])
-def test_the_shipped_grids_build_and_validate_every_cell(name, cells):
+def test_a_distillation_keeps_its_transfer_steps_and_distils_for_the_rest_of_the_flops(
+        pretrained_workdir, tmp_path):
+    """A staged cell (MobileBERT from the grid's own BERT, named through {workdir}): its
+    layer stages keep their steps, the distillation gets the rest of the budget, the
+    teacher's forward pass counted; a teacher not trained yet is refused in one line."""
+    from pretrainx import objectives, pretrain
+    from pretrainx.errors import UserError
+    from test_mobilebert_distill import STUDENT
+    root = tmp_path / "compare"
+    shutil.copytree(pretrained_workdir, root / "bert" / "pretrain")
+    cells = {"m": {"config": str(REPO / "configs" / "mobilebert_distill.py") + ":quickstart",
+                   "set": dict(STUDENT, **{"distill.teacher": "{workdir}/bert/pretrain",
+                                           "distill.layer_steps": 3})}}
+    grid = grid_lib.read(_grid(tmp_path, cells, BUDGET={"flops": 1e11}))
+    cfg = grid_lib.cell_config(grid, "m", str(root))
+    assert cfg.distill.teacher == f"{root}/bert/pretrain"
+    *transfers, (_, last) = objectives.stages(cfg)
+    assert [stage.total_steps for _, stage in transfers] == [3, 3]
+    teacher = pretrain.imported_models(cfg)
+    assert grid_lib.spent(last, teacher) > 1.2 * grid_lib.spent(last)  # the teacher counts
+    per_step = grid_lib.spent(last, teacher) / last.total_steps
+    total = grid_lib.earlier_stages_flops(cfg, teacher) + grid_lib.spent(last, teacher)
+    assert 1e11 <= total < 1e11 + per_step and last.total_steps > 20
+    with pytest.raises(UserError, match="bert/pretrain is not there yet"):
+        grid_lib.cell_config(grid, "m", str(tmp_path / "elsewhere"))
+
+
+@pytest.mark.parametrize("name, cells", [("strategies.py", 24), ("quick.py", 5)])
+def test_the_shipped_grids_build_and_validate_every_cell(name, cells, tmp_path):
     """benchmarks/grids/*: every strategy and modification is a run that starts (its
-    recipe, its keys and the budget pass the recipe's checks)."""
+    recipe, its keys and the budget pass the recipe's checks); a cell that reads another
+    cell's model (its teacher) waits for it under a FLOPs budget, and validates alone
+    under a steps budget."""
     from pretrainx import objectives
+    from pretrainx.errors import UserError
     grid = grid_lib.read(str(REPO / "benchmarks" / "grids" / name))
     assert len(grid.cells) == cells and os.path.isdir(grid.glue_dir)
     for cell in grid.cells:
-        objectives.validate(grid_lib.cell_config(grid, cell))
+        if grid_lib.WORKDIR in repr(grid.cells[cell].get("set")):
+            with pytest.raises(UserError, match="not there yet"):
+                grid_lib.cell_config(grid, cell, str(tmp_path))
+            stepped = dataclasses.replace(grid, budget={"steps": 10})
+            objectives.validate(grid_lib.cell_config(stepped, cell, str(tmp_path)))
+        else:
+            objectives.validate(grid_lib.cell_config(grid, cell))

@@ -15,7 +15,9 @@ held-out training rows. The static vectors train their recipes' own steps (their
 FLOPs a step are 10^4 below a transformer's). Losses compare within one objective
 (BERT and its modifications), not across objectives. The GLU cells narrow the
 feed-forward to 341 (2/3 of 512) to keep the parameters, as Shazeer (2020) and Narang
-et al. (2021) do. A full run is hours: each cell's record (CELL/cell.json) is what a
+et al. (2021) do. MobileBERT distils the bert cell's model (it comes first), its two
+layer stages' FLOPs and the teacher's forward passes inside the budget. A full run is
+hours: each cell's record (CELL/cell.json) is what a
 rerun reads back, so copying the committed records of
 benchmarks/results/cpu-2026-11-28-compare-strategies/cells/ into the workdir resumes.
 """
@@ -57,6 +59,11 @@ CELLS = {
     # a strategy of phases: 128 tokens, the extension to 512, the decay on another mix
     "modernbert_lifecycle": {"config": _config("modernbert_lifecycle_quickstart.py")},
     "neobert": {"config": _config("neobert.py") + ":quickstart"},
+    # the bert cell's pretrained model distilled into a MobileBERT of its width (710K
+    # parameters): 400 steps a layer of transfer, the rest of the budget distillation;
+    # the teacher's own pretraining is not counted (as the paper's IB-BERT is given)
+    "mobilebert_from_bert": {"config": _config("mobilebert_distill.py") + ":quickstart",
+                             "set": {"distill.teacher": "{workdir}/bert/pretrain"}},
     "word2vec": {"config": _config("word2vec.py") + ":cpu", "budget": {"steps": 120}},
     "glove": {"config": _config("glove.py") + ":cpu", "budget": {"steps": 8922}},
     # modifications of the BERT quickstart

@@ -13,7 +13,7 @@ import json
 import os
 import statistics
 
-from pretrainx import models, pretrain
+from pretrainx import json_files, models, objectives, pretrain
 from pretrainx.compare import grid as grid_lib
 from pretrainx.finetune import loop as finetune_loop
 from pretrainx.finetune.config import finetune_config
@@ -23,29 +23,13 @@ CELL_FILE = "cell.json"
 CHOICE_FILE = "choice.json"
 
 
-def _write(path: str, record: dict) -> dict:
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=1)
-    os.replace(path + ".tmp", path)
-    return record
-
-
-def _read(path: str):
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
 def finetunable(cfg) -> bool:
     family = models.FAMILIES.find(cfg.model.get("family", "bert"))
     return family is not None and family.finetune_model is not None
 
 
-def pretraining_summary(cfg, workdir: str) -> dict:
-    """Params, FLOPs a step, steps, steps/s, early and final train loss, eval loss."""
-    described = loop.describe(cfg)
-    phases = grid_lib.phase_flops(cfg)
+def _run_figures(cfg, workdir: str, imported) -> dict:
+    """One run's steps, FLOPs spent, losses and steps/s, from its metrics.jsonl."""
     with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
         records = [json.loads(line) for line in f]
     train = [r for r in records if r.get("split", "train") == "train" and "loss" in r]
@@ -54,16 +38,30 @@ def pretraining_summary(cfg, workdir: str) -> dict:
     early = next((r for r in train if r["step"] >= 0.1 * steps), train[0] if train else {})
     rates = [r["tokens_per_sec"] for r in train if "tokens_per_sec" in r]
     rates = rates[1:] or rates  # the first window holds the compilation
-    tokens_per_step = cfg.global_batch_size * cfg.seq_len
     # FLOPs spent, phase by phase (a phased recipe's steps differ in length and batch)
-    spent = sum(max(0, min(end, steps) - start) * per_step for start, end, per_step in phases)
-    return {"params": described["params"],
-            "flops_per_step": spent / steps if steps else phases[0][2],
-            "steps": steps,
-            "steps_per_second": statistics.median(rates) / tokens_per_step if rates else None,
+    spent = sum(max(0, min(end, steps) - start) * per_step
+                for start, end, per_step in grid_lib.phase_flops(cfg, imported))
+    return {"steps": steps, "spent": spent,
+            "steps_per_second": (statistics.median(rates) / (cfg.global_batch_size
+                                                             * cfg.seq_len)
+                                 if rates else None),
             "early_loss": early.get("loss"), "early_step": early.get("step"),
             "final_loss": train[-1]["loss"] if train else None,
             "eval_loss": evals[-1]["loss"] if evals else None}
+
+
+def pretraining_summary(cfg, workdir: str) -> dict:
+    """Params, FLOPs a step, steps, steps/s, early and final train loss, eval loss. A
+    staged recipe's steps and FLOPs are all its stages' (FLOPs a step their mean), its
+    losses and steps/s its last stage's (WORKDIR; the earlier in WORKDIR/FOLDER)."""
+    imported = pretrain.imported_models(cfg) or None  # a teacher's forward pass counts
+    runs = [_run_figures(stage_cfg, os.path.join(workdir, folder), imported)
+            for folder, stage_cfg in objectives.stages(cfg)]
+    steps, spent = sum(r["steps"] for r in runs), sum(r["spent"] for r in runs)
+    last = runs[-1]
+    return {"params": loop.describe(cfg)["params"],
+            "flops_per_step": spent / steps if steps else grid_lib.phase_flops(cfg)[0][2],
+            "steps": steps, **{k: v for k, v in last.items() if k not in ("steps", "spent")}}
 
 
 def _finetune_cfg(grid, task: dict, init_from: str, seed: int, lr: float):
@@ -74,6 +72,7 @@ def _finetune_cfg(grid, task: dict, init_from: str, seed: int, lr: float):
     c.seq_len, c.epochs, c.global_batch_size = task["seq_len"], task["epochs"], task["batch"]
     c.optimizer.learning_rate = lr
     c.log_every = 1_000_000
+    c.predict_test = False  # dev is what a comparison reports
     return c
 
 
@@ -96,11 +95,11 @@ def finetune_task(grid, task: dict, init_from: str, folder: str) -> dict:
     """One task's chosen_by_holdout, each fine-tuning read back when done before."""
     def finetune(seed, lr):
         workdir = os.path.join(folder, f"s{seed}_lr{lr:g}")
-        best = _read(os.path.join(workdir, CHOICE_FILE))
+        best = json_files.read(os.path.join(workdir, CHOICE_FILE))
         if best is None:
             cfg = _finetune_cfg(grid, task, init_from, seed, lr)
-            best = _write(os.path.join(workdir, CHOICE_FILE),
-                          finetune_loop.train(cfg, workdir)["best"])
+            best = json_files.write(os.path.join(workdir, CHOICE_FILE),
+                                    finetune_loop.train(cfg, workdir)["best"])
         return best
     return chosen_by_holdout(grid.seeds, grid.learning_rates, finetune)
 
@@ -110,10 +109,10 @@ def run(grid, name: str, root: str, log=print) -> dict | None:
     when its pretraining stopped before its end (a preemption's signal): nothing is
     fine-tuned from a half-trained model, and a rerun resumes the pretraining."""
     folder = os.path.join(root, name)
-    done = _read(os.path.join(folder, CELL_FILE))
+    done = json_files.read(os.path.join(folder, CELL_FILE))
     if done is not None:
         return done
-    cfg = grid_lib.cell_config(grid, name)
+    cfg = grid_lib.cell_config(grid, name, root)
     workdir = os.path.join(folder, "pretrain")
     log(f"compare: {name}: pretraining in {workdir}")
     if not pretrain.train(cfg, workdir)["complete"]:
@@ -132,7 +131,7 @@ def run(grid, name: str, root: str, log=print) -> dict | None:
     else:
         record["task_mean"] = None
         record["note"] = "no fine-tuning head: pretraining figures only"
-    return _write(os.path.join(folder, CELL_FILE), record)
+    return json_files.write(os.path.join(folder, CELL_FILE), record)
 
 
 def status(grid, root: str) -> list:

@@ -25,7 +25,11 @@ allowed it (optimizer.budget_hours). Under any budget the recipe's warmup and de
 keep their share of the run (train/budget.py; as benchmarks/recipes.py runs recipes).
 A phased recipe scales every phase's steps (and its own warmup and decay) by one
 factor, its FLOPs counted phase by phase; a minutes budget would end it in its first
-phase and is refused. A cell pretrains on its recipe's own data.
+phase and is refused. A staged recipe (objectives.stages: MobileBERT's transfer a
+layer, then distillation) keeps its earlier stages' steps and gives the last the rest
+of a FLOPs budget, the teacher's forward pass counted. "{workdir}" in a `set` value is
+the comparison's workdir: a cell can distil another cell's model. A cell pretrains on
+its recipe's own data.
 """
 
 import dataclasses
@@ -36,9 +40,12 @@ import os
 import ml_collections
 
 from pretrainx import config as config_lib
-from pretrainx import objectives, phasing, sweep
+from pretrainx import objectives, phasing, pretrain, sweep
 from pretrainx.errors import UserError
 
+# in a cell's `set` values, the comparison's --workdir: another cell's run as this one's
+# teacher ({"distill.teacher": "{workdir}/bert/pretrain"})
+WORKDIR = "{workdir}"
 UPPER = 1_000_000  # a minutes budget's schedule resolution (the budget ends the run)
 TASK_KEYS = ("task", "rows", "held_out", "seq_len", "epochs", "batch")
 DEFAULT_TASKS = {  # low-resource sizes of the bundled tasks
@@ -132,15 +139,40 @@ def read(path: str) -> Grid:
                 glue_dir=glue_dir)
 
 
-def phase_flops(cfg) -> list:
+def phase_flops(cfg, imported: dict | None = None) -> list:
     """[(start, end, training FLOPs a step)] of each phase of the run: its objective's
-    flops_per_token at its length, x its tokens a step."""
+    flops_per_token at its length, x its tokens a step; `imported`: the models it reads
+    (a teacher's forward pass counts)."""
     out = []
     for phase in config_lib.phases(cfg):
-        objective = objectives.build(phase.cfg or cfg, tokenizer=None)
+        objective = objectives.build(phase.cfg or cfg, tokenizer=None, imported=imported)
         out.append((phase.start, phase.end, objective.flops_per_token(phase)
                     * phase.global_batch_size * phase.seq_len))
     return out
+
+
+def spent(cfg, imported: dict | None = None) -> float:
+    """Training FLOPs of the whole of `cfg`'s run, phase by phase."""
+    return sum((end - start) * per_step for start, end, per_step in phase_flops(cfg, imported))
+
+
+def earlier_stages_flops(cfg, imported: dict | None = None) -> float:
+    """Training FLOPs of the stages before a staged recipe's last (a distillation's layer
+    by layer transfer): a FLOPs budget keeps their steps and gives the last the rest."""
+    return sum(spent(stage_cfg, imported) for _, stage_cfg in objectives.stages(cfg)[:-1])
+
+
+def imported_models(cfg, name: str) -> dict | None:
+    """The models cell `name` reads (a teacher), loaded, for its FLOPs; one not there yet
+    is refused in one line (the cell that trains it comes first)."""
+    wanted = objectives.imports(cfg)
+    missing = [path for path in wanted.values() if "://" not in path
+               and not os.path.exists(path)]
+    if missing:
+        raise UserError(f"cell {name!r}: {', '.join(missing)} is not there yet: its FLOPs "
+                        "count the model it reads (a teacher's forward pass); run the cell "
+                        "that trains it first")
+    return pretrain.imported_models(cfg) or None
 
 
 def _scale_schedule(cfg, scale: float) -> None:
@@ -169,11 +201,14 @@ def _scale_schedule(cfg, scale: float) -> None:
     cfg.total_steps = max(1, rest + 1, math.ceil(cfg.total_steps * scale))
 
 
-def cell_config(grid: Grid, name: str) -> ml_collections.ConfigDict:
-    """Cell `name`'s pretraining config: its recipe, its `set` keys, the budget."""
+def cell_config(grid: Grid, name: str, root: str = ".") -> ml_collections.ConfigDict:
+    """Cell `name`'s pretraining config: its recipe, its `set` keys (WORKDIR in a value:
+    the comparison's workdir `root`), the budget."""
     cell = grid.cells[name]
+    keys = {k: v.replace(WORKDIR, root) if isinstance(v, str) else v
+            for k, v in cell.get("set", {}).items()}
     try:
-        cfg = sweep.apply_overrides(config_lib.load_file(cell["config"]), cell.get("set", {}))
+        cfg = sweep.apply_overrides(config_lib.load_file(cell["config"]), keys)
     except UserError as e:
         raise UserError(f"cell {name!r}: {e}") from None
     budget = budget_of(grid, name)
@@ -186,8 +221,13 @@ def cell_config(grid: Grid, name: str) -> ml_collections.ConfigDict:
         steps = UPPER  # the clock ends the run
         cfg.optimizer.budget_hours = float(budget["minutes"]) / 60
     elif "flops" in budget:
-        steps = cfg.total_steps * float(budget["flops"]) / sum(
-            (end - start) * per_step for start, end, per_step in phase_flops(cfg))
+        imported = imported_models(cfg, name)
+        before = earlier_stages_flops(cfg, imported)
+        if before >= float(budget["flops"]):
+            raise UserError(f"cell {name!r}: its stages before the last spend {before:.3g} "
+                            f"FLOPs, the whole budget of {float(budget['flops']):.3g}")
+        steps = cfg.total_steps * (float(budget["flops"]) - before) / spent(
+            objectives.stages(cfg)[-1][1], imported)
     else:
         steps = int(budget["steps"])
     _scale_schedule(cfg, steps / cfg.total_steps)

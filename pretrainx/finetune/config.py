@@ -36,6 +36,9 @@ def finetune_config() -> ml_collections.ConfigDict:
     c.log_every = 100
     c.eval_batch_size = 64
     c.max_skipped_steps = 10
+    # the best epoch's test predictions (GLUE's submission files, CoNLL's test F1); a
+    # comparison or a probe, which report dev, leaves them out
+    c.predict_test = True
     # BART: generate label words as T5 does (True) instead of its classification head;
     # T5 always does, encoder families never do
     c.text_to_text = False

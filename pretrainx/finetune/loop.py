@@ -261,6 +261,15 @@ def train(cfg, workdir: str, devices=None) -> dict:
             parts.append(np.asarray(jax.device_get(predict(params, to_global(b))))[:real])
         return np.concatenate(parts)
 
+    main_key = data.metrics[0] + (f"_{data.dev[0].name}" if data.dev[0].name else "")
+
+    def dev_scores(params) -> dict:
+        scores = {}
+        for dev in data.dev:
+            got = dev.score(outputs(params, dev.arrays))
+            scores.update({k + (f"_{dev.name}" if dev.name else ""): v for k, v in got.items()})
+        return scores
+
     os.makedirs(workdir, exist_ok=True)
     with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
         f.write(cfg.to_json(sort_keys=True))
@@ -291,32 +300,42 @@ def train(cfg, workdir: str, devices=None) -> dict:
                           f"{extra} | lr {record['learning_rate']:.2e} | "
                           f"{record['steps_per_sec']:.1f} steps/s", flush=True)
                     buffer, interval = [], time.perf_counter()
-            result = {"epoch": epoch, "step": step, "split": "dev"}
-            for dev in data.dev:
-                got = dev.score(outputs(state.params, dev.arrays))
-                result.update({k + (f"_{dev.name}" if dev.name else ""): v
-                               for k, v in got.items()})
-            main_key = data.metrics[0] + (f"_{data.dev[0].name}" if data.dev[0].name else "")
-            main = dev_main = result[main_key]
-            if data.holdout is not None:  # the held-out training rows choose, not dev
+            chooser = "dev" if data.holdout is None else "holdout"
+            result = {"epoch": epoch, "step": step, "split": chooser}
+            if data.holdout is None:  # dev chooses the epoch: scored every epoch
+                result.update(dev_scores(state.params))
+                main = result[main_key]
+            else:  # the held-out training rows choose; dev is scored at the chosen epoch
                 got = data.holdout.score(outputs(state.params, data.holdout.arrays))
                 result.update({f"holdout_{k}": v for k, v in got.items()})
                 main = result[f"holdout_{data.holdout_metric or data.metrics[0]}"]
-            writer.write(result)
-            log(f"dev    epoch {epoch} | " + " | ".join(
-                f"{k} {v:.4f}" for k, v in result.items() if k not in ("epoch", "step", "split")))
             history.append(result)
+            writer.write(result)
+            log(f"{chooser:<8}epoch {epoch} | " + " | ".join(
+                f"{k} {v:.4f}" for k, v in result.items() if k not in ("epoch", "step", "split")))
             if best is None or main > best["main"]:
-                best = dict(result, main=main, dev_main=dev_main)
+                best = dict(result, main=main)
                 best_params = jax.device_get(state.params)
+                if data.holdout is None:
+                    best["dev_main"] = result[main_key]
+                    interop.save_finetuned(workdir, contrastive.without_scale(best_params),
+                                           _info(cfg, setup, data, result))
+            if data.holdout is not None and epoch == cfg.epochs:
+                chosen = dev_scores(jax.device_put(best_params, shardings.params))
+                history[best["epoch"] - 1].update(chosen)
+                best.update(chosen, dev_main=chosen[main_key])
+                writer.write({"epoch": best["epoch"], "step": best["step"], "split": "dev",
+                              **chosen})
+                log(f"dev     chosen epoch {best['epoch']} | " + " | ".join(
+                    f"{k} {v:.4f}" for k, v in chosen.items()))
                 interop.save_finetuned(workdir, contrastive.without_scale(best_params),
-                                       _info(cfg, setup, data, result))
+                                       _info(cfg, setup, data, history[best["epoch"] - 1]))
             interval = time.perf_counter()
     finally:
         writer.close()
     written, test_results = [], {}
     on_device = jax.device_put(best_params, shardings.params)
-    for test in data.test:
+    for test in data.test if cfg.predict_test else ():
         out = outputs(on_device, test.arrays)
         if test.score is not None:
             test_results.update({f"{k}_{test.name}": v for k, v in test.score(out).items()})
@@ -324,7 +343,6 @@ def train(cfg, workdir: str, devices=None) -> dict:
             written.append(test.write(workdir, out))
     if test_results:
         log("test   best epoch | " + " | ".join(f"{k} {v:.4f}" for k, v in test_results.items()))
-    chooser = "holdout" if data.holdout is not None else "dev"
     log(f"best {chooser} epoch {best['epoch']}: {main_key} {best['dev_main']:.4f} on dev; "
         f"parameters in {workdir}/best"
         + (f"; predictions {', '.join(written)}" if written else ""))

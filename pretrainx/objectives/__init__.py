@@ -29,6 +29,13 @@ def build(cfg, tokenizer, imported: dict | None = None):
     return entry.build(cfg, tokenizer, imported) if imported else entry.build(cfg, tokenizer)
 
 
+def stages(cfg) -> list:
+    """[(folder, config)] that `cfg` trains in turn: its entry's `stages` (a distillation's
+    layer-by-layer transfer, then the distillation), else [("", cfg)] (one run)."""
+    entry = get(cfg.objective)
+    return (entry.stages(cfg) if entry.stages is not None else []) or [("", cfg)]
+
+
 def load_tokenizer(cfg):
     """data.tokenizer in the ids cfg's model family trains it under (its
     tokenizer_layout: RoBERTa's fairseq ids over GPT-2's files or XLM-R's

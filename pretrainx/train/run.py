@@ -135,6 +135,7 @@ class Run:
         init_batch = objective.example_batch(1, config_lib.phases(cfg)[0])
         abstract = state_lib.abstract_state(objective.model, tx, init_batch)
         self.n_params = state_lib.count_params(abstract)
+        self.n_frozen = state_lib.count_frozen(abstract, getattr(objective, "frozen", ()))
         zero = cfg.mesh.shard_optimizer
         shardings = state_lib.state_shardings(abstract, mesh, rules, zero)
         build = functools.partial(objectives.build, tokenizer=self.tokenizer, imported=imported)
@@ -190,7 +191,9 @@ class Run:
     def _log_start(self):
         cfg, mesh = self.cfg, self.mesh
         metrics_lib.log(f"pretrainx: {cfg.model.family} with {self.n_params:,} parameters "
-                        f"({self.n_params / 1e6:.1f}M) on mesh {dict(mesh.shape)} of "
+                        f"({self.n_params / 1e6:.1f}M"
+                        + (f", {self.n_frozen:,} of them frozen" if self.n_frozen else "")
+                        + f") on mesh {dict(mesh.shape)} of "
                         f"{jax.device_count()} {jax.devices()[0].platform} devices")
         for p in config_lib.phases(cfg):
             changes = ", ".join(f"{k}={v}" for k, v in phases_lib.sets(p).items())

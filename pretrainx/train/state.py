@@ -6,7 +6,7 @@ import flax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import linen as nn
+from flax import linen as nn, traverse_util
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from pretrainx import sharding
@@ -106,6 +106,14 @@ def over_data(shardings, shapes, mesh, rules):
 def count_params(abstract) -> int:
     params = nn.unbox(abstract.params) if hasattr(abstract, "params") else nn.unbox(abstract)
     return int(sum(x.size for x in jax.tree_util.tree_leaves(params)))
+
+
+def count_frozen(abstract, frozen: tuple) -> int:
+    """Of count_params, those under the `frozen` paths (objective.frozen: a distillation's
+    teacher, the layers its stage leaves), which the run carries but never trains."""
+    flat = traverse_util.flatten_dict(nn.unbox(abstract.params))
+    return int(sum(x.size for path, x in flat.items()
+                   if any(path[:len(f)] == tuple(f) for f in frozen)))
 
 
 def create_state(model, tx, example_batch, seed: int, mesh, rules, shardings=None):
