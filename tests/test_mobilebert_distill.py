@@ -86,6 +86,36 @@ def test_the_student_starts_with_the_teachers_decoder_and_tables(pretrained_work
     assert "mlm_transform/kernel" in copied and "bert/embed_norm/scale" not in copied
 
 
+def test_an_ib_bert_teacher_gives_every_embedding_and_head_tensor_and_no_layer():
+    """IB-BERT (MobileBERT's layout, wider inside the bottleneck): the student takes its
+    embeddings (3-gram projection and NoNorm included) and MLM head whole, and keeps
+    its own fresh layers."""
+    from pretrainx.families.mobilebert import model as mobilebert
+    cfg = _cfg("/t")
+    wide = cfg.model.copy_and_resolve_references()
+    wide.intra_size = 2 * cfg.model.intra_size
+    batch = {k: jnp.zeros((1, 8), jnp.int32) for k in
+             ("input_ids", "token_type_ids", "attention_mask")}
+    batch["masked_lm_positions"] = jnp.zeros((1, 2), jnp.int32)
+
+    def init(model_cfg, seed):
+        params = mobilebert.MobileBertForPreTraining(model_cfg).init(jax.random.key(seed), batch)
+        return jax.tree_util.tree_map(np.asarray, nn.unbox(params["params"]))
+
+    fresh, given = init(cfg.model, 0), init(wide, 1)
+    teacher = types.SimpleNamespace(family="mobilebert", params=given)
+    student, copied = transfer.student_from_teacher(fresh, teacher)
+    for name in ("token_embed", "embedding_transformation", "position_embed", "type_embed",
+                 "embed_norm"):
+        jax.tree_util.tree_map(np.testing.assert_array_equal, student["bert"][name],
+                               given["bert"][name])
+    for name in ("mlm_transform", "mlm_norm", "mlm_bias", "mlm_extra"):
+        jax.tree_util.tree_map(np.testing.assert_array_equal, student[name], given[name])
+    jax.tree_util.tree_map(np.testing.assert_array_equal, student["bert"]["layer_0"],
+                           fresh["bert"]["layer_0"])
+    assert "bert/embed_norm/scale" in copied and not any("layer_" in c for c in copied)
+
+
 def test_the_losses_are_the_released_codes():
     rng = np.random.default_rng(0)
     t = jnp.asarray(rng.normal(size=(2, 5, 8)), jnp.float32)

@@ -13,6 +13,7 @@ from typing import Callable
 import jax
 import ml_collections
 import numpy as np
+from flax import traverse_util
 
 from pretrainx.errors import UserError
 from pretrainx.families.bert import model as bert
@@ -141,49 +142,29 @@ def student_from_teacher(fresh: dict, teacher) -> tuple:
     decoder is the teacher's), and the head's transform, norm and bias. What is not
     copied (a BERT's LayerNorm is no NoNorm; its embeddings have no 3-gram projection)
     stays fresh and trains in the first stage."""
-    out = jax.tree_util.tree_map(np.asarray, fresh)
-    given, copied = teacher.params, []
+    out = traverse_util.flatten_dict(jax.tree_util.tree_map(np.asarray, fresh))
+    given, copied = traverse_util.flatten_dict(teacher.params), []
 
     def take(path, value):
-        node = out
-        for key in path[:-1]:
-            node = node[key]
-        have = np.asarray(node[path[-1]])
-        if have.shape != np.shape(value):
-            return
-        node[path[-1]] = np.asarray(value, have.dtype)
-        copied.append("/".join(path))
-
-    def leaves(tree, prefix=()):
-        for key, value in tree.items():
-            if isinstance(value, dict):
-                yield from leaves(value, prefix + (key,))
-            else:
-                yield prefix + (key,), value
+        if path in out and out[path].shape == np.shape(value):
+            out[path] = np.asarray(value, out[path].dtype)
+            copied.append("/".join(path))
 
     head = ("mlm_transform", "mlm_norm", "mlm_bias", "mlm_extra")
     if TEACHERS[teacher.family].gives_embeddings:  # IB-BERT: the same layout
         embeddings = ("token_embed", "embedding_transformation", "position_embed",
                       "type_embed", "embed_norm")
-        for path, value in leaves(given):
+        for path, value in given.items():
             if (path[0] == "bert" and path[1] in embeddings) or path[0] in head:
-                if _exists(out, path):
-                    take(path, value)
-        return out, copied
+                take(path, value)
+        return traverse_util.unflatten_dict(out), copied
     for name in ("position_embed", "type_embed"):
-        take(("bert", name, "embedding"), given["bert"][name]["embedding"])
-    words = np.asarray(given["bert"]["token_embed"]["embedding"])  # [vocab, hidden]
-    width = np.shape(out["bert"]["token_embed"]["embedding"])[1]
+        take(("bert", name, "embedding"), given[("bert", name, "embedding")])
+    words = np.asarray(given[("bert", "token_embed", "embedding")])  # [vocab, hidden]
+    width = out[("bert", "token_embed", "embedding")].shape[1]
     take(("bert", "token_embed", "embedding"), words[:, :width])
     take(("mlm_extra",), words[:, width:].T)
-    for path, value in leaves({k: given[k] for k in head if k in given}):
-        take(path, value)
-    return out, copied
-
-
-def _exists(tree, path) -> bool:
-    for key in path:
-        if not isinstance(tree, dict) or key not in tree:
-            return False
-        tree = tree[key]
-    return True
+    for path, value in given.items():
+        if path[0] in head:
+            take(path, value)
+    return traverse_util.unflatten_dict(out), copied
