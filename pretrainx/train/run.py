@@ -135,14 +135,13 @@ class Run:
         init_batch = objective.example_batch(1, config_lib.phases(cfg)[0])
         abstract = state_lib.abstract_state(objective.model, tx, init_batch)
         self.n_params = state_lib.count_params(abstract)
-        self.n_frozen = state_lib.count_frozen(abstract, getattr(objective, "frozen", ()))
         zero = cfg.mesh.shard_optimizer
         shardings = state_lib.state_shardings(abstract, mesh, rules, zero)
         build = functools.partial(objectives.build, tokenizer=self.tokenizer, imported=imported)
         self.phases = Phases(cfg, objective, mesh, rules, tx, shardings, schedule, build,
                              state_lib.zero_of(abstract, shardings, mesh, rules, zero))
         _check_phase_shapes(cfg, self.phases, tx, abstract)
-        self._log_start()
+        self._log_start(state_lib.count_frozen(abstract, getattr(objective, "frozen", ())))
         # Measured before the input pipeline's threads start, so they do not skew it.
         self.peak, self.peak_source = metrics_lib.peak_flops_per_device()
         self.ckpt = checkpoint_lib.Checkpointer(workdir, cfg.keep_checkpoints,
@@ -188,11 +187,12 @@ class Run:
         self.stopping = False  # set by a hook: save and leave the loop after this step
         self.finished = False  # set by the loop: this step ends the run (total_steps or budget)
 
-    def _log_start(self):
+    def _log_start(self, frozen: int):
+        """The run's first lines; `frozen`: of its parameters, those it never trains."""
         cfg, mesh = self.cfg, self.mesh
         metrics_lib.log(f"pretrainx: {cfg.model.family} with {self.n_params:,} parameters "
                         f"({self.n_params / 1e6:.1f}M"
-                        + (f", {self.n_frozen:,} of them frozen" if self.n_frozen else "")
+                        + (f", {frozen:,} of them frozen" if frozen else "")
                         + f") on mesh {dict(mesh.shape)} of "
                         f"{jax.device_count()} {jax.devices()[0].platform} devices")
         for p in config_lib.phases(cfg):
