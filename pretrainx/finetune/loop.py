@@ -320,21 +320,21 @@ def train(cfg, workdir: str, devices=None) -> dict:
                     best["dev_main"] = result[main_key]
                     interop.save_finetuned(workdir, contrastive.without_scale(best_params),
                                            _info(cfg, setup, data, result))
-            if data.holdout is not None and epoch == cfg.epochs:
-                chosen = dev_scores(jax.device_put(best_params, shardings.params))
-                history[best["epoch"] - 1].update(chosen)
-                best.update(chosen, dev_main=chosen[main_key])
-                writer.write({"epoch": best["epoch"], "step": best["step"], "split": "dev",
-                              **chosen})
-                log(f"dev     chosen epoch {best['epoch']} | " + " | ".join(
-                    f"{k} {v:.4f}" for k, v in chosen.items()))
-                interop.save_finetuned(workdir, contrastive.without_scale(best_params),
-                                       _info(cfg, setup, data, history[best["epoch"] - 1]))
             interval = time.perf_counter()
+        on_device = jax.device_put(best_params, shardings.params)
+        if data.holdout is not None:  # dev once, at the epoch the held-out rows chose
+            chosen = dev_scores(on_device)
+            history[best["epoch"] - 1].update(chosen)
+            best.update(chosen, dev_main=chosen[main_key])
+            writer.write({"epoch": best["epoch"], "step": best["step"], "split": "dev",
+                          **chosen})
+            log(f"dev     chosen epoch {best['epoch']} | " + " | ".join(
+                f"{k} {v:.4f}" for k, v in chosen.items()))
+            interop.save_finetuned(workdir, contrastive.without_scale(best_params),
+                                   _info(cfg, setup, data, history[best["epoch"] - 1]))
     finally:
         writer.close()
     written, test_results = [], {}
-    on_device = jax.device_put(best_params, shardings.params)
     for test in data.test if cfg.predict_test else ():
         out = outputs(on_device, test.arrays)
         if test.score is not None:
