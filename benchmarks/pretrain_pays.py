@@ -91,7 +91,7 @@ def write_corpus(folder: pathlib.Path, sources) -> tuple:
 
 
 def pretrain_config(tokenizer: str, files: list, minutes: float, checkpoint_every: int,
-                    vocab_size: int = 8192):
+                    vocab_size: int = 8192, max_steps: int = 0):
     import importlib.util
     spec = importlib.util.spec_from_file_location(
         "modernbert_quickstart", REPO / "configs" / "modernbert_quickstart.py")
@@ -105,10 +105,12 @@ def pretrain_config(tokenizer: str, files: list, minutes: float, checkpoint_ever
     c.model.vocab_size = vocab_size
     # The schedule's clock: total_steps is its resolution (and a bound the budget ends
     # well before at ~6 steps/s); warmup and the 1 - sqrt decay in the same steps.
+    # max_steps (the smoke test) ends the run at a step count whatever the machine's
+    # speed, so that the checkpoints the curve reads exist on a slow machine too.
     c.optimizer.budget_hours = minutes / 60.0
-    c.total_steps = 100_000
-    c.optimizer.warmup_steps = 2_000
-    c.optimizer.decay_steps = 20_000  # the last 20% of the time
+    c.total_steps = max_steps or 100_000
+    c.optimizer.warmup_steps = c.total_steps // 50  # 2,000 of 100,000
+    c.optimizer.decay_steps = max(1, c.total_steps // 5)  # the last 20% of the time
     c.eval_every = 4 * checkpoint_every
     c.checkpoint_every = checkpoint_every
     c.keep_checkpoints = 100
@@ -132,7 +134,7 @@ def pretrain(work: pathlib.Path, args) -> dict:
         train_sentencepiece(files, str(work / "spm"), vocab_size=args.vocab_size)
     prepare_s = time.perf_counter() - t
     cfg = pretrain_config(tokenizer, files, args.minutes, args.checkpoint_every,
-                          args.vocab_size)
+                          args.vocab_size, args.max_steps)
     t = time.perf_counter()
     result = loop.train(cfg, str(work / "pretrain"))
     elapsed = json.loads((work / "pretrain" / "budget.json").read_text())
@@ -233,6 +235,9 @@ def main():
     parser.add_argument("--max_rows", type=int, default=0,
                         help="smoke test: at most N labelled rows a setting (0: its own)")
     parser.add_argument("--epochs", type=int, default=0, help="smoke test: epochs (0: own)")
+    parser.add_argument("--max_steps", type=int, default=0,
+                        help="smoke test: pretraining ends at this step if the time has not "
+                        "ended it first (0: the time alone)")
     args = parser.parse_args()
     if not SHARED.is_dir():
         raise SystemExit(f"needs the shared data at {SHARED}")

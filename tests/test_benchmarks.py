@@ -151,8 +151,8 @@ def test_tpu_plan_tables_the_recipes_phase_by_phase():
 def test_pretrain_pays_runs_end_to_end(shared_data, tmp_path):
     """Every part at toy size: pretraining on a budget, both arms over two seeds with the
     held-out rows choosing, the curve from an earlier checkpoint, the JSON contract."""
-    _, out = _run("pretrain_pays.py", f"--workdir={tmp_path}", "--minutes=0.2",
-                  "--checkpoint_every=2", "--settings=sst2_500", "--seeds=0,1",
+    _, out = _run("pretrain_pays.py", f"--workdir={tmp_path}", "--minutes=10",
+                  "--max_steps=4", "--checkpoint_every=2", "--settings=sst2_500", "--seeds=0,1",
                   "--lrs=1e-3", "--max_rows=48", "--epochs=1", "--curve_points=1",
                   "--vocab_size=1000", f"--corpus={BOOKS}")
     assert out["best_setting"] == "sst2_500"
