@@ -39,8 +39,9 @@ def test_plans_a_tiny_bert_on_small_slices(topology, devices, chips):
 def test_flop_formula_agrees_with_the_compiler():
     """Model FLOPs (the MFU numerator) within 10% of XLA's count for the whole step, at
     widths where matmuls dominate as they do in real models (at width 64 LayerNorm,
-    softmax and the optimizer are 15% of the step)."""
-    wide = {"model.hidden_size": 256, "model.mlp_dim": 1024, "global_batch_size": 32}
+    softmax and the optimizer are 15% of the step). Batch 8 (ratios 0.948 and 0.962;
+    0.963 and 0.984 at 32) compiles in half the time."""
+    wide = {"model.hidden_size": 256, "model.mlp_dim": 1024, "global_batch_size": 8}
     for cfg in (tiny_bert_config(seq_len=128, **wide, **{"data.max_predictions_per_seq": 20}),
                 tiny_t5_config(**wide, **{"model.head_dim": 64})):
         phase = plan.plan(cfg, "v5e:2x2")["phases"][0]
