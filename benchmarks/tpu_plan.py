@@ -117,7 +117,7 @@ def main():
         cfg.mesh.data, cfg.mesh.fsdp = 1, -1
     if args.tiny:
         cfg.model.update(TINY)
-        cfg.global_batch_size = cfg.phase2.global_batch_size = 32
+        cfg.global_batch_size = cfg.phase2.global_batch_size = 8  # 2 rows a v5e:2x2 chip
     phase = [p for p in config_lib.phases(cfg) if p.index == args.phase][0]
     ours = plan.plan(cfg, args.topology, phase_index=args.phase)
     theirs = hf_step_estimate(args.topology, phase.global_batch_size, phase.seq_len, args.tiny)
