@@ -96,6 +96,7 @@ def test_averaging_merges_and_evaluates_the_last_checkpoints():
     assert results["last"]["mlm_accuracy"] >= 0 and results["average of last 2"]["loss"] > 0
 
 
+@pytest.mark.slow
 def test_scan_layers_compares_both_forms_on_the_same_steps():
     _, out = _run("scan_layers.py", "--depths=7", "--windows=1", "--steps=1")
     seven = out["depths"]["7"]

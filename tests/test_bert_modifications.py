@@ -84,6 +84,7 @@ def test_each_key_builds_the_architecture_it_names():
     assert glu - plain == 3 * 2 * 2 * 32 * 64  # one more h x mlp projection a layer
 
 
+@pytest.mark.slow
 def test_modified_bert_trains_on_real_text(tmp_path):
     cfg = tiny_bert_config(**{"total_steps": 30, "data.train_files": ALICE,
                               "model.norm": "rmsnorm", "model.norm_position": "pre",

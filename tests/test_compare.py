@@ -83,6 +83,7 @@ def test_a_grid_fills_its_table_and_a_rerun_computes_only_what_is_missing(
                        "bert_relu/finetune/sst2/s1_lr0.001/metrics.jsonl"]
 
 
+@pytest.mark.slow
 def test_a_cell_stopped_before_its_end_is_not_fine_tuned_and_a_rerun_resumes_it(
         shared_data, tmp_path, capsys, monkeypatch):
     """A preemption during a cell's pretraining (stop_at, as a signal would): nothing is

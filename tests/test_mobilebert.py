@@ -146,6 +146,7 @@ def test_packed_examples_see_only_themselves_through_the_3_gram(size):
     assert start == n
 
 
+@pytest.mark.slow
 def test_mobilebert_learns_mlm_and_nsp_on_alice(tmp_path):
     cfg = _cfg("tiny")
     cfg.update(total_steps=30, global_batch_size=8, seq_len=64, log_every=1,

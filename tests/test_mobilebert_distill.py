@@ -36,6 +36,7 @@ def _student(workdir):
     return jax.tree_util.tree_map(np.asarray, params)
 
 
+@pytest.mark.slow
 def test_the_stages_run_in_turn_and_each_moves_only_its_layer(pretrained_workdir, tmp_path):
     work = tmp_path / "student"
     assert pretrain.train(_cfg(pretrained_workdir), str(work))["complete"]
