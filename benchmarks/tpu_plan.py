@@ -88,8 +88,10 @@ def hf_step_estimate(topology, batch, seq_len, tiny=False):
               for k in ("input_ids", "attention_mask", "token_type_ids", "labels")}
     shapes["next_sentence_label"] = jax.ShapeDtypeStruct((batch,), jnp.int32, sharding=rows)
     rng = jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=replicated)
-    compiled = jax.jit(step, donate_argnums=(0, 1)).lower(
-        spec(params, replicated), spec(opt_state, replicated), shapes, rng).compile()
+    lowered = jax.jit(step, donate_argnums=(0, 1)).lower(
+        spec(params, replicated), spec(opt_state, replicated), shapes, rng)
+    with plan.xla_flags_libtpu_knows():
+        compiled = lowered.compile()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     seconds, source = plan._estimate(cost, generation, per_chip,

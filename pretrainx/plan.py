@@ -17,6 +17,7 @@ the seconds they take at the chip's DCN bandwidth (an estimate that assumes no
 overlap with compute, so an upper bound on what DCN adds to a step).
 """
 
+import contextlib
 import json
 import math
 import os
@@ -54,6 +55,25 @@ _OOM = re.compile(r"RESOURCE_EXHAUSTED|HbmOom|exceeds available HBM|Ran out of m
                   re.IGNORECASE)
 
 
+@contextlib.contextmanager
+def xla_flags_libtpu_knows():
+    """XLA_FLAGS without XLA:CPU's own `--xla_cpu_*` flags while libtpu starts or
+    compiles: it reads XLA_FLAGS then and aborts the process on a flag it does not know
+    (the tests set `--xla_cpu_use_fusion_emitters=false`). A CPU compile first, so that
+    the CPU compiler has read them (once a process) before they leave the environment."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    kept = " ".join(f for f in flags.split() if not f.startswith("--xla_cpu_"))
+    if kept == flags:
+        yield
+        return
+    jax.jit(lambda x: x + 1)(jax.device_put(0, jax.devices("cpu")[0])).block_until_ready()
+    os.environ["XLA_FLAGS"] = kept
+    try:
+        yield
+    finally:
+        os.environ["XLA_FLAGS"] = flags
+
+
 def topology_devices(name: str, num_slices: int = 1):
     """(devices, chip generation, devices per chip) of a TPU topology (`num_slices`
     of them, joined over DCN), deviceless."""
@@ -64,7 +84,8 @@ def topology_devices(name: str, num_slices: int = 1):
     try:
         from jax.experimental import topologies
         extra = {"num_slices": num_slices} if num_slices > 1 else {}
-        topo = topologies.get_topology_desc(platform="tpu", topology_name=name, **extra)
+        with xla_flags_libtpu_knows():
+            topo = topologies.get_topology_desc(platform="tpu", topology_name=name, **extra)
     except Exception as e:  # no libtpu, or a name it does not know
         raise UserError(f"--topology={name}: cannot build it ({_first_line(e)}); "
                         "is libtpu installed (pip install 'pretrainx[tpu]')?") from None
@@ -164,7 +185,8 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
     try:
         with attention.recording() as kernel_calls:
             lowered = step.lower(state, batch, key, clock)
-        compiled = lowered.compile()
+        with xla_flags_libtpu_knows():
+            compiled = lowered.compile()
     except Exception as e:  # XlaRuntimeError and friends
         message = str(e)
         if not _OOM.search(message):

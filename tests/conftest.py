@@ -3,11 +3,14 @@ XLA:CPU's cheapest compiles.
 
 The tests' programs are tiny, so compiling them is most of the suite's time: with
 `jax_disable_most_optimizations` (LLVM at -O0, no expensive passes) they compile 16-25%
-faster (tests/test_train.py + test_scan.py from a cold cache: 195 s -> 157 s), and every
-program is cached, however short its compile. A test marked `optimized` trains long
-enough that XLA's full optimisation pays back its compile time and gets XLA's defaults,
-in process and in the CLI runs it starts: the six marked tests, one after another from a
-cold cache, 374 s -> 288 s (the two-host test, 58 s -> 64 s, stays cheap). The flag
+faster (tests/test_train.py + test_scan.py from a cold cache: 195 s -> 157 s); XLA:CPU's
+older loop emitters (`--xla_cpu_use_fusion_emitters=false`) take another 35-40% off each
+compile (tests/test_train.py alone, cold: 121 s -> 98 s); and every program is cached,
+however short its compile. A test marked `optimized` trains long
+enough that XLA's full optimisation pays back its compile time and gets XLA's defaults
+in the CLI runs it starts, and full optimisation in process (where the emitter flag,
+read once a process, stays): the six marked tests, one after another from a cold cache,
+374 s -> 288 s (the two-host test, 58 s -> 64 s, stays cheap). The flag
 is a JAX option (read at each compile, part of the persistent cache's key), not an
 XLA_FLAGS entry, so that a test can turn it off. Runs outside the tests (the CLI,
 benchmarks) keep XLA's defaults. XLA_FLAGS must be set before jax is imported anywhere,
@@ -34,12 +37,24 @@ if CHEAP_COMPILES:
     os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 
+# XLA:CPU's older loop emitters compile the tests' -O0 programs faster than its MLIR
+# fusion emitters: a tiny BERT's train, eval and init programs 4.4-5.9 s -> 2.7-3.1 s of
+# XLA compile (five runs each, 2026-11-29). At full optimisation they compile slower
+# (7.4 s -> 11.0 s), so a test marked `optimized` starts its subprocesses without it (an
+# XLA flag is read once a process, so it keeps it in process).
+CHEAP_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false" if CHEAP_COMPILES else ""
+
+
 def xla_flags(devices: int | None = None) -> str:
-    """XLA_FLAGS for a test's subprocess: `devices` CPU devices (None: XLA's one)."""
-    return f"--xla_force_host_platform_device_count={devices}" if devices else ""
+    """XLA_FLAGS for a test's subprocess: `devices` CPU devices (None: XLA's one) and the
+    cheap-compile flag unless the running test is `optimized`."""
+    count = f"--xla_force_host_platform_device_count={devices}" if devices else ""
+    cheap = CHEAP_XLA_FLAGS if CHEAP_XLA_FLAGS in os.environ.get("XLA_FLAGS", "") else ""
+    return f"{cheap} {count}".strip()
 
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + xla_flags(8)).strip()
+os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS", ""), CHEAP_XLA_FLAGS,
+                                                 "--xla_force_host_platform_device_count=8"]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -73,6 +88,8 @@ def _optimized_compiles(request, monkeypatch):
         return
     before = jax.config.read("jax_disable_most_optimizations")
     monkeypatch.setenv("JAX_DISABLE_MOST_OPTIMIZATIONS", "0")
+    if CHEAP_XLA_FLAGS:
+        monkeypatch.setenv("XLA_FLAGS", os.environ["XLA_FLAGS"].replace(CHEAP_XLA_FLAGS, ""))
     jax.config.update("jax_disable_most_optimizations", False)
     try:
         yield
@@ -295,3 +312,48 @@ def pytest_collection_modifyitems(config, items):
     lets an idle worker take half of the other's queue: `load` never moves a test
     once sent, and its first chunks are a quarter of the suite.)"""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+# PRETRAINX_TEST_PROFILE=DIR: each worker appends one JSON line a test to DIR, with its
+# wall time and the seconds this process spent tracing, lowering and compiling (XLA) and
+# its compile-cache hits and misses, so that a run shows whether compilation, execution or
+# subprocesses hold the suite's time (docs/benchmarks.md, "The test suite's time").
+_PROFILE_DIR = os.environ.get("PRETRAINX_TEST_PROFILE")
+_PROFILE_EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace_s",
+                   "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
+                   "/jax/core/compile/backend_compile_duration": "compile_s",
+                   "/jax/compilation_cache/cache_retrieval_time_sec": "cache_read_s",
+                   "/jax/compilation_cache/cache_hits": "hits",
+                   "/jax/compilation_cache/cache_misses": "misses"}
+_profile_totals: dict = {}
+
+if _PROFILE_DIR:
+    from jax import monitoring as _monitoring
+
+    def _add_duration(event, seconds, **_):
+        if event in _PROFILE_EVENTS:
+            key = _PROFILE_EVENTS[event]
+            _profile_totals[key] = _profile_totals.get(key, 0.0) + seconds
+
+    def _add_event(event, **_):
+        if event in _PROFILE_EVENTS:
+            key = _PROFILE_EVENTS[event]
+            _profile_totals[key] = _profile_totals.get(key, 0) + 1
+
+    _monitoring.register_event_duration_secs_listener(_add_duration)
+    _monitoring.register_event_listener(_add_event)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        import json
+        import time
+        _profile_totals.clear()
+        start = time.perf_counter()
+        yield
+        row = {"test": item.nodeid, "wall_s": round(time.perf_counter() - start, 2),
+               **{k: round(v, 2) for k, v in _profile_totals.items()}}
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        out = pathlib.Path(_PROFILE_DIR)
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / f"{worker}.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
