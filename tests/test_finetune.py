@@ -320,7 +320,6 @@ def test_t5_text_to_text_formats():
 
 
 @pytest.mark.slow
-@pytest.mark.optimized
 def test_t5_finetunes_text_to_text(shared_data, pretrained_t5_workdir, tmp_path):
     """A T5 learns to answer SST-2 with its label words: on all of dev it beats the
     majority class (0.509; 0.647 measured), every greedy output reads back as a label,
