@@ -1,5 +1,7 @@
 """The planner: deviceless TPU compilation of the real train step (needs libtpu)."""
 
+import os
+
 import pytest
 
 from conftest import tiny_bert_config, tiny_t5_config
@@ -183,3 +185,13 @@ def test_search_tries_layouts_and_kernels_then_remat_and_micro_batches(monkeypat
     timed = [p for p in points if p["fits"] and p["est_step_seconds"]]
     assert best["est_step_seconds"] == min(p["est_step_seconds"] for p in timed)
     assert (best["attention"] == "kernel") == ("attention_note" in best)
+
+
+def test_libtpu_starts_and_compiles_without_xla_cpus_own_flags(monkeypatch):
+    """libtpu aborts the process on a flag it does not know, XLA:CPU's included: the
+    planner hides them while libtpu reads XLA_FLAGS and gives them back after."""
+    flags = "--xla_cpu_use_fusion_emitters=false --xla_force_host_platform_device_count=8"
+    monkeypatch.setenv("XLA_FLAGS", flags)
+    with plan.xla_flags_libtpu_knows():
+        assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=8"
+    assert os.environ["XLA_FLAGS"] == flags
