@@ -18,6 +18,7 @@ overlap with compute, so an upper bound on what DCN adds to a step).
 """
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -55,6 +56,12 @@ _OOM = re.compile(r"RESOURCE_EXHAUSTED|HbmOom|exceeds available HBM|Ran out of m
                   re.IGNORECASE)
 
 
+@functools.cache
+def _cpu_compiler_has_read_its_flags() -> None:
+    """One CPU compile a process: XLA:CPU reads XLA_FLAGS at its first."""
+    jax.jit(lambda x: x + 1)(jax.device_put(0, jax.devices("cpu")[0])).block_until_ready()
+
+
 @contextlib.contextmanager
 def xla_flags_libtpu_knows():
     """XLA_FLAGS without XLA:CPU's own `--xla_cpu_*` flags while libtpu starts or
@@ -66,7 +73,7 @@ def xla_flags_libtpu_knows():
     if kept == flags:
         yield
         return
-    jax.jit(lambda x: x + 1)(jax.device_put(0, jax.devices("cpu")[0])).block_until_ready()
+    _cpu_compiler_has_read_its_flags()
     os.environ["XLA_FLAGS"] = kept
     try:
         yield

@@ -21,8 +21,10 @@ hence here; a subprocess that sets its own device count takes `xla_flags(n)`.
 """
 
 import gc
+import json
 import os
 import pathlib
+import time
 
 # CPython's collector at its default thresholds (700 allocations) runs a full collection
 # every few hundred thousand allocations over a heap that JAX, Flax, torch and
@@ -333,23 +335,17 @@ _profile_totals: dict = {}
 if _PROFILE_DIR:
     from jax import monitoring as _monitoring
 
-    def _add_duration(event, seconds, **_):
+    def _add(event, amount=1, **_):
+        """A duration's seconds, or 1 for an event, to its column."""
         if event in _PROFILE_EVENTS:
             key = _PROFILE_EVENTS[event]
-            _profile_totals[key] = _profile_totals.get(key, 0.0) + seconds
+            _profile_totals[key] = _profile_totals.get(key, 0) + amount
 
-    def _add_event(event, **_):
-        if event in _PROFILE_EVENTS:
-            key = _PROFILE_EVENTS[event]
-            _profile_totals[key] = _profile_totals.get(key, 0) + 1
-
-    _monitoring.register_event_duration_secs_listener(_add_duration)
-    _monitoring.register_event_listener(_add_event)
+    _monitoring.register_event_duration_secs_listener(_add)
+    _monitoring.register_event_listener(_add)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
-        import json
-        import time
         _profile_totals.clear()
         start = time.perf_counter()
         yield
