@@ -1,7 +1,7 @@
 """Train-step speed of our BERT, T5 and GPT-2 against HuggingFace's, in the same run.
 
     python benchmarks/train_step.py [--sizes=small,base,t5_small,gpt2_small]
-                                    [--windows=3] [--steps=N] [--no_flax]
+                                    [--windows=3] [--steps=N] [--no_flax] [--no_keras]
 
 For each size, on the same batch: tokens/s of our jitted train step (forward, loss,
 grads, clipping at 1.0, AdamW; dropout on; float32) and of transformers' PyTorch
@@ -15,7 +15,9 @@ Base), against ours with the MLM head at the 20 masked positions, as google-rese
 /bert does: what a user gets. "same work": HF's encoder and heads with its MLM head
 applied only at the masked positions (a small wrapper): equal FLOPs, so the ratio
 compares implementations. transformers' Flax BERT (jitted, all positions) is a second
-peer for BERT, the JAX-to-JAX comparison. T5 (span corruption, 512 -> 114) and GPT-2
+peer for BERT, the JAX-to-JAX comparison, and KerasHub (Keras 3 on JAX, its
+jit-compiled train function; benchmarks/keras_steps.py) the JAX peer for all three where
+it is installed (beside the project, not in its extras: it brings TensorFlow). T5 (span corruption, 512 -> 114) and GPT-2
 (every next token) do equal work on both sides as HF computes them.
 
 `ratio` in the last line is ours / HF on equal work (the same-work figure for BERT).
@@ -35,11 +37,13 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ.setdefault("KERAS_BACKEND", "jax")  # the KerasHub peer, before Keras is imported
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 import hf_steps  # noqa: E402
+import keras_steps  # noqa: E402
 from pretrainx import config as config_lib, objectives, sharding  # noqa: E402
 from pretrainx.models import attention  # noqa: E402
 from pretrainx.train import metrics as metrics_lib, optim, state as state_lib  # noqa: E402
@@ -224,7 +228,7 @@ def time_windows(one_step, tokens: int, windows: int, steps: int,
 
 
 def measure(size, windows, steps, peak, flax, dtype="float32", attention_impl="xla",
-            wait_each_step=True) -> dict:
+            wait_each_step=True, keras=False) -> dict:
     family = SIZES[size][0]
     one_step, tokens, flops, batch, cfg = our_step(size, dtype, attention_impl)
     row = {"ours": time_windows(one_step, tokens, windows, steps, wait_each_step)}
@@ -235,11 +239,14 @@ def measure(size, windows, steps, peak, flax, dtype="float32", attention_impl="x
              "t5": [("hf_pytorch", hf_steps.t5_step)],
              "modernbert": [("hf_pytorch", hf_steps.modernbert_step)],
              "gpt2": [("hf_pytorch", hf_steps.gpt2_step)]}[family]
+    if keras and family in ("bert", "t5", "gpt2"):
+        peers.append(("keras_hub", getattr(keras_steps, f"{family}_step")))
     for name, make in peers:
         try:
             peer_step, work = make(SIZES[size][1], batch)
         except ImportError as e:
-            row[name] = {"missing": str(e)}
+            row[name] = {"missing": str(e), "install": keras_steps.INSTALL if name ==
+                         "keras_hub" else "pip install -e '.[reference]'"}
             continue
         peer = time_windows(peer_step, tokens, windows, steps, wait_each_step)
         peer_flops = bert_all_positions_flops(cfg) if work == "all_positions" else flops
@@ -263,7 +270,7 @@ def _line(size, row) -> str:
                      f"{peer['max']:,.0f}; MFU {peer['mfu']:.1%}) -> "
                      f"{peer['ratio_ours_over_this']:.2f}x")
         elif isinstance(peer, dict) and "missing" in peer:
-            text += f" | {name} not installed (pip install -e '.[reference]')"
+            text += f" | {name} not installed ({peer['install']})"
     return text
 
 
@@ -274,6 +281,7 @@ def main():
     parser.add_argument("--steps", type=int, default=0,
                         help="steps per window (default: 5 for small sizes, 2 for large)")
     parser.add_argument("--no_flax", action="store_true", help="skip HF's Flax BERT")
+    parser.add_argument("--no_keras", action="store_true", help="skip the KerasHub peer")
     args = parser.parse_args()
     unknown = [s for s in args.sizes.split(",") if s not in SIZES]
     if unknown:
@@ -283,7 +291,8 @@ def main():
     results = {"peak_flops": peak}
     for size in args.sizes.split(","):
         steps = args.steps or (5 if size in ("tiny", "small", "t5_tiny", "gpt2_tiny") else 2)
-        results[size] = measure(size, args.windows, steps, peak, not args.no_flax)
+        results[size] = measure(size, args.windows, steps, peak, not args.no_flax,
+                                keras=not args.no_keras)
         print(_line(size, results[size]), flush=True)
     print(json.dumps(results))
 

@@ -70,6 +70,8 @@ def test_train_step_compares_equal_work_for_every_family():
     for size in ("tiny", "t5_tiny", "gpt2_tiny"):
         row = out[size]
         assert row["ratio"] > 0 and 0 < row["ours"]["mfu"] < 1, row
+        keras = row["keras_hub"]  # measured where KerasHub is installed, else how to
+        assert keras.get("ratio_ours_over_this", 0) > 0 or "keras-hub" in keras["install"]
     bert = out["tiny"]
     # HF's MLM head over every position does more work than over the masked ones.
     assert bert["hf_pytorch_task"]["work"] == "all_positions"
