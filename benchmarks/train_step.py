@@ -17,8 +17,9 @@ applied only at the masked positions (a small wrapper): equal FLOPs, so the rati
 compares implementations. transformers' Flax BERT (jitted, all positions) is a second
 peer for BERT, the JAX-to-JAX comparison, and KerasHub (Keras 3 on JAX, its
 jit-compiled train function; benchmarks/keras_steps.py) the JAX peer for all three where
-it is installed (beside the project, not in its extras: it brings TensorFlow). T5 (span corruption, 512 -> 114) and GPT-2
-(every next token) do equal work on both sides as HF computes them.
+it is installed (beside the project, not in its extras: it brings TensorFlow). T5 (span
+corruption, 512 -> 114) and GPT-2 (every next token) do equal work on both sides as HF
+computes them.
 
 `ratio` in the last line is ours / HF on equal work (the same-work figure for BERT).
 Goals on 2 CPU cores: T5-small and GPT-2 small >= 2.5x and MFU >= 60%, BERT-Base MFU
