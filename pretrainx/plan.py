@@ -208,8 +208,8 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
     cost = dict(cost[0] if isinstance(cost, (list, tuple)) else (cost or {}))
     kernels = None
     if kernel_calls:  # the cost model counts a Mosaic kernel as nothing: add its work
-        kernels = kernel_cost.kernel_work(kernel_calls.values(), phase.global_batch_size, cfg.model.remat,
-                              generation, devices_per_chip, n)
+        kernels = kernel_cost.kernel_work(kernel_calls.values(), phase.global_batch_size,
+                                          cfg.model.remat, generation, devices_per_chip, n)
         cost["flops"] = float(cost.get("flops", 0.0)) + kernels["flops_per_device"]
         cost["bytes accessed"] = (float(cost.get("bytes accessed", 0.0))
                                   + kernels["bytes_per_device"])
@@ -379,7 +379,7 @@ def _search(cfg, phase, devices, generation, per_chip, dcn_gbps=None) -> dict:
         best["attention_note"] = ("the kernel runs without attention dropout: train with "
                                   "model.attention_impl=auto and its rate at 0")
     best["search"] = [{k: t.get(k) for k in ("layout", "attention", "remat", "micro_batches",
-                                            "fits", "per_device_bytes", "est_step_seconds")}
+                                             "fits", "per_device_bytes", "est_step_seconds")}
                       for t in tried]
     return best
 
