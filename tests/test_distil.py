@@ -175,6 +175,7 @@ def test_soft_targets_over_every_position(teacher, tmp_path):
     assert r["loss"] == pytest.approx(5 * r["kl"] + 2 * r["mlm_loss"] + r["cos"], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_bad_distillation_input_is_one_line_and_writes_nothing(teacher, tmp_path):
     cases = [
         ({"model.vocab_size": 4104}, r"model.vocab_size=4096, the student 4104: teacher and "

@@ -198,6 +198,7 @@ def test_decoder_reads_the_encoders_rows_in_the_same_order():
         assert np.array_equal(restored, clm["input_ids"])
 
 
+@pytest.mark.slow
 def test_decoder_learns_and_each_checkpoint_continues_the_other_objective(tmp_path):
     """The decoder's next-token loss falls on real text; its checkpoint starts the
     encoder's MLM run (init_from: every parameter taken, by the same paths) and the

@@ -150,7 +150,8 @@ def test_holdout_rows_leave_training_and_choose_the_epoch(shared_data, tmp_path)
         task_data.build(squad, tokenizer)
 
 
-@pytest.mark.parametrize("method", ["lora", "adapter", "prefix", "prompt"])
+@pytest.mark.parametrize("method", ["lora"] + [pytest.param(m, marks=pytest.mark.slow)
+                                               for m in ("adapter", "prefix", "prompt")])
 def test_peft_trains_only_its_parameters(shared_data, pretrained_workdir, tmp_path, method):
     """The base stays bit-identical, the new parameters (and the head) move, and only
     they have optimizer state (AdamW: two moments per trainable value)."""
@@ -293,6 +294,7 @@ def test_squad_windows_map_answers_back_exactly(tmp_path):
         squad.read(str(bad))
 
 
+@pytest.mark.slow
 def test_squad_finetuning_fits_its_questions(pretrained_workdir, tmp_path):
     """The span head, its loss and the answer decoding train end to end: the 12
     questions it trains on are answered."""

@@ -147,6 +147,7 @@ def _electra_batch(tokenizer):
     return batch
 
 
+@pytest.mark.slow
 def test_electra_discriminator_and_generator(tmp_path):
     """ElectraForPreTraining gives our discriminator's logits and OUTPUT/generator's
     ElectraForMaskedLM our generator's (exact GeLU here: HF's generator head has no

@@ -66,6 +66,7 @@ def test_pretraining_export_matches_transformers_and_round_trips(pretrained_work
     assert jax.tree_util.tree_structure(ours.params) == jax.tree_util.tree_structure(back.params)
 
 
+@pytest.mark.slow
 def test_lora_finetuned_export_is_merged_and_matches(shared_data, pretrained_workdir, tmp_path):
     from pretrainx.finetune import loop
     from pretrainx.finetune.config import finetune_config

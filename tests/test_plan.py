@@ -11,7 +11,8 @@ pytest.importorskip("libtpu", reason="libtpu not installed (pip install 'pretrai
 from pretrainx import plan  # noqa: E402
 
 
-@pytest.mark.parametrize("topology,devices,chips", [("v5e:2x2", 4, 4), ("v3:2x2", 8, 4)])
+@pytest.mark.parametrize("topology,devices,chips", [
+    pytest.param("v5e:2x2", 4, 4, marks=pytest.mark.slow), ("v3:2x2", 8, 4)])
 def test_plans_a_tiny_bert_on_small_slices(topology, devices, chips):
     cfg = tiny_bert_config(**{"mesh.data": -1, "global_batch_size": 32})
     result = plan.plan(cfg, topology)
@@ -51,6 +52,7 @@ def test_flop_formula_agrees_with_the_compiler():
         assert 0.9 < ratio < 1.1, (cfg.objective, ratio)
 
 
+@pytest.mark.slow
 def test_micro_batches_get_their_step_time_from_the_compilers_cycles():
     """The micro-batch loop is a lax.scan whose body the cost analysis counts once: a
     step time from it would be about 1/k of the step's (the search once took 2 micro-
@@ -92,6 +94,7 @@ def _vocab(result):
     return tiny_bert_config().model.vocab_size
 
 
+@pytest.mark.slow
 def test_two_slices_send_only_the_gradient_all_reduce_over_dcn():
     """Data parallel across two v5e:2x2 slices, FSDP inside each: what crosses slices
     is the all-reduce of each device's gradient shard (a quarter of the float32
@@ -125,6 +128,7 @@ def test_two_slices_send_only_the_gradient_all_reduce_over_dcn():
         dcn["collectives"]["ALL_REDUCE"]["payload_bytes"], rel=0.05)
 
 
+@pytest.mark.slow
 def test_fsdp_across_slices_gathers_parameters_over_dcn():
     cfg = tiny_bert_config(**{"mesh.data": 1, "mesh.fsdp": -1, "mesh.dcn_data": 1,
                               "mesh.dcn_fsdp": 2, "global_batch_size": 32})
@@ -141,6 +145,7 @@ def test_slices_that_the_mesh_cannot_use_are_one_line():
         plan.plan(cfg, "v5e:2x2", num_slices=2)
 
 
+@pytest.mark.slow
 def test_attention_kernels_compile_for_v5e_and_the_plan_counts_their_work():
     """The train step with Pallas's splash (BERT) and flash (T5, with its relative
     position bias and a decoder shorter than the kernels' 128 tile, padded) compiles

@@ -409,6 +409,7 @@ def test_checkpoints_removed_during_a_save_stop_the_run_in_one_line(tmp_path, ca
     assert read_metrics(str(workdir))[-1]["step"] < 6
 
 
+@pytest.mark.slow
 def test_a_torn_last_metrics_record_is_cut_back_and_the_run_goes_on(tmp_path, capsys):
     """A run stopped while writing a record (a full disk, a kill) leaves half a line;
     the next run cuts it back to the last whole record, says so, and appends whole
@@ -556,6 +557,7 @@ def test_an_eval_steps_beyond_the_eval_set_stops_at_its_end(tmp_path, monkeypatc
     assert len(read_metrics(tmp_path, "eval")) == 1
 
 
+@pytest.mark.slow
 def test_total_steps_changed_on_resume_is_said_and_a_lower_one_changes_nothing(tmp_path,
                                                                                capsys):
     """Raised on resume, total_steps stretches the schedule: logged. Lowered below the

@@ -111,6 +111,7 @@ def _tiny_modernbert(layers, **keys):
         "data.max_predictions_per_seq": 12, **keys})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("remat", ["none", "full"])
 def test_modernbert_scans_groups_of_a_global_and_its_local_layers(remat):
     """7 layers: the first group (its first layer has no attention norm) and the last

@@ -5,6 +5,7 @@ logits read only its window of 5, and the task's training loss falls on real dat
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from conftest import SHARED_DATA, load_config, override, read_metrics
 from pretrainx import interop
@@ -35,6 +36,7 @@ def _finetune(run, workdir, **keys):
     return [r["loss"] for r in read_metrics(workdir)], interop.load(str(workdir)).params
 
 
+@pytest.mark.slow
 def test_word2vec_vectors_fine_tune_frozen_or_tuned(tmp_path):
     run = _word2vec_run(tmp_path / "w2v")
     pretrained = interop.load(run).params["inputs"]["embedding"]
