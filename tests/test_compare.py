@@ -158,6 +158,19 @@ def test_a_flops_budget_gives_each_cell_the_steps_of_equal_compute(tmp_path):
     assert grid_lib.cell_config(grid, "own").total_steps == 7
 
 
+def test_a_recipes_own_clock_does_not_cut_a_flops_or_steps_budget(tmp_path):
+    """Crammed BERT's quickstart ends at 10 minutes of wall clock; under a FLOPs (or
+    steps) budget that clock would end it short of the budget on a slow machine (the
+    strategies grid's crammed cell stopped at 63% of its FLOPs), so its schedule follows
+    the budget's steps instead."""
+    crammed = {"c": {"config": str(REPO / "configs" / "crammed_quickstart.py")}}
+    for budget in ({"flops": 1e12}, {"steps": 7}):
+        cfg = grid_lib.cell_config(grid_lib.read(_grid(tmp_path, crammed, BUDGET=budget)), "c")
+        assert cfg.optimizer.budget_hours == 0.0 and cfg.total_steps >= 7, budget
+    minutes = grid_lib.read(_grid(tmp_path, crammed, BUDGET={"minutes": 3}))
+    assert grid_lib.cell_config(minutes, "c").optimizer.budget_hours == pytest.approx(3 / 60)
+
+
 def test_a_phased_recipe_keeps_its_phases_shares_under_a_flops_budget(tmp_path):
     """The lifecycle quickstart (128 tokens, the extension to 512, the decay) scaled to
     a budget: each phase keeps its share of the steps, and the FLOPs of its steps at its

@@ -230,6 +230,10 @@ def cell_config(grid: Grid, name: str, root: str = ".") -> ml_collections.Config
             objectives.stages(cfg)[-1][1], imported)
     else:
         steps = int(budget["steps"])
+    if "minutes" not in budget and cfg.optimizer.get("budget_hours"):
+        # the recipe's own clock (crammed BERT's 10 minutes) would end the run before the
+        # budget's steps on a slow machine: its schedule and batch ramp follow steps here
+        cfg.optimizer.budget_hours = 0.0
     _scale_schedule(cfg, steps / cfg.total_steps)
     cfg.log_every = min(cfg.log_every, 50)
     cfg.eval_every = cfg.checkpoint_every = cfg.total_steps
