@@ -15,6 +15,8 @@ imports Keras; any other backend is reported as missing, not measured.
 
 import numpy as np
 
+from hf_steps import VOCAB
+
 INSTALL = 'pip install "keras-hub==0.32.0" beside the project (it brings TensorFlow)'
 
 
@@ -50,17 +52,21 @@ def _int32(x):
     return np.asarray(x).astype(np.int32)
 
 
+def _backbone(name: str, family: str, shape: dict, **own):
+    """KerasHub's `name` backbone at `shape` with our vocabulary, dropout 0.1, seed 0;
+    `own`: the arguments only that family takes."""
+    keras, keras_hub = _keras()
+    keras.utils.set_random_seed(0)
+    return keras_hub, getattr(keras_hub.models, name)(
+        vocabulary_size=VOCAB[family], num_layers=shape["layers"], num_heads=shape["heads"],
+        hidden_dim=shape["hidden"], intermediate_dim=shape["mlp"], dropout=0.1, **own)
+
+
 def bert_step(shape, batch):
     """BertMaskedLM: the encoder and its MLM head at the masked positions only, as
     ours; it has no next-sentence head (a pooler and a 2-way layer a sequence, under
     0.1% of the step's FLOPs at these sizes), hence `work` "same_less_nsp"."""
-    keras, keras_hub = _keras()
-    from hf_steps import VOCAB
-    keras.utils.set_random_seed(0)
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=VOCAB["bert"], num_layers=shape["layers"], num_heads=shape["heads"],
-        hidden_dim=shape["hidden"], intermediate_dim=shape["mlp"], dropout=0.1,
-        max_sequence_length=512)
+    keras_hub, backbone = _backbone("BertBackbone", "bert", shape, max_sequence_length=512)
     model = _compiled(keras_hub.models.BertMaskedLM(backbone))
     inputs = {"token_ids": _int32(batch["input_ids"]),
               "segment_ids": _int32(batch["token_type_ids"]),
@@ -74,14 +80,9 @@ def t5_step(shape, batch):
     """T5Seq2SeqLM as T5 1.0 (ReLU, not gated; tied embeddings, the decoder's output
     scaled by d_model^-0.5 before them, as ours and HF's): vocabulary logits at every
     target, padding weighted out."""
-    keras, keras_hub = _keras()
-    from hf_steps import VOCAB
-    keras.utils.set_random_seed(0)
-    backbone = keras_hub.models.T5Backbone(
-        vocabulary_size=VOCAB["t5"], num_layers=shape["layers"], num_heads=shape["heads"],
-        hidden_dim=shape["hidden"], intermediate_dim=shape["mlp"],
-        key_value_dim=shape["head_dim"], dropout=0.1, activation="relu",
-        use_gated_activation=False, tie_embedding_weights=True)
+    keras_hub, backbone = _backbone("T5Backbone", "t5", shape, key_value_dim=shape["head_dim"],
+                                    activation="relu", use_gated_activation=False,
+                                    tie_embedding_weights=True)
     model = _compiled(keras_hub.models.T5Seq2SeqLM(backbone))
     targets = _int32(batch["decoder_target_tokens"])
     inputs = {"encoder_token_ids": _int32(batch["encoder_input_tokens"]),
@@ -94,13 +95,7 @@ def t5_step(shape, batch):
 def gpt2_step(shape, batch):
     """GPT2CausalLM (the tanh GELU): vocabulary logits at every position against the
     next token, ours' targets."""
-    keras, keras_hub = _keras()
-    from hf_steps import VOCAB
-    keras.utils.set_random_seed(0)
-    backbone = keras_hub.models.GPT2Backbone(
-        vocabulary_size=VOCAB["gpt2"], num_layers=shape["layers"], num_heads=shape["heads"],
-        hidden_dim=shape["hidden"], intermediate_dim=shape["mlp"], dropout=0.1,
-        max_sequence_length=1024)
+    keras_hub, backbone = _backbone("GPT2Backbone", "gpt2", shape, max_sequence_length=1024)
     model = _compiled(keras_hub.models.GPT2CausalLM(backbone))
     ids = _int32(batch["inputs"])
     inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
