@@ -12,6 +12,7 @@ import contextlib
 import numpy as np
 
 VOCAB = {"bert": 30522, "t5": 32128, "gpt2": 50257, "modernbert": 50368}
+INSTALL = "pip install -e '.[reference]'"  # what a missing peer's row says
 _PLACE = {"device": "cpu", "autocast": None}
 
 

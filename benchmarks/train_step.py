@@ -248,8 +248,8 @@ def measure(size, windows, steps, peak, flax, dtype="float32", attention_impl="x
         try:
             peer_step, work = make(SIZES[size][1], batch)
         except ImportError as e:
-            row[name] = {"missing": str(e), "install": keras_steps.INSTALL if name ==
-                         "keras_hub" else "pip install -e '.[reference]'"}
+            # each peer's module says how to install what it needs
+            row[name] = {"missing": str(e), "install": sys.modules[make.__module__].INSTALL}
             continue
         peer = time_windows(peer_step, tokens, windows, steps, wait_each_step)
         peer_flops = bert_all_positions_flops(cfg) if work == "all_positions" else flops
