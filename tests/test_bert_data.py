@@ -148,6 +148,34 @@ def test_gzip_round_trip_and_comma_patterns(tmp_path):
     assert both == plain + plain and stats["files"] == 2
 
 
+def test_runs_in_one_process_share_tokenized_files_until_a_file_changes(tmp_path):
+    """A second Corpus over the same unchanged files and tokenizer files reuses the first's
+    tokenized documents (a phase, an evaluation, a benchmark's branch); a rewritten file,
+    other read options or another tokenizer are read again, and shared ids are read-only."""
+    from ml_collections import ConfigDict
+
+    from pretrainx.data import corpus
+    from pretrainx.data.tokenizers import load_tokenizer
+    text = tmp_path / "a.txt"
+    text.write_bytes(SAMPLE.read_bytes())
+    data = dict(format="auto", text_field="text", skip_bad_lines=False, tfds_data_dir="",
+                tfds_reader="data_source", eval_split_percent=0, prepared_dir="")
+    cfg = ConfigDict({"data": data})
+
+    def docs(config=cfg, lower_case=True):
+        return corpus.Corpus(config, load_tokenizer(str(VOCAB), lower_case)).documents(str(text))
+
+    first = docs()
+    assert docs() is first and docs(lower_case=False) is not first
+    with pytest.raises(ValueError, match="read-only"):
+        first[0][0][0] = 0
+    assert docs(ConfigDict({"data": {**data, "format": "text"}})) is not first
+    text.write_bytes(SAMPLE.read_bytes().replace(b"the", b"a"))
+    again = docs()
+    assert again is not first and sum(s.size for d in again for s in d) != sum(
+        s.size for d in first for s in d)
+
+
 def test_bad_inputs_raise_user_error_naming_the_path(tmp_path):
     missing = str(tmp_path / "nothing-*.txt")
     with pytest.raises(UserError, match="nothing-"):

@@ -9,6 +9,8 @@ processes, and it makes examples read from text here identical to the ones
 `data.prepared_dir` set, training reads those shards and never tokenizes.
 """
 
+import collections
+import os
 import sys
 from typing import Sequence
 
@@ -32,9 +34,57 @@ def tokenize(docs, tokenizer) -> list:
     the sentences' ids join into the document's text."""
     encode = tokenizer.encode
     if getattr(tokenizer, "spaces_are_tokens", False):
-        return [[np.asarray(encode(s if i == 0 else " " + s), np.int32)
-                 for i, s in enumerate(doc)] for doc in docs]
-    return [[np.asarray(encode(s), np.int32) for s in doc] for doc in docs]
+        return [[_frozen(encode(s if i == 0 else " " + s)) for i, s in enumerate(doc)]
+                for doc in docs]
+    return [[_frozen(encode(s)) for s in doc] for doc in docs]
+
+
+def _frozen(ids) -> np.ndarray:
+    # read-only: a sentence's ids are shared by every epoch, phase and run that reads them
+    array = np.asarray(ids, np.int32)
+    array.flags.writeable = False
+    return array
+
+
+# Tokenized sources shared by the Corpus objects of one process: a multi-phase run reads
+# its files again at each phase and each evaluation, and a benchmark's branches and
+# evaluations again (benchmarks/mmbert_languages.py read its 16 files 116 times, 40% of
+# its time). Local files only, keyed by their sizes and modification times, the read
+# options and the tokenizer's own files (tokenizers.load_tokenizer's `source_key`); the
+# least recently used go first past SHARED_TOKENS.
+SHARED_TOKENS = 50_000_000
+_shared = collections.OrderedDict()
+
+
+def _shared_key(spec, options: dict, tokenizer):
+    tokenizer_key = getattr(tokenizer, "source_key", None)
+    if tokenizer_key is None or (isinstance(spec, str) and spec.strip().startswith("tfds:")):
+        return None
+    paths = sources.expand_patterns(spec)
+    if not all(os.path.isfile(p) for p in paths):  # remote, or a save_to_disk folder
+        return None
+    files = tuple((p, s.st_size, s.st_mtime_ns) for p in paths for s in [os.stat(p)])
+    return tokenizer_key, files, tuple(sorted(options.items()))
+
+
+def _read_tokenized(spec, options: dict, tokenizer):
+    """(documents of token-id arrays, stats) of one source, from the process's share when
+    the same files were tokenized the same way before."""
+    key = _shared_key(spec, options, tokenizer)
+    if key is not None and key in _shared:
+        _shared.move_to_end(key)
+        docs, stats = _shared[key]
+        report(stats, spec)
+        return docs, dict(stats)
+    docs, stats = sources.read_documents(spec, **options)
+    report(stats, spec)
+    docs = tokenize(docs, tokenizer)
+    stats["tokens"] = sum(int(s.size) for d in docs for s in d)
+    if key is not None and stats["tokens"] <= SHARED_TOKENS:
+        _shared[key] = (docs, dict(stats))
+        while sum(v[1]["tokens"] for v in _shared.values()) > SHARED_TOKENS:
+            _shared.popitem(last=False)
+    return docs, stats
 
 
 def group_bounds(num_docs: int, docs_per_shard: int) -> list:
@@ -69,10 +119,8 @@ class Corpus:
 
     def documents(self, spec) -> list:
         if spec not in self._docs:
-            docs, stats = sources.read_documents(spec, **read_options(self.cfg.data))
-            report(stats, spec)
-            self._docs[spec], self.stats[spec] = tokenize(docs, self.tokenizer), stats
-            stats["tokens"] = sum(int(s.size) for d in self._docs[spec] for s in d)
+            self._docs[spec], self.stats[spec] = _read_tokenized(
+                spec, read_options(self.cfg.data), self.tokenizer)
         return self._docs[spec]
 
     def split_documents(self, spec, train: bool) -> list:

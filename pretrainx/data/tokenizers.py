@@ -28,8 +28,24 @@ def load_tokenizer(path: str, lower_case: bool = True, layout: str = "") -> Toke
     own normalization rule. `layout` (a family's tokenizer_layout, bpe.LAYOUTS) gives
     a byte-level vocabulary, or a SentencePiece model without a pad piece (XLM-R's),
     the ids that family trains it under.
+
+    The tokenizer carries `source_key`: its files (path, size, modification time) and
+    options, equal for two loads of the same unchanged files, so that text it has
+    tokenized can be reused by a later run in the same process (data/corpus.py).
     """
     path = os.path.expanduser(path)
+    tokenizer = _load(path, lower_case, layout)
+    tokenizer.source_key = (os.path.abspath(path), bool(lower_case), layout, _file_stats(path))
+    return tokenizer
+
+
+def _file_stats(path: str) -> tuple:
+    paths = sorted(glob.glob(os.path.join(glob.escape(path), "*"))) if os.path.isdir(path) else [path]
+    return tuple((p, s.st_size, s.st_mtime_ns) for p in paths if os.path.isfile(p)
+                 for s in [os.stat(p)])
+
+
+def _load(path: str, lower_case: bool, layout: str) -> Tokenizer:
     byte_level = bpe.files_in(path)
     if byte_level:
         tokenizer = bpe.ByteLevelBPETokenizer(*byte_level)
