@@ -40,7 +40,8 @@ def load_tokenizer(path: str, lower_case: bool = True, layout: str = "") -> Toke
 
 
 def _file_stats(path: str) -> tuple:
-    paths = sorted(glob.glob(os.path.join(glob.escape(path), "*"))) if os.path.isdir(path) else [path]
+    paths = ([path] if not os.path.isdir(path)
+             else sorted(glob.glob(os.path.join(glob.escape(path), "*"))))
     return tuple((p, s.st_size, s.st_mtime_ns) for p in paths if os.path.isfile(p)
                  for s in [os.stat(p)])
 
