@@ -58,8 +58,9 @@ _shared = collections.OrderedDict()
 
 def _shared_key(spec, options: dict, tokenizer):
     tokenizer_key = getattr(tokenizer, "source_key", None)
-    if tokenizer_key is None or (isinstance(spec, str) and spec.strip().startswith("tfds:")):
-        return None
+    if tokenizer_key is None or (isinstance(spec, str) and (spec.strip().startswith("tfds:")
+                                                            or "://" in spec)):
+        return None  # TFDS, or remote files (not listed twice)
     paths = sources.expand_patterns(spec)
     if not all(os.path.isfile(p) for p in paths):  # remote, or a save_to_disk folder
         return None
