@@ -48,7 +48,7 @@ def _frozen(ids) -> np.ndarray:
 
 # Tokenized sources shared by the Corpus objects of one process: a multi-phase run reads
 # its files again at each phase and each evaluation, and a benchmark's branches and
-# evaluations again (benchmarks/mmbert_languages.py read its 16 files 116 times, 40% of
+# evaluations again (benchmarks/mmbert_languages.py read its nine files 116 times, 40% of
 # its time). Local files only, keyed by their sizes and modification times, the read
 # options and the tokenizer's own files (tokenizers.load_tokenizer's `source_key`); the
 # least recently used go first past SHARED_TOKENS.
