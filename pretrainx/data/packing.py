@@ -19,45 +19,22 @@ def plan_rows(lengths: Sequence[Sequence[int]], capacity: Sequence[int],
               lookback: int | None = None) -> list[list[int]]:
     """First-fit: example i joins the first open row where every feature still fits.
 
-    `lengths[i]` holds one length per feature (inputs, targets, ...), already cut
-    to `capacity`. A row is closed once any feature is full, which keeps the
-    search short when most examples fill a row on their own. `lookback`: only the
-    newest this many open rows are searched (older ones close), so that examples which
-    nearly fill a row cannot make the search quadratic in the corpus.
+    `lengths[i]` holds one length per feature (inputs, and targets where there are
+    any: one or two features), already cut to `capacity`. A row is closed once any
+    feature is full, which keeps the search short when most examples fill a row on
+    their own. `lookback`: only the newest this many open rows are searched (older ones
+    close), so that examples which nearly fill a row cannot make the search quadratic in
+    the corpus.
     """
-    # Plain ints, not numpy: the search compares a few numbers per open row, and a
-    # numpy call per comparison made BART's plan of four books take 70 s.
-    capacity = [int(c) for c in capacity]
-    if len(capacity) <= 2:
-        return _plan_two_features(lengths, capacity, lookback)
-    rows, room, open_rows = [], [], []
-    for i, length in enumerate(lengths):
-        need = [min(int(n), c) for n, c in zip(length, capacity)]
-        for slot, r in enumerate(open_rows):
-            if all(left >= n for left, n in zip(room[r], need)):
-                break
-        else:
-            r = len(rows)
-            rows.append([])
-            room.append(list(capacity))
-            open_rows.append(r)
-            slot = len(open_rows) - 1
-        rows[r].append(i)
-        room[r] = [left - n for left, n in zip(room[r], need)]
-        if 0 in room[r]:
-            open_rows.pop(slot)
-        if lookback is not None and len(open_rows) > lookback:
-            open_rows.pop(0)
-    return rows
-
-
-def _plan_two_features(lengths, capacity: list, lookback: int | None) -> list[list[int]]:
-    """plan_rows for one or two features, the same plan: two int compares per open row
-    instead of a generator over features, 10-20x faster (50,000 random T5 lengths at
-    (128, 29), no lookback: 43.6 s -> 2.7 s). One feature runs as two, the second
-    needing nothing."""
-    first, second = capacity[0], capacity[1] if len(capacity) == 2 else 1
+    # Plain ints compared one by one, not numpy and not a generator over features: a
+    # numpy call per comparison made BART's plan of four books take 70 s, and a
+    # generator made plans 10-20x slower than this (50,000 random T5 lengths at
+    # (128, 29), no lookback: 43.6 s -> 2.7 s). One feature runs as two, the second
+    # needing nothing.
+    if len(capacity) not in (1, 2):
+        raise ValueError(f"plan_rows packs one or two features, not {len(capacity)}")
     two = len(capacity) == 2
+    first, second = int(capacity[0]), int(capacity[1]) if two else 1
     rows, room, room2, open_rows = [], [], [], []
     for i, length in enumerate(lengths):
         need = min(int(length[0]), first)
