@@ -152,7 +152,6 @@ def pretrained_bart(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.optimized
 def test_bart_finetunes_sst2_with_its_head_and_exports_it(shared_data, pretrained_bart,
                                                          tmp_path):
     """From a BART workdir, the recipe's config learns SST-2 with BART's head: above the

@@ -20,7 +20,9 @@ def _run(cfg, workdir):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["t5", "gpt2"])
+# GPT-2's bfloat16 steps (emulated on the CPU) run faster at XLA's full optimisation:
+# 24.1 s -> 18.2 s from a cold cache; T5's do not (14.7 s -> 19.0 s), 2026-11-29.
+@pytest.mark.parametrize("family", ["t5", pytest.param("gpt2", marks=pytest.mark.optimized)])
 def test_bfloat16_follows_float32(family, tmp_path, shared_data):
     if family == "gpt2":
         from test_gpt2 import tiny_gpt2_config
