@@ -51,8 +51,10 @@ if CHEAP_COMPILES:
 CHEAP_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false" if CHEAP_COMPILES else ""
 # Two test processes share two cores, so XLA:CPU's own threads only contend: codegen in
 # one piece instead of split over a thread pool, and matmuls on the calling thread.
-# tests/test_train.py and test_t5.py side by side from cold caches: 76.5 s and 77.9 s ->
-# 71.6 s and 72.6 s (2026-11-29); a tiny BERT's programs compile 9% faster alone.
+# tests/test_train.py and test_t5.py side by side from cold caches, two interleaved
+# pairs of runs: 83.3/84.1 and 78.9/81.8 s without them, 79.1/81.0 and 78.0/78.5 s with
+# them (3% of wall and 4% of CPU time; 2026-11-29); a tiny BERT's programs compile 9%
+# faster alone.
 SHARED_CORES_XLA_FLAGS = ("--xla_cpu_parallel_codegen_split_count=1 "
                           "--xla_cpu_multi_thread_eigen=false") if CHEAP_COMPILES else ""
 
