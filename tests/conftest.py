@@ -14,7 +14,7 @@ read once a process, stays): the six then marked, one after another from a cold 
 T5's text-to-text fine-tuning runs faster cheap (79 s -> 58 s, 2026-11-29) and is no
 longer marked; BERT's SST-2 run is faster marked (14.1 s against 19.5 s). With the
 shared-cores flags below, BART's SST-2 run became faster cheap (61.1 s -> 41.2 s) and
-is no longer marked, and GPT-2's bfloat16 test faster marked (24.1 s -> 18.2 s). The flag
+is no longer marked, and GPT-2's bfloat16 test faster marked (22 s -> 15-16 s). The flag
 is a JAX option (read at each compile, part of the persistent cache's key), not an
 XLA_FLAGS entry, so that a test can turn it off. Runs outside the tests (the CLI,
 benchmarks) keep XLA's defaults. XLA_FLAGS must be set before jax is imported anywhere,
