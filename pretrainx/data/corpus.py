@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pretrainx.data import prepared, sources
+from pretrainx.data import columnar, prepared, sources
 from pretrainx.errors import UserError
 
 
@@ -58,11 +58,12 @@ _shared = collections.OrderedDict()
 
 def _shared_key(spec, options: dict, tokenizer):
     tokenizer_key = getattr(tokenizer, "source_key", None)
-    if tokenizer_key is None or (isinstance(spec, str) and (spec.strip().startswith("tfds:")
-                                                            or "://" in spec)):
-        return None  # TFDS, or remote files (not listed twice)
+    patterns = spec.split(",") if isinstance(spec, str) else list(spec)
+    if tokenizer_key is None or (isinstance(spec, str) and spec.strip().startswith("tfds:")) \
+            or any(columnar.is_remote(p.strip()) for p in patterns):
+        return None  # TFDS, or remote files (listing them here would fetch it twice)
     paths = sources.expand_patterns(spec)
-    if not all(os.path.isfile(p) for p in paths):  # remote, or a save_to_disk folder
+    if not all(os.path.isfile(p) for p in paths):  # a save_to_disk folder
         return None
     files = tuple((p, s.st_size, s.st_mtime_ns) for p in paths for s in [os.stat(p)])
     return tokenizer_key, files, tuple(sorted(options.items()))
