@@ -59,9 +59,8 @@ _shared = collections.OrderedDict()
 def _shared_key(spec, options: dict, tokenizer):
     tokenizer_key = getattr(tokenizer, "source_key", None)
     patterns = spec.split(",") if isinstance(spec, str) else list(spec)
-    tfds = isinstance(spec, str) and spec.strip().startswith("tfds:")
     remote = any(columnar.is_remote((p or "").strip()) for p in patterns)
-    if tokenizer_key is None or tfds or remote:
+    if tokenizer_key is None or sources.is_tfds(spec) or remote:
         return None  # not shared: listing remote files here would fetch their listing twice
     paths = sources.expand_patterns(spec)
     if not all(os.path.isfile(p) for p in paths):  # a save_to_disk folder

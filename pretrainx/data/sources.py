@@ -20,6 +20,11 @@ _REPLACEMENT = "\ufffd"
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
+def is_tfds(spec) -> bool:
+    """Whether a source spec names a TFDS dataset (`tfds:NAME[@SPLIT]`), not files."""
+    return isinstance(spec, str) and spec.strip().startswith(tfds_source.PREFIX)
+
+
 def expand_patterns(patterns):
     """Comma-separated string or list of globs -> sorted, de-duplicated files."""
     if isinstance(patterns, str):
@@ -236,7 +241,7 @@ def _tfds_documents(unit, data_dir, text_field, reader, skip_bad_lines, stats):
 
 def list_units(spec, tfds_data_dir="", tfds_reader="data_source", records_per_unit=10_000):
     """The units of one source: `tfds:NAME[@SPLIT]`, or comma-separated globs."""
-    if isinstance(spec, str) and spec.strip().startswith("tfds:"):
+    if is_tfds(spec):
         name = spec.strip()
         count = tfds_source.num_records(name, tfds_data_dir, tfds_reader)
         if tfds_reader != "data_source":
@@ -255,7 +260,7 @@ def list_units(spec, tfds_data_dir="", tfds_reader="data_source", records_per_un
 def fingerprint(spec) -> list:
     """Bytes and rows of a source's Parquet and Arrow files (a resume refuses a changed
     one); [] for text and TFDS sources, whose examples' count stands for them."""
-    if isinstance(spec, str) and spec.strip().startswith("tfds:"):
+    if is_tfds(spec):
         return []
     return [columnar.describe(path) for path in expand_patterns(spec)
             if columnar.is_columnar(path)]
