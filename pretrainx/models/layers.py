@@ -211,8 +211,12 @@ class LayerNorm(nn.Module):
         scale = self.param("scale", nn.with_logical_partitioning(nn.initializers.ones, ("embed",)),
                            (features,), jnp.float32)
         x32 = x.astype(jnp.float32)
+        # Both moments in one pass over x, var = E[x^2] - E[x]^2 (flax.linen.LayerNorm's
+        # default): on v5e the compiler then folds the statistics into the matmul
+        # fusions beside them, 3.6 of BERT-Base's 53.8 ms a step (docs/accelerators.md).
         mean = jnp.mean(x32, axis=-1, keepdims=True)
-        var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
+        mean_of_squares = jnp.mean(jnp.square(x32), axis=-1, keepdims=True)
+        var = jnp.maximum(mean_of_squares - jnp.square(mean), 0.0)
         y = (x32 - mean) * jax.lax.rsqrt(var + self.eps) * scale
         if self.use_bias:
             y = y + self.param("bias", nn.with_logical_partitioning(
