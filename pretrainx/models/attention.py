@@ -28,6 +28,7 @@ from flax import linen as nn
 from jax.sharding import PartitionSpec as P
 
 from pretrainx.errors import UserError
+from pretrainx.models import target
 
 IMPLS = ("xla", "flash", "splash", "cudnn", "auto")
 KERNELS = ("flash", "splash", "cudnn")
@@ -105,23 +106,8 @@ class Mask:
         return bias if self.extra is None else plus_shared(self.extra, bias)
 
 
-_target: str | None = None  # the backend a deviceless compile is for (the planner)
-
-
-@contextlib.contextmanager
-def targeting(backend: str):
-    """Resolve "auto" (and check kernels) for `backend` rather than the one running:
-    the planner compiles for a TPU on a CPU."""
-    global _target
-    outer, _target = _target, backend
-    try:
-        yield
-    finally:
-        _target = outer
-
-
-def backend() -> str:
-    return _target or jax.default_backend()
+# the backend "auto" resolves for (the planner's deviceless TPU compile on a CPU)
+targeting, backend = target.targeting, target.backend
 
 
 def choose(impl: str, has_bias: bool, dropout: bool, dtype=jnp.float32) -> str:

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 from flax import linen as nn
 
 from pretrainx.models.attention import Mask, mask_to_bias, segment_mask  # noqa: F401
+from pretrainx.models import target
 from pretrainx.models.dropout import Dropout  # noqa: F401  (every family's dropout)
 
 Dtype = jnp.dtype
@@ -164,13 +165,19 @@ class Dense(nn.Module):
         in_shape = x.shape[-self.in_dims:]
         kernel = self.param("kernel", nn.with_logical_partitioning(self.kernel_init, self.kernel_axes),
                             in_shape + features, jnp.float32)
-        # As one 2-D matmul over all tokens: XLA:CPU ran the same product written
-        # as a 3-D einsum 30% slower once an activation sat between two of them.
-        lead = x.shape[:x.ndim - self.in_dims]
-        n_in, n_out = math.prod(in_shape), math.prod(features)
-        y = x.astype(self.dtype).reshape((-1, n_in)) @ kernel.astype(self.dtype).reshape(
-            (n_in, n_out))
-        y = y.reshape(lead + features)
+        x_c, kernel_c = x.astype(self.dtype), kernel.astype(self.dtype)
+        if target.backend() == "cpu":
+            # As one 2-D matmul over all tokens: XLA:CPU ran the same product written
+            # as a 3-D einsum 30% slower once an activation sat between two of them.
+            lead = x.shape[:x.ndim - self.in_dims]
+            n_in, n_out = math.prod(in_shape), math.prod(features)
+            y = (x_c.reshape((-1, n_in)) @ kernel_c.reshape((n_in, n_out))).reshape(
+                lead + features)
+        else:
+            # On a TPU the 2-D form's reshapes pin layouts: BERT-Base's step on v5e paid
+            # 8 ms of copies for them (docs/accelerators.md); contracted in place, none.
+            contract = (tuple(range(x.ndim - self.in_dims, x.ndim)), tuple(range(self.in_dims)))
+            y = jax.lax.dot_general(x_c, kernel_c, (contract, ((), ())))
         if self.use_bias:
             bias_axes = self.kernel_axes[self.in_dims:]
             bias = self.param("bias", nn.with_logical_partitioning(nn.initializers.zeros, bias_axes),
