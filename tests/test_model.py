@@ -98,3 +98,38 @@ def test_a_fully_masked_row_stays_finite_in_every_dtype(dtype):
     probs = jax.nn.softmax(scores + bias, axis=-1)
     assert bool(jnp.isfinite(probs).all())
     np.testing.assert_allclose(np.asarray(probs[0, 0, 0], np.float32), [0.5, 0.5, 0, 0])
+
+
+@pytest.mark.parametrize("in_dims, features", [(1, (3, 8)), (2, 5)])
+def test_dense_contracts_in_place_off_the_cpu_with_the_cpu_forms_values(in_dims, features):
+    """Dense is one 2-D matmul on XLA:CPU and one dot_general where a model is traced for
+    a TPU or GPU (models/target.py): the same parameters, the same outputs."""
+    from pretrainx.models import layers, target
+    dense = layers.Dense(features=features, kernel_axes=("a", "b", "c")[:in_dims + (
+        len(features) if isinstance(features, tuple) else 1)], in_dims=in_dims)
+    x = jax.random.normal(jax.random.key(0), (2, 7, 3, 4)[:2 + in_dims])
+    params = dense.init(jax.random.key(1), x)
+    on_cpu = dense.apply(params, x)
+    with target.targeting("tpu"):
+        jaxpr = str(jax.make_jaxpr(lambda v: dense.apply(params, v))(x))
+        on_tpu = dense.apply(params, x)
+    assert "reshape" not in jaxpr and "dot_general" in jaxpr
+    assert "reshape" in str(jax.make_jaxpr(lambda v: dense.apply(params, v))(x))
+    np.testing.assert_allclose(np.asarray(on_tpu), np.asarray(on_cpu), rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_statistics_in_one_pass_match_the_centred_ones():
+    """LayerNorm's E[x^2] - E[x]^2 against the two-pass variance: on BERT activations
+    and on rows whose mean is 30 times their spread (the cancellation's bad case)."""
+    from pretrainx.models import layers
+    norm = layers.LayerNorm(eps=1e-12)
+    x = jax.random.normal(jax.random.key(2), (4, 16, 768)) * jnp.linspace(0.1, 3.0, 768)
+    shifted = x[:1] + 30.0
+    for v in (x, shifted):
+        params = norm.init(jax.random.key(3), v)
+        got = norm.apply(params, v)
+        mean = v.mean(-1, keepdims=True)
+        want = (v - mean) / jnp.sqrt(jnp.square(v - mean).mean(-1, keepdims=True) + 1e-12)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-4)
+    zero = norm.apply(params, jnp.full((1, 3, 768), 5.0))  # no variance: finite, zero
+    assert np.all(np.asarray(zero) == 0.0)
