@@ -39,7 +39,7 @@ from pretrainx import dcn_traffic, hlo_bytes, kernel_cost, objectives, sharding 
 from pretrainx.chips import CHIPS, GIB  # noqa: E402
 from pretrainx.errors import UserError  # noqa: E402
 from pretrainx.main import _first_line, cli, cli_config  # noqa: E402
-from pretrainx.models import attention  # noqa: E402
+from pretrainx.models import attention, target  # noqa: E402
 from pretrainx.train import optim, phases as phases_lib, state as state_lib  # noqa: E402
 from pretrainx.train import step as step_lib  # noqa: E402
 
@@ -253,7 +253,7 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
 
 def plan(cfg, topology: str, phase_index=None, search=False, num_slices=1,
          dcn_gbps=None) -> dict:
-    with attention.targeting("tpu"):  # "auto" and the kernels as a TPU run resolves them
+    with target.targeting("tpu"):  # "auto", the kernels and Dense as a TPU run traces them
         return _plan(cfg, topology, phase_index, search, num_slices, dcn_gbps)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pretrainx.errors import UserError
-from pretrainx.models import attention
+from pretrainx.models import attention, target
 
 pltpu = pytest.importorskip("jax.experimental.pallas.tpu")
 
@@ -104,7 +104,7 @@ def test_what_a_kernel_cannot_do_is_refused_in_one_line():
     def refused(impl, backend, match, **model):
         c = cfg.copy_and_resolve_references()
         c.update(attention_impl=impl, **model)
-        with attention.targeting(backend), pytest.raises(UserError, match=match):
+        with target.targeting(backend), pytest.raises(UserError, match=match):
             attention.validate(c)
 
     refused("splash", "cpu", "runs on TPUs; this run's backend is cpu", attention_dropout_rate=0.0)
@@ -117,11 +117,11 @@ def test_what_a_kernel_cannot_do_is_refused_in_one_line():
     from pretrainx.families.t5 import model as t5  # one dropout rate, attention included
     t5_cfg = t5.default_config()
     t5_cfg.update(attention_impl="flash", dropout_rate=0.1)
-    with attention.targeting("tpu"), pytest.raises(UserError, match="model.dropout_rate=0"):
+    with target.targeting("tpu"), pytest.raises(UserError, match="model.dropout_rate=0"):
         attention.validate(t5_cfg)
     accepted = cfg.copy_and_resolve_references()
     accepted.update(attention_impl="splash", attention_dropout_rate=0.0)
-    with attention.targeting("tpu"):
+    with target.targeting("tpu"):
         attention.validate(accepted)
 
 
@@ -129,11 +129,11 @@ def test_auto_picks_per_backend_dropout_and_dtype():
     """xla on CPU and wherever attention dropout is on; on a TPU splash, or flash where
     a bias is added (T5); on a GPU cuDNN in 16 bits, xla in float32."""
     assert attention.choose("auto", has_bias=False, dropout=False) == "xla"  # this CPU
-    with attention.targeting("tpu"):
+    with target.targeting("tpu"):
         assert attention.choose("auto", False, False) == "splash"
         assert attention.choose("auto", True, False) == "flash"
         assert attention.choose("auto", False, True) == "xla"
-    with attention.targeting("gpu"):
+    with target.targeting("gpu"):
         assert attention.choose("auto", True, False, jnp.bfloat16) == "cudnn"
         assert attention.choose("auto", False, False, jnp.float32) == "xla"
     assert attention.choose("flash", False, True) == "flash"  # explicit: as given

@@ -285,9 +285,9 @@ def test_loss_falls_sharded_equals_unsharded_and_glue_finetunes(shared_data, tmp
     ("data.max_predictions_per_seq", 10, "by more than 10%"),
 ])
 def test_bad_input_is_one_line(key, value, words):
-    from pretrainx.models import attention
+    from pretrainx.models import target
     cfg = override(load_config("modernbert_quickstart.py"), {key: value})
-    with pytest.raises(UserError) as err, attention.targeting("tpu"):  # flash: a TPU's kernel
+    with pytest.raises(UserError) as err, target.targeting("tpu"):  # flash: a TPU's kernel
         objectives.validate(cfg)
     assert words in str(err.value) and "\n" not in str(err.value)
 

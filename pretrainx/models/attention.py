@@ -106,10 +106,6 @@ class Mask:
         return bias if self.extra is None else plus_shared(self.extra, bias)
 
 
-# the backend "auto" resolves for (the planner's deviceless TPU compile on a CPU)
-targeting, backend = target.targeting, target.backend
-
-
 def choose(impl: str, has_bias: bool, dropout: bool, dtype=jnp.float32) -> str:
     """The implementation "auto" stands for on this backend and shape; others as
     given. XLA wherever a kernel would drop attention dropout, and on GPUs above 16
@@ -117,7 +113,7 @@ def choose(impl: str, has_bias: bool, dropout: bool, dtype=jnp.float32) -> str:
     bias, so on a TPU it is splash's.)"""
     if impl != "auto":
         return impl
-    where = backend()
+    where = target.backend()
     if dropout or where not in ("tpu", "gpu"):
         return "xla"
     if where == "gpu":
@@ -143,9 +139,9 @@ def validate(model_cfg) -> None:
         raise UserError(f"config key '{key}' is {impl!r}; expected one of {', '.join(IMPLS)}")
     if impl not in KERNELS:
         return
-    if _RUNS_ON[impl] != backend() and not _interpreting():
+    if _RUNS_ON[impl] != target.backend() and not _interpreting():
         raise UserError(f"{key}={impl} runs on {_RUNS_ON[impl].upper()}s; this run's backend "
-                        f"is {backend()} (use xla, or auto to pick per backend)")
+                        f"is {target.backend()} (use xla, or auto to pick per backend)")
     rate_key = attention_dropout_key(model_cfg)
     if model_cfg.get(rate_key, 0.0) > 0:
         raise UserError(f"{key}={impl} applies no dropout to attention probabilities; set "
