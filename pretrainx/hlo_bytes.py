@@ -18,6 +18,7 @@ the chip's clock is the compiler's sequential per-op model of the step
 
 import collections
 import math
+import pathlib
 import re
 
 _DTYPE_BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "f8e4m3fn": 1,
@@ -88,6 +89,17 @@ def trip_count(condition_lines) -> int:
     return 1
 
 
+def _async_opcode(comps, calls: str) -> str:
+    """An async-start's opcode as jax prints it (slice-start, copy-start): the opcode
+    of its wrapped computation's root, with "-start"."""
+    callee = re.search(r"calls=%([\w.\-]+)", calls)
+    for line in comps.get(callee.group(1), ()) if callee else ():
+        m = _INSTRUCTION.match(line)
+        if m and line.lstrip().startswith("ROOT"):
+            return m.group(3) + "-start"
+    return "async-start"
+
+
 def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
     """One row per top-level instruction of the entry computation and of the loops
     and calls it runs: name, opcode, the model code it came from, and bytes read plus
@@ -119,6 +131,8 @@ def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
                     r"(?:to_apply=|branch_computations=\{|, )%([\w.\-]+)", calls)]
             if opcode in _FREE or opcode.endswith("-done"):
                 continue
+            if opcode == "async-start":  # libtpu's own dump spells slice-start this way
+                opcode = _async_opcode(comps, calls)
             args = rest.split("), ")[0] if "), " in rest else rest.rstrip(")")
             operands = [arrays(types.get(o, ""), padded)
                         for o in re.findall(r"%([\w.\-]+)", args)]
@@ -194,14 +208,30 @@ def traffic(hlo_text: str, cost_bytes: float, flops: float, model_flops: float,
                     "kernels and collectives carry none), at the chip's clock"}
 
 
-def of_compiled(compiled, cost_bytes, flops, model_flops, peak, bandwidth,
-                extra_hbm=None, clock_hz=None) -> dict:
-    """`traffic` of a jax Compiled; a note where it cannot be printed (jax 0.10.2 with
-    this libtpu fails on some v6e and v5p programs: a RET_CHECK on an async-update
-    instruction's operand count)."""
+def compiled_text(compiled, dump_dir=None):
+    """The optimized program of a jax Compiled as text, or None. jax 0.10.2 with this
+    libtpu cannot print some v6e and v5p programs (a RET_CHECK on an async-update
+    instruction's operand count); the same compile run with `dump_options(dump_dir)`
+    wrote it to `dump_dir` itself, and that file is read instead (where both work,
+    they give the same counts)."""
     try:
-        text = compiled.as_text()
+        return compiled.as_text()
     except Exception:  # JaxRuntimeError: INTERNAL: RET_CHECK failure
+        pass
+    files = sorted(pathlib.Path(dump_dir).glob("*.after_codegen.txt")) if dump_dir else []
+    return files[-1].read_text() if files else None
+
+
+def dump_options(dump_dir) -> dict:
+    """Compiler options that make a compile write its programs into `dump_dir` as text
+    (per compile, so the process's XLA_FLAGS stay as they are)."""
+    return {"xla_dump_to": str(dump_dir), "xla_dump_hlo_as_text": True}
+
+
+def of_text(text, cost_bytes, flops, model_flops, peak, bandwidth, extra_hbm=None,
+            clock_hz=None) -> dict:
+    """`traffic` of a compiled program's text (`compiled_text`); a note without one."""
+    if text is None:
         return {"note": "this libtpu cannot print the compiled program"}
     return traffic(text, cost_bytes, flops, model_flops, peak, bandwidth, extra_hbm or 0.0,
                    clock_hz)

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import re
+import tempfile
 
 # The plan runs nothing: jax stays on the CPU and libtpu serves only as a compiler.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -192,8 +193,9 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
     try:
         with attention.recording() as kernel_calls:
             lowered = step.lower(state, batch, key, clock)
-        with xla_flags_libtpu_knows():
-            compiled = lowered.compile()
+        with xla_flags_libtpu_knows(), tempfile.TemporaryDirectory() as dump:
+            compiled = lowered.compile(compiler_options=hlo_bytes.dump_options(dump))
+            program = hlo_bytes.compiled_text(compiled, dump)
     except Exception as e:  # XlaRuntimeError and friends
         message = str(e)
         if not _OOM.search(message):
@@ -218,8 +220,8 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
                                 cfg.micro_batches)
     if seconds or cfg.micro_batches > 1:
         chip = CHIPS[generation]
-        out["memory_traffic"] = hlo_bytes.of_compiled(
-            compiled, float(cost.get("bytes accessed", 0.0)), float(cost.get("flops", 0.0)),
+        out["memory_traffic"] = hlo_bytes.of_text(
+            program, float(cost.get("bytes accessed", 0.0)), float(cost.get("flops", 0.0)),
             model_flops / n, chip.peak_flops / devices_per_chip,
             chip.hbm_bandwidth / devices_per_chip, kernels and kernels["bytes_per_device"],
             chip.clock_hz)
@@ -236,7 +238,9 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
         source += " (attention kernels' FLOPs and bytes included)"
     n_slices = len(sharding.slices(devices, cfg.mesh))
     if n_slices > 1:
-        out["dcn"] = _dcn(compiled.as_text(), n_slices, generation, devices_per_chip, dcn_gbps)
+        out["dcn"] = (_dcn(program, n_slices, generation, devices_per_chip, dcn_gbps)
+                      if program is not None else
+                      {"est_seconds": None, "note": "this libtpu cannot print the program"})
         if seconds and out["dcn"]["est_seconds"] is not None:
             out["est_step_seconds_without_dcn"] = seconds
             seconds += out["dcn"]["est_seconds"]

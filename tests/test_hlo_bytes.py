@@ -86,3 +86,24 @@ def test_the_compilers_cycles_are_summed_per_iteration():
     assert out["compiler_cycles"] == 450 and out["compiler_cycles_seconds"] == 0.45
     assert abs(out["compiler_cycles_mfu"] - 1e6 / 1e12 / 0.45) < 1e-15
     assert hlo_bytes.traffic(HLO, 1e9, 1e6, 1e6, 1e12, 1e9)["compiler_cycles_seconds"] is None
+
+
+def test_a_slice_prefetch_counts_the_same_as_jax_prints_it_or_libtpu_dumps_it():
+    """jax prints an asynchronous slice as slice-start; libtpu's own dump (read where
+    jax cannot print a program) wraps it as async-start of a computation whose root is
+    the slice. Either way it reads the slice it writes, not the whole operand."""
+    head = ("HloModule m\n\n%wrapped (p: f32[1024,128]) -> f32[256,128] {\n"
+            "  %p = f32[1024,128]{1,0:T(8,128)} parameter(0)\n"
+            "  ROOT %s = f32[256,128]{1,0:T(8,128)S(1)} slice(%p), slice={[0:256], [0:128]}\n"
+            "}\n\n")
+    entry = ("ENTRY %main (a: f32[1024,128]) -> f32[256,128] {\n"
+             "  %a = f32[1024,128]{1,0:T(8,128)} parameter(0)\n"
+             "  %ss = ((f32[1024,128]{1,0:T(8,128)}), f32[256,128]{1,0:T(8,128)S(1)}, "
+             "s32[]{:S(2)}) OP\n"
+             "  ROOT %sd = f32[256,128]{1,0:T(8,128)S(1)} slice-done(%ss)\n}\n")
+    printed = entry.replace("OP", "slice-start(%a), slice={[0:256], [0:128]}")
+    dumped = entry.replace("OP", "async-start(%a), calls=%wrapped")
+    rows = [hlo_bytes.instruction_bytes(text) for text in (printed, head + dumped)]
+    assert [(r["opcode"], r["bytes"], r["hbm_bytes"]) for r in rows[0]] == \
+        [(r["opcode"], r["bytes"], r["hbm_bytes"]) for r in rows[1]] == \
+        [("slice-start", 2 * F32, F32)]
