@@ -209,17 +209,19 @@ def traffic(hlo_text: str, cost_bytes: float, flops: float, model_flops: float,
 
 
 def compiled_text(compiled, dump_dir=None):
-    """The optimized program of a jax Compiled as text, or None. jax 0.10.2 with this
-    libtpu cannot print some v6e and v5p programs (a RET_CHECK on an async-update
-    instruction's operand count); the same compile run with `dump_options(dump_dir)`
-    wrote it to `dump_dir` itself, and that file is read instead (where both work,
-    they give the same counts)."""
+    """The optimized program of a jax Compiled as text, or None: the `after_codegen`
+    file its compile wrote to `dump_dir` (compiled with `dump_options(dump_dir)`), else
+    `compiled.as_text()`. jax 0.10.2 with this libtpu cannot print some v6e and v5p
+    programs (a RET_CHECK on an async-update instruction's operand count, with a C++
+    stack trace on stderr); the compiler's own dump of the same program has no such
+    limit, and where both work they give the same counts."""
+    files = sorted(pathlib.Path(dump_dir).glob("*.after_codegen.txt")) if dump_dir else []
+    if files:
+        return files[-1].read_text()
     try:
         return compiled.as_text()
     except Exception:  # JaxRuntimeError: INTERNAL: RET_CHECK failure
-        pass
-    files = sorted(pathlib.Path(dump_dir).glob("*.after_codegen.txt")) if dump_dir else []
-    return files[-1].read_text() if files else None
+        return None
 
 
 def dump_options(dump_dir) -> dict:
