@@ -20,6 +20,7 @@ import collections
 import math
 import pathlib
 import re
+import tempfile
 
 _DTYPE_BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "f8e4m3fn": 1,
                 "f8e5m2": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4,
@@ -228,6 +229,14 @@ def dump_options(dump_dir) -> dict:
     """Compiler options that make a compile write its programs into `dump_dir` as text
     (per compile, so the process's XLA_FLAGS stay as they are)."""
     return {"xla_dump_to": str(dump_dir), "xla_dump_hlo_as_text": True}
+
+
+def compile_with_text(lowered):
+    """(the jax Compiled of `lowered`, its program as text or None), the text from the
+    compile's own dump in a temporary folder (`compiled_text`)."""
+    with tempfile.TemporaryDirectory() as dump:
+        compiled = lowered.compile(compiler_options=dump_options(dump))
+        return compiled, compiled_text(compiled, dump)
 
 
 def of_text(text, cost_bytes, flops, model_flops, peak, bandwidth, extra_hbm=None,

@@ -23,7 +23,6 @@ import json
 import math
 import os
 import re
-import tempfile
 
 # The plan runs nothing: jax stays on the CPU and libtpu serves only as a compiler.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -193,9 +192,8 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
     try:
         with attention.recording() as kernel_calls:
             lowered = step.lower(state, batch, key, clock)
-        with xla_flags_libtpu_knows(), tempfile.TemporaryDirectory() as dump:
-            compiled = lowered.compile(compiler_options=hlo_bytes.dump_options(dump))
-            program = hlo_bytes.compiled_text(compiled, dump)
+        with xla_flags_libtpu_knows():
+            compiled, program = hlo_bytes.compile_with_text(lowered)
     except Exception as e:  # XlaRuntimeError and friends
         message = str(e)
         if not _OOM.search(message):
