@@ -345,16 +345,16 @@ def main():
         peaks.append(metrics_lib.measured_matmul_peak.__wrapped__(size=2048))  # uncached
         return max(peaks)
 
-    results = {}
+    results, peak_used = {}, {}
     for size in args.sizes.split(","):
         steps = args.steps or (5 if size in ("tiny", "small", "t5_tiny", "gpt2_tiny") else 2)
         results[size] = measure(size, args.windows, steps, best_peak(), not args.no_flax,
                                 keras=not args.no_keras, isolate=not args.in_process)
-        results[size]["peak_flops_used"] = max(peaks)
+        peak_used[size] = max(peaks)
         print(_line(size, results[size]), flush=True)
     peak = best_peak()
-    for row in results.values():  # every MFU against the run's best peak
-        scale = row.pop("peak_flops_used") / peak
+    for size, row in results.items():  # every MFU against the run's best peak
+        scale = peak_used[size] / peak
         for side in row.values():
             if isinstance(side, dict) and "mfu" in side:
                 side["mfu"] *= scale

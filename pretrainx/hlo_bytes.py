@@ -32,6 +32,7 @@ _ARRAY = re.compile(r"\b([a-z]+[0-9]*[a-z0-9]*)\[([0-9,]*)\]"
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.*?) ([\w\-]+)\((.*)$")
 _FREE = {"parameter", "constant", "bitcast", "tuple", "get-tuple-element", "after-all",
          "partition-id", "replica-id", "iota", "while", "call", "conditional"}
+UNPRINTABLE = "this libtpu cannot print the compiled program"  # a plan's note
 
 
 def arrays(type_text: str, padded: bool = True) -> list:
@@ -243,6 +244,6 @@ def of_text(text, cost_bytes, flops, model_flops, peak, bandwidth, extra_hbm=Non
             clock_hz=None) -> dict:
     """`traffic` of a compiled program's text (`compiled_text`); a note without one."""
     if text is None:
-        return {"note": "this libtpu cannot print the compiled program"}
+        return {"note": UNPRINTABLE}
     return traffic(text, cost_bytes, flops, model_flops, peak, bandwidth, extra_hbm or 0.0,
                    clock_hz)

@@ -238,7 +238,7 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
     if n_slices > 1:
         out["dcn"] = (_dcn(program, n_slices, generation, devices_per_chip, dcn_gbps)
                       if program is not None else
-                      {"est_seconds": None, "note": "this libtpu cannot print the program"})
+                      {"est_seconds": None, "note": hlo_bytes.UNPRINTABLE})
         if seconds and out["dcn"]["est_seconds"] is not None:
             out["est_step_seconds_without_dcn"] = seconds
             seconds += out["dcn"]["est_seconds"]
