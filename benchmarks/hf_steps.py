@@ -13,6 +13,7 @@ import numpy as np
 
 VOCAB = {"bert": 30522, "t5": 32128, "gpt2": 50257, "modernbert": 50368}
 INSTALL = "pip install -e '.[reference]'"  # what a missing peer's row says
+REQUIRES = ("torch", "transformers")  # checked before a process is spawned for a peer
 _PLACE = {"device": "cpu", "autocast": None}
 
 

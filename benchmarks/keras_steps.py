@@ -18,6 +18,7 @@ import numpy as np
 from hf_steps import VOCAB
 
 INSTALL = 'pip install "keras-hub==0.32.0" beside the project (it brings TensorFlow)'
+REQUIRES = ("keras", "keras_hub")
 
 
 def _keras():
