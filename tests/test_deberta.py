@@ -76,7 +76,7 @@ def test_matches_hf_deberta_v2_and_round_trips(tmp_path, share):
         logits = theirs(input_ids=torch.tensor(batch["input_ids"], dtype=torch.long),
                         attention_mask=torch.tensor(batch["attention_mask"], dtype=torch.long)
                         ).logits.numpy()
-    mine = np.asarray(model.apply({"params": params}, batch)["mlm_logits"])
+    mine = np.asarray(jax.jit(model.apply)({"params": params}, batch)["mlm_logits"])
     real = batch["attention_mask"].astype(bool)
     assert np.abs(mine - logits)[real].max() <= 1e-4
     back = interop.load(str(tmp_path))
@@ -120,7 +120,7 @@ def test_enhanced_mask_decoder_reuses_the_last_layer(tmp_path):
     without = dict(params)
     del without["emd_position"]
     assert jax.tree_util.tree_structure(without) == jax.tree_util.tree_structure(plain)
-    with_emd = np.asarray(model.apply({"params": params}, batch)["mlm_logits"])
+    with_emd = np.asarray(jax.jit(model.apply)({"params": params}, batch)["mlm_logits"])
     no_emd = np.asarray(deberta.DebertaForMaskedLM(_cfg()).apply({"params": without},
                                                                  batch)["mlm_logits"])
     assert np.abs(with_emd - no_emd).max() > 1e-3

@@ -231,7 +231,7 @@ def test_distilbert_matches_hf_and_round_trips(tmp_path):
     batch = {"input_ids": ids, "token_type_ids": np.zeros_like(ids), "attention_mask": mask,
              "masked_lm_positions": np.tile(np.arange(length, dtype=np.int32), (3, 1))}
     model = bert.BertForMaskedLM(cfg)
-    params = jax.device_get(nn.unbox(model.init(jax.random.key(1), batch)["params"]))
+    params = jax.device_get(nn.unbox(jax.jit(model.init)(jax.random.key(1), batch)["params"]))
     params = jax.tree_util.tree_map(lambda x: np.asarray(x, np.float32), params)
     assert "type_embed" not in params["bert"]
     pretrained = interop.Pretrained(model=cfg, params=params, tokenizer=SPM, lower_case=True,
@@ -242,7 +242,7 @@ def test_distilbert_matches_hf_and_round_trips(tmp_path):
     with torch.no_grad():
         logits = theirs(input_ids=torch.tensor(ids, dtype=torch.long),
                         attention_mask=torch.tensor(mask, dtype=torch.long)).logits.numpy()
-    mine = np.asarray(model.apply({"params": params}, batch)["mlm_logits"])
+    mine = np.asarray(jax.jit(model.apply)({"params": params}, batch)["mlm_logits"])
     assert np.abs(mine - logits)[mask.astype(bool)].max() <= 1e-4
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
     encoded = hf_tokenizer(texts[0], return_tensors="pt")  # no token_type_ids for DistilBERT

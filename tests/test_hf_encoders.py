@@ -88,7 +88,7 @@ def test_roberta_masked_lm(shared_data, tmp_path):
     assert type(theirs).__name__ == "RobertaForMaskedLM"
     with torch.no_grad():
         logits = theirs(**_torch(batch, types=False)).logits.numpy()
-    mine = model.apply({"params": params}, batch)["mlm_logits"]
+    mine = jax.jit(model.apply)({"params": params}, batch)["mlm_logits"]
     _close(mine, logits, batch["attention_mask"].astype(bool))
     back = interop.load(str(tmp_path))
     assert (back.family, back.head, back.model.position_offset) == ("roberta", "mlm", 2)
@@ -109,7 +109,7 @@ def test_albert_for_pretraining(tmp_path, shared):
     assert theirs.config.num_hidden_groups == (1 if shared else 2)
     with torch.no_grad():
         out = theirs(**_torch(batch))
-    mine = model.apply({"params": params}, batch)
+    mine = jax.jit(model.apply)({"params": params}, batch)
     _close(mine["mlm_logits"], out.prediction_logits.numpy(),
            batch["attention_mask"].astype(bool))
     _close(mine["nsp_logits"], out.sop_logits.numpy())
@@ -133,7 +133,7 @@ def test_spanbert_exports_as_bert_masked_lm_without_its_sbo_head(tmp_path):
     assert type(theirs).__name__ == "BertForMaskedLM"
     with torch.no_grad():
         logits = theirs(**_torch(batch)).logits.numpy()
-    _close(model.apply({"params": params}, batch)["mlm_logits"], logits,
+    _close(jax.jit(model.apply)({"params": params}, batch)["mlm_logits"], logits,
            batch["attention_mask"].astype(bool))
     back = interop.load(str(tmp_path))
     assert (back.family, back.head) == ("bert", "mlm")
@@ -159,7 +159,7 @@ def test_electra_discriminator_and_generator(tmp_path):
     assert hf.caveat(pretrained) == ""
     written = hf.save(pretrained, str(tmp_path))
     assert "generator/model.safetensors" in written
-    mine = model.apply({"params": params}, batch)
+    mine = jax.jit(model.apply)({"params": params}, batch)
     assert (np.asarray(mine["disc_input_ids"]) == batch["input_ids"]).all()
     real = batch["attention_mask"].astype(bool)
     disc = transformers.ElectraForPreTraining.from_pretrained(tmp_path).eval()
@@ -214,7 +214,7 @@ def test_a_roberta_at_another_position_offset_exports_its_table_shifted(shared_d
     assert theirs.config.max_position_embeddings == 132
     with torch.no_grad():
         logits = theirs(**_torch(batch, types=False)).logits.numpy()
-    mine = model.apply({"params": params}, batch)["mlm_logits"]
+    mine = jax.jit(model.apply)({"params": params}, batch)["mlm_logits"]
     _close(mine, logits, batch["attention_mask"].astype(bool))
 
 

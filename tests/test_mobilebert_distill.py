@@ -75,7 +75,7 @@ def test_the_student_starts_with_the_teachers_decoder_and_tables(pretrained_work
              ("input_ids", "token_type_ids", "attention_mask")}
     batch["masked_lm_positions"] = jnp.zeros((1, 2), jnp.int32)
     fresh = jax.tree_util.tree_map(
-        np.asarray, nn.unbox(model.init(jax.random.key(0), batch)["params"]["student"]))
+        np.asarray, nn.unbox(jax.jit(model.init)(jax.random.key(0), batch)["params"]["student"]))
     student, copied = transfer.student_from_teacher(fresh, teacher)
     words = np.asarray(teacher.params["bert"]["token_embed"]["embedding"])
     decoder = np.concatenate([student["bert"]["token_embed"]["embedding"],

@@ -250,7 +250,8 @@ def test_a_t5_1_1_folder_in_transformers_5_form_imports_unscaled(tmp_path):
     batch = {"encoder_input_tokens": enc, "encoder_segment_ids": np.ones_like(enc),
              "decoder_input_tokens": dec, "decoder_target_tokens": dec,
              "decoder_segment_ids": np.ones_like(dec)}
-    ours = np.asarray(t5.T5(pretrained.model).apply({"params": pretrained.params}, batch)["logits"])
+    apply = jax.jit(t5.T5(pretrained.model).apply)
+    ours = np.asarray(apply({"params": pretrained.params}, batch)["logits"])
     with torch.no_grad():
         theirs = hf(input_ids=torch.tensor(enc, dtype=torch.long),
                     decoder_input_ids=torch.tensor(dec, dtype=torch.long)).logits.numpy()
@@ -274,12 +275,12 @@ def test_matches_huggingface_t5(variant):
              "decoder_input_tokens": np.concatenate([np.zeros((2, 1), np.int32),
                                                      dec_targets[:, :-1]], 1),
              "decoder_segment_ids": np.ones_like(dec_targets)}
-    params = nn.unbox(model.init(jax.random.key(1), batch)["params"])
+    params = nn.unbox(jax.jit(model.init)(jax.random.key(1), batch)["params"])
     if not cfg.tie_output and _transformers_major() >= 5:
         # transformers 5 ties every T5's output layer to the word table (scaled or not by
         # scale_decoder_outputs): T5 1.1 there is an untied, unscaled output equal to it
         params["output"]["kernel"] = np.asarray(params["token_embed"]["embedding"]).T
-    ours = np.asarray(model.apply({"params": params}, batch)["logits"])
+    ours = np.asarray(jax.jit(model.apply)({"params": params}, batch)["logits"])
     _load_into_hf(torch, hf, params, cfg)
     with torch.no_grad():
         theirs = hf(input_ids=torch.tensor(enc, dtype=torch.long),
