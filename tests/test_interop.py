@@ -358,10 +358,11 @@ def test_continued_pretraining_takes_the_folders_model_untied_head_included(tmp_
 def test_the_continuation_recipe_needs_only_a_folder_a_corpus_and_a_step_count(
         shared_data, tmp_path):
     """configs/continue_mlm.py with init_from (an HF BERT whose shapes, activation and
-    untied output layer differ from the recipe's), a corpus and a step count (and a
-    larger held-out share of this small corpus): the keys
-    and the tokenizer come from the folder, the imported model is evaluated before the
-    first step, the export loads in transformers with the continued weights."""
+    untied output layer differ from the recipe's), a corpus and a step count (and, for
+    this small corpus and the suite's time, a larger held-out share and smaller batches
+    and evaluations): the keys and the tokenizer come from the folder, the imported
+    model is evaluated before the first step, the export loads in transformers with
+    the continued weights."""
     from conftest import load_config
     from pretrainx import pretrain
     torch.manual_seed(0)
