@@ -256,20 +256,21 @@ def _time_peer(make, shape, batch, tokens, windows, steps, wait_each_step) -> di
     try:
         peer_step, work = make(shape, batch)
     except ImportError as e:
-        return {"missing": str(e), "install": sys.modules[make.__module__].INSTALL}
+        return _missing(make, str(e))
     return {**time_windows(peer_step, tokens, windows, steps, wait_each_step), "work": work}
+
+
+def _missing(make, why: str) -> dict:
+    return {"missing": why, "install": sys.modules[make.__module__].INSTALL}
 
 
 def _not_installed(make):
     """The row of a peer whose packages are not installed (its module's REQUIRES), found
     here, not by spawning a process to fail that import (the smoke test without
     KerasHub: 50.3 s -> 46.2 s alone); None when they are all there."""
-    module = sys.modules[make.__module__]
-    absent = [name for name in getattr(module, "REQUIRES", ())
+    absent = [name for name in getattr(sys.modules[make.__module__], "REQUIRES", ())
               if importlib.util.find_spec(name) is None]
-    if absent:
-        return {"missing": f"not installed: {', '.join(absent)}", "install": module.INSTALL}
-    return None
+    return _missing(make, f"not installed: {', '.join(absent)}") if absent else None
 
 
 def _here(fn, *args):
