@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
-from pretrainx import config as config_lib, plan  # noqa: E402
+from pretrainx import config as config_lib, hlo_bytes, plan  # noqa: E402
 from pretrainx.config import sibling_config  # noqa: E402
 
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
@@ -90,7 +90,7 @@ def hf_step_estimate(topology, batch, seq_len, tiny=False):
     rng = jax.ShapeDtypeStruct((2,), jnp.uint32, sharding=replicated)
     lowered = jax.jit(step, donate_argnums=(0, 1)).lower(
         spec(params, replicated), spec(opt_state, replicated), shapes, rng)
-    with plan.xla_flags_libtpu_knows():
+    with plan.xla_flags_libtpu_knows(), hlo_bytes.no_cache_write():
         compiled = lowered.compile()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost

@@ -17,6 +17,7 @@ the chip's clock is the compiler's sequential per-op model of the step
 (`compiler_cycles_seconds`), a second estimate beside the roofline."""
 
 import collections
+import contextlib
 import math
 import pathlib
 import re
@@ -232,10 +233,28 @@ def dump_options(dump_dir) -> dict:
     return {"xla_dump_to": str(dump_dir), "xla_dump_hlo_as_text": True}
 
 
+@contextlib.contextmanager
+def no_cache_write():
+    """No entry in JAX's persistent compilation cache for a deviceless compile: its
+    executable cannot be loaded back without a TPU client ("PjRtCompiler must be
+    constructed with a Client"), so an entry would be written for every plan that no run
+    can read, and the next compile of the same program would warn (writing it was
+    1.3-1.8 s of a tiny BERT's 9-10 s plan). Turning the whole cache off per compile does
+    not work: JAX decides once a process whether it uses one."""
+    import jax
+    before = jax.config.jax_persistent_cache_min_compile_time_secs
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", math.inf)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", before)
+
+
 def compile_with_text(lowered):
     """(the jax Compiled of `lowered`, its program as text or None), the text from the
-    compile's own dump in a temporary folder (`compiled_text`)."""
-    with tempfile.TemporaryDirectory() as dump:
+    compile's own dump in a temporary folder (`compiled_text`); a deviceless compile,
+    so written to no persistent cache (`no_cache_write`)."""
+    with tempfile.TemporaryDirectory() as dump, no_cache_write():
         compiled = lowered.compile(compiler_options=dump_options(dump))
         return compiled, compiled_text(compiled, dump)
 
