@@ -235,17 +235,24 @@ def dump_options(dump_dir) -> dict:
 
 @contextlib.contextmanager
 def no_cache_write():
-    """No entry in JAX's persistent compilation cache for a deviceless compile: its
-    executable cannot be loaded back without a TPU client ("PjRtCompiler must be
-    constructed with a Client"), so an entry would be written for every plan that no run
-    can read, and the next compile of the same program would warn (writing it was
-    1.3-1.8 s of a tiny BERT's 9-10 s plan). Turning the whole cache off per compile does
-    not work: JAX decides once a process whether it uses one."""
+    """No entry in JAX's persistent compilation cache for a deviceless compile, and no
+    warning from one already there: its executable cannot be loaded back without a TPU
+    client ("PjRtCompiler must be constructed with a Client"), so an entry would be
+    written for every plan that no run can read (writing it was 1.3-1.8 s of a tiny
+    BERT's 9-10 s plan), and an entry an older pretrainx wrote makes JAX warn at each
+    compile of the same program that it could not read it, then compile as if it were
+    absent. Turning the whole cache off per compile does not work: JAX decides once a
+    process whether it uses one."""
+    import warnings
+
     import jax
     before = jax.config.jax_persistent_cache_min_compile_time_secs
     jax.config.update("jax_persistent_cache_min_compile_time_secs", math.inf)
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", message="Error reading persistent compilation cache entry")
+            yield
     finally:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", before)
 

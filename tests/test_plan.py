@@ -250,24 +250,42 @@ def test_libtpu_starts_and_compiles_without_xla_cpus_own_flags(monkeypatch):
 def test_a_deviceless_compile_leaves_the_persistent_cache_alone():
     """A plan's executable cannot be loaded back without a TPU client, so the planner
     writes none to JAX's persistent cache (on here, as in every test, for programs of
-    any compile time): otherwise each plan writes an entry no run can read, and compiling
-    the same program again warns that it could not read it."""
+    any compile time), and an entry an older pretrainx wrote there does not make each
+    later plan of the same program warn that it could not read it. The program's shape is
+    drawn for this run, so no earlier run's entry can stand in for its own (a constant
+    would not do: JAX passes it as an argument, outside the cache key)."""
+    import pathlib
+    import uuid
     import warnings
 
     import jax
     import jax.numpy as jnp
     import numpy as np
 
+    width = 128 * (1 + uuid.uuid4().int % 4096)
+
+    def doubled_plus_one(x):
+        return x * 2 + 1
+
     devices = plan.topology_devices("v5e:2x2")[0]
     whole = jax.sharding.NamedSharding(jax.sharding.Mesh(np.array(devices), ("x",)),
                                        jax.sharding.PartitionSpec("x"))
-    lowered = jax.jit(lambda x: x * 2 + 1).lower(
-        jax.ShapeDtypeStruct((8, 128), jnp.float32, sharding=whole))
+    lowered = jax.jit(doubled_plus_one).lower(
+        jax.ShapeDtypeStruct((8, width), jnp.float32, sharding=whole))
+    cache = pathlib.Path(jax.config.jax_compilation_cache_dir)
+
+    def entries():
+        return set(p.name for p in cache.glob("jit_doubled_plus_one-*"))
+
+    earlier = entries()  # other widths', from earlier runs
     with warnings.catch_warnings(record=True) as caught, plan.xla_flags_libtpu_knows():
         warnings.simplefilter("always")
-        for _ in range(2):
-            compiled, text = hlo_bytes.compile_with_text(lowered)
-    assert "multiply" in text
+        compiled, text = hlo_bytes.compile_with_text(lowered)
+        assert "multiply" in text
+        assert entries() == earlier
+        lowered.compile()  # as pretrainx did before 2026-12-01: an entry no run can load
+        assert len(entries() - earlier) == 1
+        hlo_bytes.compile_with_text(lowered)
     assert not [w for w in caught if "compilation cache" in str(w.message)], [
         str(w.message)[:300] for w in caught]
     assert jax.config.jax_persistent_cache_min_compile_time_secs == 0  # given back after
