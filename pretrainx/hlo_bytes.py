@@ -103,11 +103,11 @@ def _async_opcode(comps, calls: str) -> str:
     return "async-start"
 
 
-def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
-    """One row per top-level instruction of the entry computation and of the loops
-    and calls it runs: name, opcode, the model code it came from, and bytes read plus
-    written, times the iterations of the loops around it (XLA's cost analysis counts a
-    loop body once; on v5e an FSDP matmul becomes a loop over weight shards)."""
+def _run_instructions(hlo_text: str):
+    """(comps, {name: result type}, [(match of _INSTRUCTION, times run)]) for each
+    instruction of the entry computation and of the loops and calls it runs, times
+    the iterations of the loops around it (XLA's cost analysis counts a loop body once;
+    on v5e an FSDP matmul becomes a loop over weight shards)."""
     comps, entry = _computations(hlo_text)
     types = {}
     for lines in comps.values():
@@ -115,15 +115,14 @@ def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
             m = _INSTRUCTION.match(line)
             if m:
                 types[m.group(1)] = m.group(2)
-    rows, todo = [], [(entry, 1)]
+    run, todo = [], [(entry, 1)]
     while todo:
         name, times = todo.pop()
         for line in comps.get(name, ()):
             m = _INSTRUCTION.match(line)
             if not m:
                 continue
-            _, out_type, opcode, rest = m.groups()
-            calls = rest.split("metadata=")[0]
+            opcode, calls = m.group(3), m.group(4).split("metadata=")[0]
             if opcode == "while":
                 cond = re.search(r"condition=%([\w.\-]+)", calls)
                 body = re.search(r"body=%([\w.\-]+)", calls)
@@ -132,28 +131,80 @@ def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
             elif opcode in ("call", "conditional"):
                 todo += [(c, times) for c in re.findall(
                     r"(?:to_apply=|branch_computations=\{|, )%([\w.\-]+)", calls)]
-            if opcode in _FREE or opcode.endswith("-done"):
-                continue
-            if opcode == "async-start":  # libtpu's own dump spells slice-start this way
-                opcode = _async_opcode(comps, calls)
-            args = rest.split("), ")[0] if "), " in rest else rest.rstrip(")")
-            operands = [arrays(types.get(o, ""), padded)
-                        for o in re.findall(r"%([\w.\-]+)", args)]
-            written = arrays(out_type, padded)
-            if opcode.endswith("-start") or "AsyncCollectiveStart" in rest:
-                # (operands echoed, destination, sync flags): the destination is written
-                written = written[sum(map(len, operands)):][:1]
-                if opcode in ("slice-start", "copy-start"):  # reads what it writes
-                    operands = [[(written[0][0], operands[0][0][1])]] if written else []
-            read = [a for op in operands for a in op]
-            source = re.search(r'op_name="([^"]*)"', rest)
-            cycles = re.search(r'"estimated_cycles":"(\d+)"', rest)
-            rows.append({"name": m.group(1), "opcode": opcode, "times": times,
-                         "source": source.group(1) if source else "",
-                         "cycles": times * int(cycles.group(1)) if cycles else 0,
-                         "bytes": times * sum(b for b, _ in read + written),
-                         "hbm_bytes": times * sum(b for b, chip in read + written if not chip)})
+            run.append((m, times))
+    return comps, types, run
+
+
+def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
+    """One row per top-level instruction of the entry computation and of the loops
+    and calls it runs: name, opcode, the model code it came from, and bytes read plus
+    written, times the iterations of the loops around it (`_run_instructions`)."""
+    comps, types, run = _run_instructions(hlo_text)
+    rows = []
+    for m, times in run:
+        _, out_type, opcode, rest = m.groups()
+        calls = rest.split("metadata=")[0]
+        if opcode in _FREE or opcode.endswith("-done"):
+            continue
+        if opcode == "async-start":  # libtpu's own dump spells slice-start this way
+            opcode = _async_opcode(comps, calls)
+        args = rest.split("), ")[0] if "), " in rest else rest.rstrip(")")
+        operands = [arrays(types.get(o, ""), padded)
+                    for o in re.findall(r"%([\w.\-]+)", args)]
+        written = arrays(out_type, padded)
+        if opcode.endswith("-start") or "AsyncCollectiveStart" in rest:
+            # (operands echoed, destination, sync flags): the destination is written
+            written = written[sum(map(len, operands)):][:1]
+            if opcode in ("slice-start", "copy-start"):  # reads what it writes
+                operands = [[(written[0][0], operands[0][0][1])]] if written else []
+        read = [a for op in operands for a in op]
+        source = re.search(r'op_name="([^"]*)"', rest)
+        cycles = re.search(r'"estimated_cycles":"(\d+)"', rest)
+        rows.append({"name": m.group(1), "opcode": opcode, "times": times,
+                     "source": source.group(1) if source else "",
+                     "cycles": times * int(cycles.group(1)) if cycles else 0,
+                     "bytes": times * sum(b for b, _ in read + written),
+                     "hbm_bytes": times * sum(b for b, chip in read + written if not chip)})
     return rows
+
+
+COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all",
+               "collective-permute")
+
+
+def collectives(hlo_text: str) -> dict:
+    """{kind: {"count", "bytes", "input_bytes"}} of a compiled program's collectives, per
+    device and step (loops counted per iteration): bytes each one hands back, input
+    bytes each one is handed. A TPU's reduce-scatter is, in libtpu's program, a fusion
+    calling an `%all-reduce-scatter` computation (an all-reduce whose result is sliced
+    in place), not the `reduce-scatter` opcode: it is counted as one here, so a ZeRO-1
+    step shows its gradients reduce-scattered (the full sums in, a device's shard out)."""
+    comps, types, run = _run_instructions(hlo_text)
+    out = {}
+    for m, times in run:
+        _, out_type, opcode, rest = m.groups()
+        calls = rest.split("metadata=")[0]
+        if opcode == "async-start":
+            opcode = _async_opcode(comps, calls)
+        kind = opcode[:-len("-start")] if opcode.endswith("-start") else opcode
+        callee = re.search(r"calls=%([A-Za-z\-]+)", calls)
+        if opcode == "fusion" and callee and callee.group(1) == "all-reduce-scatter":
+            kind = "reduce-scatter"
+        if kind not in COLLECTIVES:
+            continue
+        args = calls.split("), ")[0] if "), " in calls else calls.rstrip(")")
+        operands = [arrays(types.get(o, ""), padded=False)
+                    for o in re.findall(r"%([\w.\-]+)", args)]
+        read = sum(b for op in operands for b, _ in op)
+        written = array_bytes(out_type, padded=False)
+        if opcode.endswith("-start"):  # (operands echoed, destination, sync flags)
+            written = sum(b for b, _ in arrays(out_type, padded=False)[
+                sum(map(len, operands)):][:1])
+        entry = out.setdefault(kind, {"count": 0, "bytes": 0, "input_bytes": 0})
+        entry["count"] += times
+        entry["bytes"] += int(times * written)
+        entry["input_bytes"] += int(times * read)
+    return out
 
 
 def _part(source: str) -> str:
@@ -189,7 +240,9 @@ def traffic(hlo_text: str, cost_bytes: float, flops: float, model_flops: float,
     compiler placed it; on a TPU with on-chip memory assigned (v5e, v6e, v5p), much of
     that traffic never reaches HBM. The layout count keeps the arrays the compiled
     program holds in HBM. `extra_hbm` adds what the text cannot show (a Pallas
-    kernel's blocks). Both are counts from the compiled program, not measurements."""
+    kernel's blocks). Both are counts from the compiled program, not measurements; so
+    are its `collectives`, what the devices exchange (a ZeRO-1 plan's reduce-scatter
+    and all-gathers)."""
     rows = instruction_bytes(hlo_text)
     hbm = sum(r["hbm_bytes"] for r in rows) + extra_hbm
     terms = {"flops": max(flops, model_flops) / peak, "hbm_bytes": hbm / bandwidth}
@@ -198,6 +251,7 @@ def traffic(hlo_text: str, cost_bytes: float, flops: float, model_flops: float,
     cycles = sum(r["cycles"] for r in rows)
     per_op = cycles / clock_hz if cycles and clock_hz else None
     return {"cost_model_bytes": cost_bytes, "hbm_bytes": hbm,
+            "collectives": collectives(hlo_text),
             "compiler_cycles": cycles, "compiler_cycles_seconds": per_op,
             "compiler_cycles_mfu": model_flops / peak / per_op if per_op else None,
             "on_chip_bytes": sum(r["bytes"] - r["hbm_bytes"] for r in rows),

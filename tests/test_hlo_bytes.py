@@ -107,3 +107,44 @@ def test_a_slice_prefetch_counts_the_same_as_jax_prints_it_or_libtpu_dumps_it():
     assert [(r["opcode"], r["bytes"], r["hbm_bytes"]) for r in rows[0]] == \
         [(r["opcode"], r["bytes"], r["hbm_bytes"]) for r in rows[1]] == \
         [("slice-start", 2 * F32, F32)]
+
+
+# ZeRO-1's collectives as libtpu writes them: the gradients' reduce-scatter as a fusion
+# calling %all-reduce-scatter (inside it, the all-reduce it stands for), a scalar
+# all-reduce, and an all-gather of the new parameters inside a loop run twice.
+COLLECTIVES_HLO = """HloModule jit_step
+
+%all-reduce-scatter.3 (input_0: f32[64,16]) -> f32[16,16] {
+  %input_0 = f32[64,16]{1,0} parameter(0)
+  %all-reduce.9 = f32[64,16]{1,0} all-reduce(%input_0), channel_id=1, replica_groups={{0,1,2,3}}, to_apply=%add
+  ROOT %s = f32[16,16]{1,0} dynamic-slice(%all-reduce.9, %z, %z), dynamic_slice_sizes={16,16}
+}
+
+%body (w: f32[16,16]) -> f32[64,16] {
+  %w = f32[16,16]{1,0:T(8,128)} parameter(0)
+  ROOT %ag = f32[64,16]{1,0:T(8,128)} all-gather(%w), channel_id=3, replica_groups={{0,1,2,3}}, dimensions={0}
+}
+
+%cond (c: (s32[], f32[16,16])) -> pred[] {
+  %c = (s32[], f32[16,16]{1,0}) parameter(0)
+  %i = s32[]{:T(128)} get-tuple-element(%c), index=0
+  %two = s32[]{:T(128)} constant(2)
+  ROOT %k = pred[]{:T(512)} compare(%i, %two), direction=LT
+}
+
+ENTRY %main (g: f32[64,16], n: f32[]) -> f32[64,16] {
+  %g = f32[64,16]{1,0:T(8,128)} parameter(0)
+  %n = f32[]{:T(128)} parameter(1)
+  %rs = f32[16,16]{1,0:T(8,128)S(1)} fusion(%g), kind=kCustom, calls=%all-reduce-scatter.3, metadata={op_name="jit(step)/sharding_constraint"}
+  %norm = f32[]{:T(128)} all-reduce(%n), channel_id=2, replica_groups={{0,1,2,3}}, to_apply=%add
+  ROOT %l = f32[64,16]{1,0:T(8,128)} while(%rs), condition=%cond, body=%body
+}
+"""
+
+
+def test_collectives_count_libtpus_reduce_scatter_fusion_as_one():
+    counted = hlo_bytes.collectives(COLLECTIVES_HLO)
+    assert counted == {
+        "reduce-scatter": {"count": 1, "bytes": 16 * 16 * 4, "input_bytes": 64 * 16 * 4},
+        "all-reduce": {"count": 1, "bytes": 4, "input_bytes": 4},  # not the one inside
+        "all-gather": {"count": 2, "bytes": 2 * 64 * 16 * 4, "input_bytes": 2 * 16 * 16 * 4}}

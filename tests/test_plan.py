@@ -112,6 +112,28 @@ def test_micro_batches_get_their_step_time_from_the_compilers_cycles(v5e_tiny_be
     assert 0.8 * whole < phase["est_step_seconds"] < 2.5 * whole, (phase, whole)
 
 
+@pytest.mark.slow
+def test_zero1_reduce_scatters_the_gradients_and_gathers_the_parameters(v5e_tiny_bert):
+    """libtpu writes a reduce-scatter as a fusion calling `%all-reduce-scatter` (the
+    all-reduce and the slice of its result in one), not as the opcode: counted as one,
+    ZeRO-1's plan hands each of the 4 devices a quarter of the gradient sums it reduces
+    and gathers the updated parameters whole, where data parallelism all-reduces every
+    gradient whole and gathers nothing."""
+    plain = v5e_tiny_bert[0]["phases"][0]["memory_traffic"]["collectives"]
+    cfg = tiny_bert_config(**{"mesh.data": -1, "global_batch_size": 32,
+                              "mesh.shard_optimizer": True})
+    zero = plan.plan(cfg, "v5e:2x2")["phases"][0]["memory_traffic"]["collectives"]
+    params = 4 * v5e_tiny_bert[0]["params"]  # float32 gradients of every parameter
+    assert set(plain) == {"all-reduce"} and plain["all-reduce"]["bytes"] >= params, plain
+    scattered = zero["reduce-scatter"]
+    assert scattered["input_bytes"] == 4 * scattered["bytes"] >= params / 2, zero
+    assert zero["all-gather"]["bytes"] >= scattered["input_bytes"], zero
+    # still all-reduced whole: the scalars, the output bias the gradient norm reads
+    # whole, and the tied word embedding's output-projection term, which the input
+    # lookup's scatter then adds to. On 16-chip slices (v5e:4x4, v6e:4x4, v5p:2x2x4)
+    # this libtpu all-reduces every gradient and slices it (docs/accelerators.md).
+    assert zero["all-reduce"]["bytes"] < plain["all-reduce"]["bytes"] - scattered["bytes"]
+
 def test_out_of_memory_is_reported_not_raised():
     cfg = tiny_bert_config(global_batch_size=2 ** 17, **{"model.hidden_size": 512,
                                                         "model.mlp_dim": 2048})
