@@ -16,6 +16,11 @@ class _Unprintable:
         raise RuntimeError("INTERNAL: RET_CHECK failure")
 
 
+def tiny_data_parallel(**overrides):
+    """The tiny BERT at batch 32, data parallel over every device of the slice."""
+    return tiny_bert_config(**{"mesh.data": -1, "global_batch_size": 32, **overrides})
+
+
 @pytest.fixture(scope="module")
 def v5e_tiny_bert():
     """(the plan of the tiny BERT at batch 32, data parallel over v5e:2x2's 4 chips, [(the
@@ -39,8 +44,7 @@ def v5e_tiny_bert():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(hlo_bytes, "compile_with_text", compile_with_text)
         patch.setattr(hlo_bytes, "of_text", of_text)
-        result = plan.plan(tiny_bert_config(**{"mesh.data": -1, "global_batch_size": 32}),
-                           "v5e:2x2")
+        result = plan.plan(tiny_data_parallel(), "v5e:2x2")
     return result, seen.get("pairs", [])
 
 
@@ -50,8 +54,7 @@ def test_plans_a_tiny_bert_on_small_slices(topology, devices, chips, request):
     if topology == "v5e:2x2":
         result, counted_both_ways = request.getfixturevalue("v5e_tiny_bert")
     else:
-        result = plan.plan(tiny_bert_config(**{"mesh.data": -1, "global_batch_size": 32}),
-                           topology)
+        result = plan.plan(tiny_data_parallel(), topology)
     assert result["devices"] == devices and result["chips"] == chips
     assert result["mesh"]["data"] == devices and result["fits"] is True
     assert 0 < result["per_device_bytes"] < result["hbm_bytes_per_device"]
@@ -120,8 +123,7 @@ def test_zero1_reduce_scatters_the_gradients_and_gathers_the_parameters(v5e_tiny
     and gathers the updated parameters whole, where data parallelism all-reduces every
     gradient whole and gathers nothing."""
     plain = v5e_tiny_bert[0]["phases"][0]["memory_traffic"]["collectives"]
-    cfg = tiny_bert_config(**{"mesh.data": -1, "global_batch_size": 32,
-                              "mesh.shard_optimizer": True})
+    cfg = tiny_data_parallel(**{"mesh.shard_optimizer": True})
     zero = plan.plan(cfg, "v5e:2x2")["phases"][0]["memory_traffic"]["collectives"]
     params = 4 * v5e_tiny_bert[0]["params"]  # float32 gradients of every parameter
     assert set(plain) == {"all-reduce"} and plain["all-reduce"]["bytes"] >= params, plain
@@ -145,8 +147,7 @@ def test_out_of_memory_is_reported_not_raised():
 def test_scanned_layers_fit_but_get_no_step_time():
     """XLA's cost analysis counts a loop body once: a scanned stack would look
     several times cheaper than it is, so the planner gives memory but no time."""
-    cfg = tiny_bert_config(**{"mesh.data": -1, "global_batch_size": 32,
-                              "model.num_layers": 4, "model.scan_layers": True})
+    cfg = tiny_data_parallel(**{"model.num_layers": 4, "model.scan_layers": True})
     result = plan.plan(cfg, "v3:2x2")
     assert result["fits"] is True and result["per_device_bytes"] > 0
     assert result["est_step_seconds"] is None and result["est_days"] is None
@@ -219,8 +220,8 @@ def test_attention_kernels_compile_for_v5e_and_the_plan_counts_their_work():
     deviceless for v5e:2x2, sharded over its 4 chips. The compiler's cost model sees
     nothing inside a Mosaic kernel, so the plan adds each kernel's FLOPs, counted from
     its shapes: forward 4 B H Lq Lk D (half of it causal), backward 3.5x that."""
-    bert = plan.plan(tiny_bert_config(seq_len=128, **{
-        "mesh.data": -1, "global_batch_size": 32, "model.attention_impl": "splash",
+    bert = plan.plan(tiny_data_parallel(seq_len=128, **{
+        "model.attention_impl": "splash",
         "model.hidden_size": 128, "model.num_heads": 2,
         "data.max_predictions_per_seq": 20}), "v5e:2x2")
     kernels = bert["phases"][0]["attention_kernels"]
