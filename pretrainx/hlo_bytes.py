@@ -22,6 +22,7 @@ import math
 import pathlib
 import re
 import tempfile
+import warnings
 
 _DTYPE_BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "f8e4m3fn": 1,
                 "f8e5m2": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4,
@@ -135,28 +136,37 @@ def _run_instructions(hlo_text: str):
     return comps, types, run
 
 
-def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
+def _operands_and_result(comps, types, m, padded):
+    """(opcode, [[(bytes, on_chip)] per operand], [(bytes, on_chip)] written) of one
+    instruction (a match of _INSTRUCTION): libtpu's async-start given the opcode it
+    wraps, and an async start's result cut to the destination it writes."""
+    _, out_type, opcode, rest = m.groups()
+    calls = rest.split("metadata=")[0]
+    if opcode == "async-start":  # libtpu's own dump spells slice-start this way
+        opcode = _async_opcode(comps, calls)
+    args = rest.split("), ")[0] if "), " in rest else rest.rstrip(")")
+    operands = [arrays(types.get(o, ""), padded) for o in re.findall(r"%([\w.\-]+)", args)]
+    written = arrays(out_type, padded)
+    if opcode.endswith("-start") or "AsyncCollectiveStart" in rest:
+        # (operands echoed, destination, sync flags): the destination is written
+        written = written[sum(map(len, operands)):][:1]
+        if opcode in ("slice-start", "copy-start"):  # reads what it writes
+            operands = [[(written[0][0], operands[0][0][1])]] if written else []
+    return opcode, operands, written
+
+
+def instruction_bytes(hlo_text: str, padded: bool = True, walk=None) -> list:
     """One row per top-level instruction of the entry computation and of the loops
     and calls it runs: name, opcode, the model code it came from, and bytes read plus
-    written, times the iterations of the loops around it (`_run_instructions`)."""
-    comps, types, run = _run_instructions(hlo_text)
+    written, times the iterations of the loops around it (`_run_instructions`, or
+    `walk` where the caller has it)."""
+    comps, types, run = walk or _run_instructions(hlo_text)
     rows = []
     for m, times in run:
-        _, out_type, opcode, rest = m.groups()
-        calls = rest.split("metadata=")[0]
-        if opcode in _FREE or opcode.endswith("-done"):
+        rest = m.group(4)
+        if m.group(3) in _FREE or m.group(3).endswith("-done"):
             continue
-        if opcode == "async-start":  # libtpu's own dump spells slice-start this way
-            opcode = _async_opcode(comps, calls)
-        args = rest.split("), ")[0] if "), " in rest else rest.rstrip(")")
-        operands = [arrays(types.get(o, ""), padded)
-                    for o in re.findall(r"%([\w.\-]+)", args)]
-        written = arrays(out_type, padded)
-        if opcode.endswith("-start") or "AsyncCollectiveStart" in rest:
-            # (operands echoed, destination, sync flags): the destination is written
-            written = written[sum(map(len, operands)):][:1]
-            if opcode in ("slice-start", "copy-start"):  # reads what it writes
-                operands = [[(written[0][0], operands[0][0][1])]] if written else []
+        opcode, operands, written = _operands_and_result(comps, types, m, padded)
         read = [a for op in operands for a in op]
         source = re.search(r'op_name="([^"]*)"', rest)
         cycles = re.search(r'"estimated_cycles":"(\d+)"', rest)
@@ -172,38 +182,27 @@ COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all",
                "collective-permute")
 
 
-def collectives(hlo_text: str) -> dict:
+def collectives(hlo_text: str, walk=None) -> dict:
     """{kind: {"count", "bytes", "input_bytes"}} of a compiled program's collectives, per
     device and step (loops counted per iteration): bytes each one hands back, input
     bytes each one is handed. A TPU's reduce-scatter is, in libtpu's program, a fusion
     calling an `%all-reduce-scatter` computation (an all-reduce whose result is sliced
     in place), not the `reduce-scatter` opcode: it is counted as one here, so a ZeRO-1
     step shows its gradients reduce-scattered (the full sums in, a device's shard out)."""
-    comps, types, run = _run_instructions(hlo_text)
+    comps, types, run = walk or _run_instructions(hlo_text)
     out = {}
     for m, times in run:
-        _, out_type, opcode, rest = m.groups()
-        calls = rest.split("metadata=")[0]
-        if opcode == "async-start":
-            opcode = _async_opcode(comps, calls)
+        opcode, operands, written = _operands_and_result(comps, types, m, padded=False)
         kind = opcode[:-len("-start")] if opcode.endswith("-start") else opcode
-        callee = re.search(r"calls=%([A-Za-z\-]+)", calls)
+        callee = re.search(r"calls=%([A-Za-z\-]+)", m.group(4).split("metadata=")[0])
         if opcode == "fusion" and callee and callee.group(1) == "all-reduce-scatter":
             kind = "reduce-scatter"
         if kind not in COLLECTIVES:
             continue
-        args = calls.split("), ")[0] if "), " in calls else calls.rstrip(")")
-        operands = [arrays(types.get(o, ""), padded=False)
-                    for o in re.findall(r"%([\w.\-]+)", args)]
-        read = sum(b for op in operands for b, _ in op)
-        written = array_bytes(out_type, padded=False)
-        if opcode.endswith("-start"):  # (operands echoed, destination, sync flags)
-            written = sum(b for b, _ in arrays(out_type, padded=False)[
-                sum(map(len, operands)):][:1])
         entry = out.setdefault(kind, {"count": 0, "bytes": 0, "input_bytes": 0})
         entry["count"] += times
-        entry["bytes"] += int(times * written)
-        entry["input_bytes"] += int(times * read)
+        entry["bytes"] += int(times * sum(b for b, _ in written))
+        entry["input_bytes"] += int(times * sum(b for op in operands for b, _ in op))
     return out
 
 
@@ -243,7 +242,8 @@ def traffic(hlo_text: str, cost_bytes: float, flops: float, model_flops: float,
     kernel's blocks). Both are counts from the compiled program, not measurements; so
     are its `collectives`, what the devices exchange (a ZeRO-1 plan's reduce-scatter
     and all-gathers)."""
-    rows = instruction_bytes(hlo_text)
+    walk = _run_instructions(hlo_text)  # one walk of the program for both counts
+    rows = instruction_bytes(hlo_text, walk=walk)
     hbm = sum(r["hbm_bytes"] for r in rows) + extra_hbm
     terms = {"flops": max(flops, model_flops) / peak, "hbm_bytes": hbm / bandwidth}
     bound = max(terms, key=terms.get)
@@ -251,7 +251,7 @@ def traffic(hlo_text: str, cost_bytes: float, flops: float, model_flops: float,
     cycles = sum(r["cycles"] for r in rows)
     per_op = cycles / clock_hz if cycles and clock_hz else None
     return {"cost_model_bytes": cost_bytes, "hbm_bytes": hbm,
-            "collectives": collectives(hlo_text),
+            "collectives": collectives(hlo_text, walk),
             "compiler_cycles": cycles, "compiler_cycles_seconds": per_op,
             "compiler_cycles_mfu": model_flops / peak / per_op if per_op else None,
             "on_chip_bytes": sum(r["bytes"] - r["hbm_bytes"] for r in rows),
@@ -297,8 +297,6 @@ def no_cache_write():
     compile of the same program that it could not read it, then compile as if it were
     absent. Turning the whole cache off per compile does not work: JAX decides once a
     process whether it uses one."""
-    import warnings
-
     import jax
     before = jax.config.jax_persistent_cache_min_compile_time_secs
     jax.config.update("jax_persistent_cache_min_compile_time_secs", math.inf)

@@ -95,9 +95,8 @@ def test_a_budget_ends_evaluates_saves_and_resumes(tmp_path):
     # first step's compile alone took the 5 seconds (CI, 2026-12-02: "spent at step 1").
     # The same program compiled first, by a run whose budget ends at its first step,
     # is read back from JAX's persistent cache (on in the tests) by the run timed here.
-    loop.train(override(cfg.copy_and_resolve_references(), {"optimizer.budget_hours": 1e-9}),
-               str(tmp_path / "warm"),
-               devices=jax.devices()[:1])
+    warm = override(cfg.copy_and_resolve_references(), {"optimizer.budget_hours": 1e-9})
+    loop.train(warm, str(tmp_path / "warm"), devices=jax.devices()[:1])
     out = loop.train(cfg, workdir, devices=jax.devices()[:1])
     train = read_metrics(workdir)
     steps = train[-1]["step"]

@@ -136,6 +136,7 @@ def test_zero1_reduce_scatters_the_gradients_and_gathers_the_parameters(v5e_tiny
     # this libtpu all-reduces every gradient and slices it (docs/accelerators.md).
     assert zero["all-reduce"]["bytes"] < plain["all-reduce"]["bytes"] - scattered["bytes"]
 
+
 def test_out_of_memory_is_reported_not_raised():
     cfg = tiny_bert_config(global_batch_size=2 ** 17, **{"model.hidden_size": 512,
                                                         "model.mlp_dim": 2048})
