@@ -3,6 +3,7 @@ figures themselves are in docs/benchmarks.md (never asserted: timing is the
 machine's). What is asserted is each script's contract: its last line is one JSON
 object with the keys the docs read, and the soak run checks its own promises."""
 
+import importlib
 import json
 import os
 
@@ -65,10 +66,12 @@ def test_soak_keeps_its_promises():
 def test_train_step_compares_equal_work_for_every_family():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    # each side in its own process (the script's default); HF's Flax BERT left out here,
-    # a fourth BERT process (37 s in one process, 54 s isolated, 77 s isolated with it)
+    # every side in this one process: each side in its own (the script's default) spawns
+    # seven interpreters that import torch and transformers again (13 s each in a slow
+    # sitting; the smoke alone 122 s -> 52 s); the spawning itself is the next test's.
+    # HF's Flax BERT is left out: a fourth BERT side (37 s in one process)
     _, out = _run("train_step.py", "--sizes=tiny,t5_tiny,gpt2_tiny", "--windows=1",
-                  "--steps=1", "--no_flax")
+                  "--steps=1", "--no_flax", "--in_process")
     assert out["peak_flops"] == max(out["peaks_measured"]) > 0
     assert len(out["peaks_measured"]) == 4  # before each size and after the last
     for size in ("tiny", "t5_tiny", "gpt2_tiny"):
@@ -81,6 +84,15 @@ def test_train_step_compares_equal_work_for_every_family():
     assert bert["hf_pytorch_task"]["work"] == "all_positions"
     assert bert["hf_pytorch_same_work"]["work"] == "same" and "hf_flax_task" not in bert
     assert bert["ratio"] == bert["hf_pytorch_same_work"]["ratio_ours_over_this"]
+
+
+def test_train_step_times_each_side_in_a_fresh_interpreter_by_default(monkeypatch):
+    """What the smoke above runs in one process: train_step.py's default runs a side in
+    a new interpreter (its own imports, no state another side left), not in this one."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    train_step = importlib.import_module("train_step")
+    assert train_step._in_fresh_process(os.getpid) != os.getpid()
+    assert train_step._here(os.getpid) == os.getpid()
 
 
 @pytest.mark.slow
@@ -176,7 +188,9 @@ def test_packing_benchmark_prints_both_ways(shared_data):
     pack below their padding, RoBERTa's packed rows (kept inside their documents) below
     DOC-SENTENCES' unpacked ones."""
     alice = str(REPO / "pretrainx" / "assets" / "text" / "pg11_alice_in_wonderland.txt")
-    _, out = _run("packing.py", "--objectives=albert,roberta", "--seq_lens=64", "--steps=3",
+    # 2 steps a run: the compiling one, then one timed window (each step of the quickstart's
+    # BERT-Tiny over 4,096 tokens is 1-2 s on 2 cores, and padding is counted over the epoch)
+    _, out = _run("packing.py", "--objectives=albert,roberta", "--seq_lens=64", "--steps=2",
                   "--window=1", f"--files={alice}")
     for name in ("albert", "roberta"):
         row = out["objectives"][name]["64"]
