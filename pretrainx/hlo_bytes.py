@@ -136,14 +136,20 @@ def _run_instructions(hlo_text: str):
     return comps, types, run
 
 
+def _opcode(comps, m) -> str:
+    """An instruction's opcode, libtpu's async-start given the one it wraps."""
+    opcode = m.group(3)
+    if opcode == "async-start":  # libtpu's own dump spells slice-start this way
+        opcode = _async_opcode(comps, m.group(4).split("metadata=")[0])
+    return opcode
+
+
 def _operands_and_result(comps, types, m, padded):
     """(opcode, [[(bytes, on_chip)] per operand], [(bytes, on_chip)] written) of one
-    instruction (a match of _INSTRUCTION): libtpu's async-start given the opcode it
-    wraps, and an async start's result cut to the destination it writes."""
-    _, out_type, opcode, rest = m.groups()
-    calls = rest.split("metadata=")[0]
-    if opcode == "async-start":  # libtpu's own dump spells slice-start this way
-        opcode = _async_opcode(comps, calls)
+    instruction (a match of _INSTRUCTION), an async start's result cut to the
+    destination it writes."""
+    out_type, rest = m.group(2), m.group(4)
+    opcode = _opcode(comps, m)
     args = rest.split("), ")[0] if "), " in rest else rest.rstrip(")")
     operands = [arrays(types.get(o, ""), padded) for o in re.findall(r"%([\w.\-]+)", args)]
     written = arrays(out_type, padded)
@@ -155,12 +161,15 @@ def _operands_and_result(comps, types, m, padded):
     return opcode, operands, written
 
 
-def instruction_bytes(hlo_text: str, padded: bool = True, walk=None) -> list:
+def instruction_bytes(hlo_text: str, padded: bool = True) -> list:
     """One row per top-level instruction of the entry computation and of the loops
     and calls it runs: name, opcode, the model code it came from, and bytes read plus
-    written, times the iterations of the loops around it (`_run_instructions`, or
-    `walk` where the caller has it)."""
-    comps, types, run = walk or _run_instructions(hlo_text)
+    written, times the iterations of the loops around it (`_run_instructions`)."""
+    return _instruction_rows(_run_instructions(hlo_text), padded)
+
+
+def _instruction_rows(walk, padded: bool = True) -> list:
+    comps, types, run = walk
     rows = []
     for m, times in run:
         rest = m.group(4)
@@ -182,23 +191,28 @@ COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all",
                "collective-permute")
 
 
-def collectives(hlo_text: str, walk=None) -> dict:
+def collectives(hlo_text: str) -> dict:
     """{kind: {"count", "bytes", "input_bytes"}} of a compiled program's collectives, per
     device and step (loops counted per iteration): bytes each one hands back, input
     bytes each one is handed. A TPU's reduce-scatter is, in libtpu's program, a fusion
     calling an `%all-reduce-scatter` computation (an all-reduce whose result is sliced
     in place), not the `reduce-scatter` opcode: it is counted as one here, so a ZeRO-1
     step shows its gradients reduce-scattered (the full sums in, a device's shard out)."""
-    comps, types, run = walk or _run_instructions(hlo_text)
+    return _collectives(_run_instructions(hlo_text))
+
+
+def _collectives(walk) -> dict:
+    comps, types, run = walk
     out = {}
     for m, times in run:
-        opcode, operands, written = _operands_and_result(comps, types, m, padded=False)
+        opcode = _opcode(comps, m)
         kind = opcode[:-len("-start")] if opcode.endswith("-start") else opcode
         callee = re.search(r"calls=%([A-Za-z\-]+)", m.group(4).split("metadata=")[0])
         if opcode == "fusion" and callee and callee.group(1) == "all-reduce-scatter":
             kind = "reduce-scatter"
-        if kind not in COLLECTIVES:
+        if kind not in COLLECTIVES:  # operands read only for the few that are
             continue
+        _, operands, written = _operands_and_result(comps, types, m, padded=False)
         entry = out.setdefault(kind, {"count": 0, "bytes": 0, "input_bytes": 0})
         entry["count"] += times
         entry["bytes"] += int(times * sum(b for b, _ in written))
@@ -243,7 +257,7 @@ def traffic(hlo_text: str, cost_bytes: float, flops: float, model_flops: float,
     are its `collectives`, what the devices exchange (a ZeRO-1 plan's reduce-scatter
     and all-gathers)."""
     walk = _run_instructions(hlo_text)  # one walk of the program for both counts
-    rows = instruction_bytes(hlo_text, walk=walk)
+    rows = _instruction_rows(walk)
     hbm = sum(r["hbm_bytes"] for r in rows) + extra_hbm
     terms = {"flops": max(flops, model_flops) / peak, "hbm_bytes": hbm / bandwidth}
     bound = max(terms, key=terms.get)
@@ -251,7 +265,7 @@ def traffic(hlo_text: str, cost_bytes: float, flops: float, model_flops: float,
     cycles = sum(r["cycles"] for r in rows)
     per_op = cycles / clock_hz if cycles and clock_hz else None
     return {"cost_model_bytes": cost_bytes, "hbm_bytes": hbm,
-            "collectives": collectives(hlo_text, walk),
+            "collectives": _collectives(walk),
             "compiler_cycles": cycles, "compiler_cycles_seconds": per_op,
             "compiler_cycles_mfu": model_flops / peak / per_op if per_op else None,
             "on_chip_bytes": sum(r["bytes"] - r["hbm_bytes"] for r in rows),
