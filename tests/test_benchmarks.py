@@ -151,6 +151,20 @@ def test_tpu_plan_compares_with_flax_bert():
     assert out["speedup"] > 0 and out["ours_flops_per_step"] > 0
 
 
+def test_tpu_matmuls_prices_each_of_a_layers_matmuls_by_the_compilers_cycles():
+    """Each Dense and attention's two batched matmuls, forward and backward, with the
+    compiler's cycles against the chip's peak, and the layer's sums."""
+    pytest.importorskip("libtpu")
+    _, out = _run("tpu_matmuls.py", "--tiny", "--topologies=v5e:1x1")
+    rows = {r["matmul"]: r for r in out["rows"]}
+    assert set(rows) == {"qkv", "attention out", "mlp in", "mlp out", "attention scores",
+                         "attention values", "the four Dense", "the layer's matmuls"}
+    assert all(r["cycles_seconds"] > 0 and 0 < r["of_peak"] < 1 for r in rows.values()), rows
+    dense = sum(rows[k]["cycles_seconds"] for k in ("qkv", "attention out", "mlp in", "mlp out"))
+    assert rows["the four Dense"]["cycles_seconds"] == pytest.approx(dense)
+    assert rows["the layer's matmuls"]["cycles_seconds"] > dense
+
+
 @pytest.mark.slow
 def test_tpu_plan_tables_the_recipes_phase_by_phase():
     """--recipes plans every phase of each named config on each topology (the
