@@ -79,8 +79,8 @@ def cycles_seconds(device, f, shapes, out_shape, clock_hz):
         _, text = hlo_bytes.compile_with_text(jax.jit(_forward_and_backward(f)).lower(*args))
     if text is None:
         raise SystemExit("this libtpu printed no program to read the cycles from")
-    rows = hlo_bytes.traffic(text, 0.0, 0.0, 0.0, 1.0, 1.0, clock_hz=clock_hz)
-    return rows["compiler_cycles_seconds"]
+    counted = hlo_bytes.traffic(text, 0.0, 0.0, 0.0, 1.0, 1.0, clock_hz=clock_hz)
+    return counted["compiler_cycles_seconds"]  # the sum over its instructions, at the clock
 
 
 def main():
