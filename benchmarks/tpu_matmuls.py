@@ -83,6 +83,20 @@ def cycles_seconds(device, f, shapes, out_shape, clock_hz):
     return counted["compiler_cycles_seconds"]  # the sum over its instructions, at the clock
 
 
+def _row(out, generation, topology, model, name, seconds, at_peak, shapes=None):
+    """One priced matmul (with its shapes) or sum (in bold): printed, appended to
+    `out` and returned."""
+    row = {"topology": topology, "model": model, "matmul": name,
+           **({"shapes": shapes} if shapes else {}), "cycles_seconds": seconds,
+           "peak_seconds": at_peak, "of_peak": at_peak / seconds}
+    label, ratio = ((f"{name} {shapes}", f"{at_peak / seconds:.3f}") if shapes else
+                    (f"**{name}**", f"**{at_peak / seconds:.3f}**"))
+    print(f"| {generation} | {model} | {label} | {seconds * 1e3:.3f} ms "
+          f"| {at_peak * 1e3:.3f} ms | {ratio} |", flush=True)
+    out.append(row)
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--topologies", default="v5e:1x1,v6e:1x1")
@@ -102,26 +116,19 @@ def main():
         chip = chips.CHIPS[generation]
         for model in models:
             width, mlp = MODELS[model]
-            sums = {"dense": [0.0, 0.0], "layer": [0.0, 0.0]}
+            priced = []  # (row, is a Dense)
             for name, f, shapes, out_shape, flops, dense in matmuls(width, mlp, tokens,
                                                                    seq_len):
                 seconds = cycles_seconds(devices[0], f, shapes, out_shape, chip.clock_hz)
                 at_peak = 3 * flops / chip.peak_flops  # forward, and a gradient for each
-                for part in ("dense", "layer") if dense else ("layer",):
-                    sums[part][0] += seconds
-                    sums[part][1] += at_peak
-                out.append({"topology": topology, "model": model, "matmul": name,
-                            "shapes": shapes, "cycles_seconds": seconds,
-                            "peak_seconds": at_peak, "of_peak": at_peak / seconds})
-                print(f"| {generation} | {model} | {name} {shapes} | {seconds * 1e3:.3f} ms "
-                      f"| {at_peak * 1e3:.3f} ms | {at_peak / seconds:.3f} |", flush=True)
-            for part, label in (("dense", "the four Dense"), ("layer", "the layer's matmuls")):
-                seconds, at_peak = sums[part]
-                out.append({"topology": topology, "model": model, "matmul": label,
-                            "cycles_seconds": seconds, "peak_seconds": at_peak,
-                            "of_peak": at_peak / seconds})
-                print(f"| {generation} | {model} | **{label}** | {seconds * 1e3:.3f} ms "
-                      f"| {at_peak * 1e3:.3f} ms | **{at_peak / seconds:.3f}** |", flush=True)
+                priced.append((_row(out, generation, topology, model, name, seconds,
+                                    at_peak, shapes), dense))
+            for label, wanted in (("the four Dense", lambda d: d),
+                                  ("the layer's matmuls", lambda d: True)):
+                parts = [r for r, dense in priced if wanted(dense)]
+                _row(out, generation, topology, model, label,
+                     sum(r["cycles_seconds"] for r in parts),
+                     sum(r["peak_seconds"] for r in parts))
     print(json.dumps({"tokens": tokens, "seq_len": seq_len, "rows": out,
                       "note": "the compiler's cycle estimates, deviceless; not measurements"}))
 
