@@ -34,13 +34,15 @@ import pretrain_pays  # noqa: E402  (its settings, fine-tuning arms and choice r
 from pretrainx import config as config_lib, pretrain  # noqa: E402
 
 
-def _pretrain(kind: str, steps: int, work: pathlib.Path) -> dict:
+def _pretrain(kind: str, steps: int, work: pathlib.Path, eval_steps: int = 0) -> dict:
     cfg = config_lib.load_file(str(HERE.parent / "configs" / f"ettin_quickstart.py:{kind}"))
     if steps:  # the schedule's shape kept: warmup and decay the same shares of the run
         share = steps / cfg.total_steps
         cfg.optimizer.warmup_steps = max(1, round(cfg.optimizer.warmup_steps * share))
         cfg.optimizer.decay_steps = max(1, round(cfg.optimizer.decay_steps * share))
         cfg.total_steps = cfg.eval_every = cfg.checkpoint_every = steps
+    if eval_steps:
+        cfg.eval_steps = eval_steps
     workdir = work / kind
     start = time.perf_counter()
     pretrain.train(cfg, str(workdir))
@@ -59,10 +61,13 @@ def main():
     parser.add_argument("--lrs", default="3e-4,1e-3")
     parser.add_argument("--max_rows", type=int, default=0, help="smoke test: rows a setting")
     parser.add_argument("--epochs", type=int, default=0, help="smoke test: epochs")
+    parser.add_argument("--eval_steps", type=int, default=0,
+                        help="smoke test: held-out batches (0: the quickstart's 10)")
     args = parser.parse_args()
     work = pathlib.Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    runs = {kind: _pretrain(kind, args.steps, work) for kind in ("encoder", "decoder")}
+    runs = {kind: _pretrain(kind, args.steps, work, args.eval_steps)
+            for kind in ("encoder", "decoder")}
     seeds = [int(s) for s in args.seeds.split(",")]
     lrs = [float(x) for x in args.lrs.split(",")]
     results = {}

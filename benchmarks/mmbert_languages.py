@@ -19,7 +19,6 @@ row a model; the last line is one JSON object. Evaluations, not timings: one run
 """
 
 import argparse
-import collections
 import json
 import os
 import shutil
@@ -78,16 +77,21 @@ def branch(run_dir, step, out_dir) -> None:
 def guessers(cfg) -> dict:
     """{language: share of its held-out pieces that are its most frequent training piece}."""
     tokenizer = load_tokenizer(cfg.data.tokenizer)
-    special = set(int(i) for i in tokenizer.special_ids())
+    special = np.asarray(sorted(int(i) for i in tokenizer.special_ids()), np.int64)
     corpus = corpus_lib.Corpus(cfg, tokenizer)
     out = {}
     for name, spec in zip(sources.source_names(cfg.data.train_files, cfg.data.train_source_names),
                           sources.split_sources(cfg.data.train_files)):
-        def pieces(train):
-            return [int(t) for d in corpus.split_documents(spec, train) for s in d for t in s
-                    if int(t) not in special]
-        top, _ = collections.Counter(pieces(True)).most_common(1)[0]
-        held_out = np.asarray(pieces(False))
+        def pieces(train):  # in order, the special ids left out
+            docs = corpus.split_documents(spec, train)
+            ids = np.concatenate([s for d in docs for s in d]).astype(np.int64)
+            return ids[~np.isin(ids, special)]
+        train_ids = pieces(True)
+        counts = np.bincount(train_ids)
+        # the most frequent piece, ties to the one seen first (as Counter.most_common)
+        tied = np.flatnonzero(counts == counts.max())
+        top = train_ids[np.isin(train_ids, tied)][0]
+        held_out = pieces(False)
         out[name] = float(np.mean(held_out == top))
     return out
 

@@ -35,7 +35,7 @@ def test_distil_claim_prints_student_teacher_and_scratch(tmp_path):
 @pytest.mark.slow
 def test_ettin_pair_trains_both_and_fine_tunes_both(shared_data, tmp_path):
     _, out = _run("ettin_pair.py", f"--workdir={tmp_path}", "--steps=2", "--seeds=0",
-                  "--lrs=1e-3", "--max_rows=20", "--epochs=1")
+                  "--lrs=1e-3", "--max_rows=20", "--epochs=1", "--eval_steps=1")
     arms = out["settings"]["sst2_500"]
     assert set(arms) == {"encoder", "decoder"} and all(len(a["runs"]) == 1 for a in arms.values())
     assert out["held_out"]["decoder_perplexity"] > 1 and 0 <= out["held_out"][

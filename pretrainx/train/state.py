@@ -55,6 +55,14 @@ def abstract_state(model, tx, example_batch):
     return jax.eval_shape(_init_fn(model, tx, example_batch), jax.random.key(0))
 
 
+def abstract_params(model, example_batch):
+    """Shapes and logical axis annotations of the model's parameters alone."""
+    def init(key):
+        return model.init({"params": key, "dropout": key}, example_batch,
+                          deterministic=True)["params"]
+    return jax.eval_shape(init, jax.random.key(0))
+
+
 def state_shardings(abstract, mesh, rules, shard_optimizer: bool = False):
     """NamedShardings of the state from the logical axes of `abstract_state`; with
     `shard_optimizer` (ZeRO-1) the optimizer state is split over the data-parallel axes
