@@ -86,10 +86,11 @@ def _check_phase_shapes(cfg, phases, abstract) -> None:
     """A named phase's model keys must keep every parameter's shape (one state trains
     through all phases)."""
     want = jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), nn.unbox(abstract.params))
+    run_key = _shape_key(cfg)
     for phase in config_lib.phases(cfg):
         if not any(c.startswith("model.") for c in phase.changes):
             continue
-        key = (_shape_key(cfg), _shape_key(phase.cfg))
+        key = (run_key, _shape_key(phase.cfg))
         if key in _SAME_SHAPES:
             continue
         objective = phases.objective_of(phase)

@@ -41,10 +41,14 @@ def _name_like_params(opt_state, params):
     return jax.tree_util.tree_map_with_path(name, opt_state)
 
 
+def _init_params(model, example_batch, key):
+    return model.init({"params": key, "dropout": key}, example_batch,
+                      deterministic=True)["params"]
+
+
 def _init_fn(model, tx, example_batch):
     def init(key):
-        variables = model.init({"params": key, "dropout": key}, example_batch, deterministic=True)
-        params = variables["params"]
+        params = _init_params(model, example_batch, key)
         opt_state = _name_like_params(tx.init(nn.unbox(params)), params)
         return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=opt_state)
     return init
@@ -57,10 +61,8 @@ def abstract_state(model, tx, example_batch):
 
 def abstract_params(model, example_batch):
     """Shapes and logical axis annotations of the model's parameters alone."""
-    def init(key):
-        return model.init({"params": key, "dropout": key}, example_batch,
-                          deterministic=True)["params"]
-    return jax.eval_shape(init, jax.random.key(0))
+    return jax.eval_shape(lambda key: _init_params(model, example_batch, key),
+                          jax.random.key(0))
 
 
 def state_shardings(abstract, mesh, rules, shard_optimizer: bool = False):
