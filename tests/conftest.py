@@ -359,7 +359,10 @@ if _PROFILE_DIR:
         _profile_totals.clear()
         start = time.perf_counter()
         yield
-        row = {"test": item.nodeid, "wall_s": round(time.perf_counter() - start, 2),
+        # the run's id, shared by its xdist workers: `.ci/run` runs pytest twice into
+        # one DIR (benchmarks/suite_profile.py keeps one run)
+        row = {"test": item.nodeid, "run": os.environ.get("PYTEST_XDIST_TESTRUNUID", ""),
+               "wall_s": round(time.perf_counter() - start, 2),
                **{k: round(v, 2) for k, v in _profile_totals.items()}}
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         out = pathlib.Path(_PROFILE_DIR)

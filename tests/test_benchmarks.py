@@ -254,3 +254,26 @@ def test_word2vec_gensim_scores_both_on_the_same_words():
     for system in ("pretrainx", "gensim", "pretrainx_glove"):
         assert out[system]["seconds"] > 0 and out[system]["analogies"]["questions"] > 0
         assert out[system]["simlex"]["pairs"] > 100
+
+
+def test_suite_profile_splits_a_run_into_jax_and_the_rest(tmp_path):
+    """Rows as tests/conftest.py writes them, from two runs into one folder (as `.ci/run`
+    does): the largest run alone, its in-process seconds split into JAX's columns and
+    the rest, the tests with no JAX in process apart, files and tests ordered by their time."""
+    rows = {"gw0": [{"test": "tests/test_a.py::one", "run": "r1", "wall_s": 10.0,
+                     "trace_s": 1.0, "lower_s": 0.5, "compile_s": 4.0, "hits": 2},
+                    {"test": "tests/test_b.py::cli", "run": "r1", "wall_s": 30.0},
+                    {"test": "tests/test_a.py::again", "run": "r2", "wall_s": 99.0}],
+            "gw1": [{"test": "tests/test_a.py::two", "run": "r1", "wall_s": 6.0,
+                     "compile_s": 1.0, "cache_read_s": 0.5}]}
+    for worker, lines in rows.items():
+        (tmp_path / f"{worker}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    _, out = _run("suite_profile.py", str(tmp_path), "--top=2")
+    assert (out["tests"], out["worker_seconds"]) == (3, 46.0)
+    inside = out["in_process"]
+    assert (inside["tests"], inside["seconds"], inside["compile_s"]) == (2, 16.0, 5.0)
+    assert inside["not_jax_s"] == 16.0 - 7.0
+    assert out["no_jax_in_process"] == {"tests": 1, "seconds": 30.0}
+    assert out["files"] == [["tests/test_b.py", 30.0], ["tests/test_a.py", 16.0]]
+    assert [t for t, *_ in out["slowest"]] == ["tests/test_b.py::cli", "tests/test_a.py::one"]
+    assert out["slowest_not_jax"][0] == ["tests/test_a.py::one", 4.5, 10.0]
