@@ -6,11 +6,12 @@
 tests/conftest.py appends one JSON line a test to DIR/WORKER.jsonl: its wall time and
 what JAX spent in that process tracing, lowering and compiling (XLA) and reading the
 compile cache. A test with none of those ran its JAX work in subprocesses (CLIs,
-scripts, notebooks), whose JAX time no listener here sees, or had none (plain Python). This prints the worker-seconds, the
-JAX share of the in-process tests, the files and the tests that take the most, and the
-slowest tests by what is not JAX's (execution, I/O, waiting). `.ci/run` runs pytest twice
-(the suite, then the transformers 5 tests): rows carry their run's id, and `--run`
-keeps one (by default the run with the most rows). The last line is one JSON object.
+scripts, notebooks), whose JAX time no listener here sees, or had none (plain Python).
+This prints the worker-seconds, the JAX share of the in-process tests, the files and
+the tests that take the most, and the slowest tests by what is not JAX's (execution,
+I/O, waiting). `.ci/run` runs pytest twice (the suite, then the transformers 5 tests):
+rows carry their run's id, and `--run` keeps one (by default the run with the most
+rows). The last line is one JSON object.
 """
 
 import argparse

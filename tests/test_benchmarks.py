@@ -259,7 +259,7 @@ def test_word2vec_gensim_scores_both_on_the_same_words():
 def test_suite_profile_splits_a_run_into_jax_and_the_rest(tmp_path):
     """Rows as tests/conftest.py writes them, from two runs into one folder (as `.ci/run`
     does): the largest run alone, its in-process seconds split into JAX's columns and
-    the rest, the tests with no JAX in process apart, files and tests ordered by their time."""
+    the rest, the tests with no JAX in process apart, files and tests by their time."""
     rows = {"gw0": [{"test": "tests/test_a.py::one", "run": "r1", "wall_s": 10.0,
                      "trace_s": 1.0, "lower_s": 0.5, "compile_s": 4.0, "hits": 2},
                     {"test": "tests/test_b.py::cli", "run": "r1", "wall_s": 30.0},
