@@ -63,14 +63,14 @@ def summary(rows: list, top: int) -> dict:
     slowest = sorted(rows, key=lambda r: -r["wall_s"])[:top]
     not_jax = sorted(inside, key=lambda r: jax_seconds(r) - r["wall_s"])[:top]
     inside_wall = sum(r["wall_s"] for r in inside)
+    total = sum(r["wall_s"] for r in rows)
     return {
-        "tests": len(rows), "worker_seconds": round(sum(r["wall_s"] for r in rows), 1),
+        "tests": len(rows), "worker_seconds": round(total, 1),
         "in_process": {"tests": len(inside), "seconds": round(inside_wall, 1),
                        **{k: round(sum(r.get(k, 0.0) for r in inside), 1) for k in JAX_COLUMNS},
                        "not_jax_s": round(inside_wall - sum(map(jax_seconds, inside)), 1)},
         "no_jax_in_process": {"tests": len(rows) - len(inside),
-                             "seconds": round(sum(r["wall_s"] for r in rows
-                                                  if not in_process(r)), 1)},
+                              "seconds": round(total - inside_wall, 1)},
         "files": [[f, round(s, 1)] for f, s in by_file.most_common(top)],
         "slowest": [[r["test"], r["wall_s"], round(jax_seconds(r), 1) if in_process(r) else None]
                     for r in slowest],

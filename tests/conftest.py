@@ -333,7 +333,11 @@ def pytest_collection_modifyitems(config, items):
 # wall time and the seconds this process spent tracing, lowering and compiling (XLA) and
 # its compile-cache hits and misses, so that a run shows whether compilation, execution or
 # subprocesses hold the suite's time (docs/benchmarks.md, "The test suite's time").
-_PROFILE_DIR = os.environ.get("PRETRAINX_TEST_PROFILE")
+# A pytest that a profiled test starts (the GPU kit's dry run) writes no rows: its time
+# is inside that test's row already; _PROFILED_TEST, set while a test runs, says so.
+_PROFILED_TEST = "PRETRAINX_TEST_PROFILE_RUNNING"
+_PROFILE_DIR = (None if os.environ.get(_PROFILED_TEST)
+                else os.environ.get("PRETRAINX_TEST_PROFILE"))
 _PROFILE_EVENTS = {"/jax/core/compile/jaxpr_trace_duration": "trace_s",
                    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower_s",
                    "/jax/core/compile/backend_compile_duration": "compile_s",
@@ -358,7 +362,11 @@ if _PROFILE_DIR:
     def pytest_runtest_protocol(item, nextitem):
         _profile_totals.clear()
         start = time.perf_counter()
-        yield
+        os.environ[_PROFILED_TEST] = item.nodeid
+        try:
+            yield
+        finally:
+            os.environ.pop(_PROFILED_TEST, None)
         # the run's id, shared by its xdist workers: `.ci/run` runs pytest twice into
         # one DIR (benchmarks/suite_profile.py keeps one run)
         row = {"test": item.nodeid, "run": os.environ.get("PYTEST_XDIST_TESTRUNUID", ""),

@@ -61,10 +61,7 @@ def test_the_run_step_dry_runs_its_whole_path_on_the_cpu(tmp_path):
     """Families, kernels and the timed quickstart through `pytest -m gpu` on the CPU
     (cuDNN's comparisons skip), the benchmark at the tiny sizes (ours in bf16, HF under
     autocast where torch is), and the four files a borrowed machine sends back."""
-    # (and no rows of the kit's own pytest runs in this suite's PRETRAINX_TEST_PROFILE:
-    # they are inside this test's wall already)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("XLA_FLAGS", "JAX_PLATFORMS", "PRETRAINX_TEST_PROFILE")}
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
     env["XLA_FLAGS"] = xla_flags()  # the tests' compile flags, XLA's one CPU device
     done = subprocess.run([sys.executable, "launch/gpu_kit.py", "run", "--dry_run",
                            "--budget_s=400", "--sizes=tiny", "--out", str(tmp_path)],
