@@ -34,8 +34,10 @@ import pretrain_pays  # noqa: E402  (its settings, fine-tuning arms and choice r
 from pretrainx import config as config_lib, pretrain  # noqa: E402
 
 
-def _pretrain(kind: str, steps: int, work: pathlib.Path, eval_steps: int = 0) -> dict:
+def _pretrain(kind: str, steps: int, work: pathlib.Path, eval_steps: int = 0,
+              model=None) -> dict:
     cfg = config_lib.load_file(str(HERE.parent / "configs" / f"ettin_quickstart.py:{kind}"))
+    cfg.model.update(model or {})  # the smoke test's smaller network, the same for both
     if steps:  # the schedule's shape kept: warmup and decay the same shares of the run
         share = steps / cfg.total_steps
         cfg.optimizer.warmup_steps = max(1, round(cfg.optimizer.warmup_steps * share))
@@ -63,10 +65,13 @@ def main():
     parser.add_argument("--epochs", type=int, default=0, help="smoke test: epochs")
     parser.add_argument("--eval_steps", type=int, default=0,
                         help="smoke test: held-out batches (0: the quickstart's 10)")
+    parser.add_argument("--model", default="", help="smoke test: model keys over the "
+                        "quickstart's, as JSON")
     args = parser.parse_args()
     work = pathlib.Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    runs = {kind: _pretrain(kind, args.steps, work, args.eval_steps)
+    model = json.loads(args.model or "{}")
+    runs = {kind: _pretrain(kind, args.steps, work, args.eval_steps, model)
             for kind in ("encoder", "decoder")}
     seeds = [int(s) for s in args.seeds.split(",")]
     lrs = [float(x) for x in args.lrs.split(",")]

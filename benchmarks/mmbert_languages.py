@@ -34,16 +34,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 from lifecycle import ALL_BATCHES, model_differences, with_model_of  # noqa: E402
-from pretrainx import config as config_lib, merge, phasing, pretrain  # noqa: E402
+from pretrainx import config as config_lib, merge, objectives, phasing, pretrain  # noqa: E402
 from pretrainx.data import corpus as corpus_lib, sources  # noqa: E402
-from pretrainx.data.tokenizers import load_tokenizer  # noqa: E402
 from pretrainx.train import loop  # noqa: E402
 
 QUICKSTART = os.path.join(REPO, "configs", "mmbert_quickstart.py")
 
 
-def quickstart(steps=None):
+def quickstart(steps=None, model=None):
     cfg = config_lib.load_file(QUICKSTART)
+    cfg.model.update(model or {})  # the smoke test's smaller network
     if steps:
         for name, n in zip(cfg.phase_order.split(","), steps):
             cfg.phases[name].steps = n
@@ -76,7 +76,7 @@ def branch(run_dir, step, out_dir) -> None:
 
 def guessers(cfg) -> dict:
     """{language: share of its held-out pieces that are its most frequent training piece}."""
-    tokenizer = load_tokenizer(cfg.data.tokenizer)
+    tokenizer = objectives.load_tokenizer(cfg)  # as the run reads it: its tokens are shared
     special = np.asarray(sorted(int(i) for i in tokenizer.special_ids()), np.int64)
     corpus = corpus_lib.Corpus(cfg, tokenizer)
     out = {}
@@ -175,9 +175,11 @@ def main():
                         "the quickstart's)")
     parser.add_argument("--eval_batches", type=int, default=ALL_BATCHES,
                         help="batches a language (default: every one once)")
+    parser.add_argument("--model", default="", help="smoke test: model keys over the "
+                        "quickstart's, as JSON")
     args = parser.parse_args()
     steps = [int(s) for s in args.steps.split(",") if s.strip()] or None
-    cfg = quickstart(steps)
+    cfg = quickstart(steps, json.loads(args.model or "{}"))
     workdir = args.workdir or tempfile.mkdtemp(prefix="mmbert-")
     start = time.time()
     pretrain.train(cfg, workdir)

@@ -91,7 +91,7 @@ def write_corpus(folder: pathlib.Path, sources) -> tuple:
 
 
 def pretrain_config(tokenizer: str, files: list, minutes: float, checkpoint_every: int,
-                    vocab_size: int = 8192, max_steps: int = 0):
+                    vocab_size: int = 8192, max_steps: int = 0, model=None):
     import importlib.util
     spec = importlib.util.spec_from_file_location(
         "modernbert_quickstart", REPO / "configs" / "modernbert_quickstart.py")
@@ -103,6 +103,7 @@ def pretrain_config(tokenizer: str, files: list, minutes: float, checkpoint_ever
     c.data.eval_files = str(EVAL_BOOK)
     c.data.tokenizer = tokenizer
     c.model.vocab_size = vocab_size
+    c.model.update(model or {})  # the smoke test's smaller network
     # The schedule's clock: total_steps is its resolution (and a bound the budget ends
     # well before at ~6 steps/s); warmup and the 1 - sqrt decay in the same steps.
     # max_steps (the smoke test) ends the run at a step count whatever the machine's
@@ -134,7 +135,7 @@ def pretrain(work: pathlib.Path, args) -> dict:
         train_sentencepiece(files, str(work / "spm"), vocab_size=args.vocab_size)
     prepare_s = time.perf_counter() - t
     cfg = pretrain_config(tokenizer, files, args.minutes, args.checkpoint_every,
-                          args.vocab_size, args.max_steps)
+                          args.vocab_size, args.max_steps, json.loads(args.model or "{}"))
     t = time.perf_counter()
     result = loop.train(cfg, str(work / "pretrain"))
     elapsed = json.loads((work / "pretrain" / "budget.json").read_text())
@@ -238,6 +239,8 @@ def main():
     parser.add_argument("--max_steps", type=int, default=0,
                         help="smoke test: pretraining ends at this step if the time has not "
                         "ended it first (0: the time alone)")
+    parser.add_argument("--model", default="", help="smoke test: model keys over the "
+                        "recipe's, as JSON")
     args = parser.parse_args()
     if not SHARED.is_dir():
         raise SystemExit(f"needs the shared data at {SHARED}")

@@ -16,6 +16,11 @@ BOOKS = ",".join(str(REPO / "pretrainx" / "assets" / "text" / name) for name in
                  ("pg11_alice_in_wonderland.txt", "pg1661_adventures_of_sherlock_holmes.txt"))
 
 
+# The smokes of the scripts that train ModernBERT's 3 layers x 128 several times: the
+# contract at one layer x 32 (their compiles and steps are most of the smokes' time)
+TINY_NETWORK = '--model={"num_layers": 1, "hidden_size": 32, "num_heads": 2, "mlp_dim": 64}'
+
+
 def _run(script, *args, timeout=600, devices=1):
     # one CPU device by default: the contract, not the figures (8 simulated devices on 2
     # cores only add compile and thread work)
@@ -35,7 +40,7 @@ def test_distil_claim_prints_student_teacher_and_scratch(tmp_path):
 @pytest.mark.slow
 def test_ettin_pair_trains_both_and_fine_tunes_both(shared_data, tmp_path):
     _, out = _run("ettin_pair.py", f"--workdir={tmp_path}", "--steps=2", "--seeds=0",
-                  "--lrs=1e-3", "--max_rows=20", "--epochs=1", "--eval_steps=1")
+                  "--lrs=1e-3", "--max_rows=20", "--epochs=1", "--eval_steps=1", TINY_NETWORK)
     arms = out["settings"]["sst2_500"]
     assert set(arms) == {"encoder", "decoder"} and all(len(a["runs"]) == 1 for a in arms.values())
     assert out["held_out"]["decoder_perplexity"] > 1 and 0 <= out["held_out"][
@@ -43,10 +48,9 @@ def test_ettin_pair_trains_both_and_fine_tunes_both(shared_data, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.optimized  # its seven evaluations run: 42.7 s optimized, 49.4 s cheap
 def test_mmbert_languages_trains_branches_merges_and_scores_every_language(tmp_path):
     _, out = _run("mmbert_languages.py", f"--workdir={tmp_path}", "--steps=2,2,2",
-                  "--eval_batches=1")
+                  "--eval_batches=1", TINY_NETWORK)
     assert list(out["accuracy"]) == ["end of pretrain", "end of extension", "decay all",
                                      "decay cont", "decay eng", "merged (average)",
                                      "merged (ties)"]
@@ -187,7 +191,7 @@ def test_pretrain_pays_runs_end_to_end(shared_data, tmp_path):
     _, out = _run("pretrain_pays.py", f"--workdir={tmp_path}", "--minutes=10",
                   "--max_steps=4", "--checkpoint_every=2", "--settings=sst2_500", "--seeds=0,1",
                   "--lrs=1e-3", "--max_rows=48", "--epochs=1", "--curve_points=1",
-                  "--vocab_size=1000", f"--corpus={BOOKS}")
+                  "--vocab_size=1000", f"--corpus={BOOKS}", TINY_NETWORK)
     assert out["best_setting"] == "sst2_500"
     arms = out["settings"]["sst2_500"]
     assert out["best_gap_points"] == arms["pretrained"]["mean"] - arms["random_init"]["mean"]
