@@ -39,10 +39,12 @@ CONFIGS = {"bert": "quickstart.py", "crammed": "crammed_quickstart.py",
 UPPER = 1_000_000  # steps: only a bound; the budget ends every run
 
 
-def budget_config(name: str, minutes: float, window: int):
-    """The recipe's config with the budget set and its schedule scaled to UPPER steps."""
+def budget_config(name: str, minutes: float, window: int, eval_steps: int = 10, model=None):
+    """The recipe's config with the budget set and its schedule scaled to UPPER steps;
+    `model` (the smoke test's) sets model keys over the recipe's."""
     from pretrainx.config import load_file
     c = load_file(str(REPO / "configs" / CONFIGS[name]))
+    c.model.update(model or {})
     scale = UPPER / c.total_steps
     o = c.optimizer
     o.warmup_steps = round(o.warmup_steps * scale)
@@ -52,7 +54,7 @@ def budget_config(name: str, minutes: float, window: int):
     c.total_steps = UPPER
     c.log_every = window
     c.eval_every = c.checkpoint_every = UPPER
-    c.eval_steps = 10
+    c.eval_steps = eval_steps
     c.mesh.data = 1
     return c
 
@@ -67,10 +69,10 @@ def padding(cfg) -> float:
     return 1 - real / (len(rows) * cfg.seq_len)
 
 
-def run(name: str, minutes: float, window: int) -> dict:
+def run(name: str, minutes: float, window: int, eval_steps: int = 10, model=None) -> dict:
     import jax
     from pretrainx.train import loop
-    cfg = budget_config(name, minutes, window)
+    cfg = budget_config(name, minutes, window, eval_steps, model)
     workdir = tempfile.mkdtemp(prefix=f"pretrainx-recipes-{name}-")
     out = loop.train(cfg, workdir, devices=jax.devices()[:1])
     with open(os.path.join(workdir, "metrics.jsonl"), encoding="utf-8") as f:
@@ -90,10 +92,14 @@ def main():
     parser.add_argument("--budget_minutes", type=float, default=10.0)
     parser.add_argument("--recipes", default="bert,crammed,modernbert")
     parser.add_argument("--window", type=int, default=100)
+    parser.add_argument("--eval_steps", type=int, default=10, help="held-out batches")
+    parser.add_argument("--model", default="", help="smoke test: model keys over every "
+                        "recipe's, as JSON")
     args = parser.parse_args()
+    model = json.loads(args.model or "{}")
     results = {}
     for name in args.recipes.split(","):
-        results[name] = run(name, args.budget_minutes, args.window)
+        results[name] = run(name, args.budget_minutes, args.window, args.eval_steps, model)
         r = results[name]
         print(f"{name:10s} eval MLM accuracy {r['eval_mlm_accuracy']:.4f} (15% masking) after "
               f"{r['steps']:,} steps; {r['params']:,} parameters; tokens/s "

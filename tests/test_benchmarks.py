@@ -16,8 +16,8 @@ BOOKS = ",".join(str(REPO / "pretrainx" / "assets" / "text" / name) for name in
                  ("pg11_alice_in_wonderland.txt", "pg1661_adventures_of_sherlock_holmes.txt"))
 
 
-# The smokes of the scripts that train ModernBERT's 3 layers x 128 several times: the
-# contract at one layer x 32 (their compiles and steps are most of the smokes' time)
+# The smokes of the scripts that train their recipes' networks (up to 3 layers x 128)
+# several times: the contract at one layer x 32 (compiles and steps are most of their time)
 TINY_NETWORK = '--model={"num_layers": 1, "hidden_size": 32, "num_heads": 2, "mlp_dim": 64}'
 
 
@@ -219,7 +219,8 @@ def test_packing_benchmark_prints_both_ways(shared_data):
 
 @pytest.mark.slow
 def test_recipes_benchmark_prints_every_recipe():
-    _, out = _run("recipes.py", "--budget_minutes=0.05", "--window=1")
+    _, out = _run("recipes.py", "--budget_minutes=0.05", "--window=1", "--eval_steps=1",
+                  TINY_NETWORK)
     assert out["budget_seconds"] == 3.0
     for name in ("bert", "crammed", "modernbert"):
         r = out["recipes"][name]
