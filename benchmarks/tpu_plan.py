@@ -43,7 +43,7 @@ from pretrainx.config import sibling_config  # noqa: E402
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")
 
 
-TINY = {"num_layers": 2, "hidden_size": 128, "num_heads": 2, "mlp_dim": 512}
+TINY = {"num_layers": 1, "hidden_size": 128, "num_heads": 2, "mlp_dim": 512}
 
 
 def hf_step_estimate(topology, batch, seq_len, tiny=False):
