@@ -20,7 +20,7 @@ position (as FlaxBertForPreTraining computes it); ours is the training code path
 of configs/bert_base.py. Step times are the compiler's cost-model estimates (see
 pretrainx.plan), so the ratio compares two estimates made the same way.
 Needs libtpu and transformers 4.57 (the last release with Flax models). --tiny
-shrinks both models to 2 layers of width 128 and the batch to 32 (the smoke test's
+shrinks both models to 1 layer of width 128 and the batch to 8 (the smoke test's
 size: it proves the script runs, not a figure).
 """
 
