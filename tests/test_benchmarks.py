@@ -6,6 +6,7 @@ object with the keys the docs read, and the soak run checks its own promises."""
 import importlib
 import json
 import os
+import pathlib
 
 import pytest
 
@@ -19,6 +20,12 @@ BOOKS = ",".join(str(REPO / "pretrainx" / "assets" / "text" / name) for name in
 # The smokes of the scripts that train their recipes' networks (up to 3 layers x 128)
 # several times: the contract at one layer x 32 (compiles and steps are most of their time)
 TINY_NETWORK = '--model={"num_layers": 1, "hidden_size": 32, "num_heads": 2, "mlp_dim": 64}'
+
+
+def _trained_tiny(config_json) -> bool:
+    """Whether the run whose config.json this is trained TINY_NETWORK (--model applied)."""
+    model = json.loads(pathlib.Path(config_json).read_text())["model"]
+    return (model["num_layers"], model["hidden_size"], model["mlp_dim"]) == (1, 32, 64)
 
 
 def _run(script, *args, timeout=600, devices=1):
@@ -41,6 +48,7 @@ def test_distil_claim_prints_student_teacher_and_scratch(tmp_path):
 def test_ettin_pair_trains_both_and_fine_tunes_both(shared_data, tmp_path):
     _, out = _run("ettin_pair.py", f"--workdir={tmp_path}", "--steps=2", "--seeds=0",
                   "--lrs=1e-3", "--max_rows=20", "--epochs=1", "--eval_steps=1", TINY_NETWORK)
+    assert all(_trained_tiny(tmp_path / kind / "config.json") for kind in ("encoder", "decoder"))
     arms = out["settings"]["sst2_500"]
     assert set(arms) == {"encoder", "decoder"} and all(len(a["runs"]) == 1 for a in arms.values())
     assert out["held_out"]["decoder_perplexity"] > 1 and 0 <= out["held_out"][
@@ -51,6 +59,7 @@ def test_ettin_pair_trains_both_and_fine_tunes_both(shared_data, tmp_path):
 def test_mmbert_languages_trains_branches_merges_and_scores_every_language(tmp_path):
     _, out = _run("mmbert_languages.py", f"--workdir={tmp_path}", "--steps=2,2,2",
                   "--eval_batches=1", TINY_NETWORK)
+    assert _trained_tiny(tmp_path / "config.json")
     assert list(out["accuracy"]) == ["end of pretrain", "end of extension", "decay all",
                                      "decay cont", "decay eng", "merged (average)",
                                      "merged (ties)"]
@@ -192,6 +201,7 @@ def test_pretrain_pays_runs_end_to_end(shared_data, tmp_path):
                   "--max_steps=4", "--checkpoint_every=2", "--settings=sst2_500", "--seeds=0,1",
                   "--lrs=1e-3", "--max_rows=48", "--epochs=1", "--curve_points=1",
                   "--vocab_size=1000", f"--corpus={BOOKS}", TINY_NETWORK)
+    assert _trained_tiny(tmp_path / "pretrain" / "config.json")
     assert out["best_setting"] == "sst2_500"
     arms = out["settings"]["sst2_500"]
     assert out["best_gap_points"] == arms["pretrained"]["mean"] - arms["random_init"]["mean"]
@@ -225,6 +235,7 @@ def test_recipes_benchmark_prints_every_recipe():
     for name in ("bert", "crammed", "modernbert"):
         r = out["recipes"][name]
         assert 0 <= r["eval_mlm_accuracy"] <= 1 and r["steps"] >= 1 and "over_bert" in r
+        assert r["params"] < 500_000, (name, r["params"])  # the recipes' own: about 1.0M
 
 
 @pytest.mark.slow
