@@ -44,7 +44,8 @@ def _default_files() -> str:
     return ",".join(sorted(glob.glob(str(REPO / "pretrainx" / "assets" / "text" / "*.txt"))))
 
 
-def _config(objective: str, seq_len: int, pack: bool, files: str, steps: int, window: int):
+def _config(objective: str, seq_len: int, pack: bool, files: str, steps: int, window: int,
+            model=None):
     from pretrainx.config import load_file
     quick = load_file(str(REPO / "configs" / "quickstart.py"))
     c = quick if objective == "bert" else load_file(str(REPO / "configs" / f"{objective}_base.py"))
@@ -59,6 +60,7 @@ def _config(objective: str, seq_len: int, pack: bool, files: str, steps: int, wi
     if objective == "roberta":
         c.model.max_position_embeddings = seq_len + 2
         c.data.tokenizer = str(GPT2)
+    c.model.update(model or {})  # the smoke test's smaller network
     c.seq_len, c.global_batch_size = seq_len, 32 * 128 // seq_len  # 4,096 tokens a step
     c.data.max_predictions_per_seq = round(0.15 * seq_len + 0.5)
     c.data.train_files, c.data.eval_files = files, ""
@@ -104,7 +106,8 @@ def _tokens_per_sec(cfg) -> list:
 def _measure(objective: str, seq_len: int, files: str, args) -> dict:
     row = {}
     for pack in (False, True):
-        cfg = _config(objective, seq_len, pack, files, args.steps, args.window)
+        cfg = _config(objective, seq_len, pack, files, args.steps, args.window,
+                      json.loads(args.model or "{}"))
         (padding, doc_sentences), rates = _padding(cfg), _tokens_per_sec(cfg)
         median = statistics.median(rates)
         row["packed" if pack else "unpacked"] = {
@@ -136,6 +139,8 @@ def main():
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--files", default="")
+    parser.add_argument("--model", default="", help="smoke test: model keys over every "
+                        "objective's, as JSON")
     args = parser.parse_args()
     files = args.files or _default_files()
     out = {}

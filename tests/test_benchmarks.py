@@ -219,7 +219,7 @@ def test_packing_benchmark_prints_both_ways(shared_data):
     # 2 steps a run: the compiling one, then one timed window (each step of the quickstart's
     # BERT-Tiny over 4,096 tokens is 1-2 s on 2 cores, and padding is counted over the epoch)
     _, out = _run("packing.py", "--objectives=albert,roberta", "--seq_lens=64", "--steps=2",
-                  "--window=1", f"--files={alice}")
+                  "--window=1", f"--files={alice}", TINY_NETWORK)
     for name in ("albert", "roberta"):
         row = out["objectives"][name]["64"]
         assert row["packed"]["padding_fraction"] < row.get(
