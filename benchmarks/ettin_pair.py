@@ -65,13 +65,12 @@ def main():
     parser.add_argument("--epochs", type=int, default=0, help="smoke test: epochs")
     parser.add_argument("--eval_steps", type=int, default=0,
                         help="smoke test: held-out batches (0: the quickstart's 10)")
-    parser.add_argument("--model", default="", help="smoke test: model keys over the "
-                        "quickstart's, as JSON")
+    parser.add_argument("--model", type=json.loads, default={},
+                        help="smoke test: model keys over the quickstart's, as JSON")
     args = parser.parse_args()
     work = pathlib.Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
-    model = json.loads(args.model or "{}")
-    runs = {kind: _pretrain(kind, args.steps, work, args.eval_steps, model)
+    runs = {kind: _pretrain(kind, args.steps, work, args.eval_steps, args.model)
             for kind in ("encoder", "decoder")}
     seeds = [int(s) for s in args.seeds.split(",")]
     lrs = [float(x) for x in args.lrs.split(",")]

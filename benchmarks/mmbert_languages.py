@@ -175,11 +175,11 @@ def main():
                         "the quickstart's)")
     parser.add_argument("--eval_batches", type=int, default=ALL_BATCHES,
                         help="batches a language (default: every one once)")
-    parser.add_argument("--model", default="", help="smoke test: model keys over the "
-                        "quickstart's, as JSON")
+    parser.add_argument("--model", type=json.loads, default={},
+                        help="smoke test: model keys over the quickstart's, as JSON")
     args = parser.parse_args()
     steps = [int(s) for s in args.steps.split(",") if s.strip()] or None
-    cfg = quickstart(steps, json.loads(args.model or "{}"))
+    cfg = quickstart(steps, args.model)
     workdir = args.workdir or tempfile.mkdtemp(prefix="mmbert-")
     start = time.time()
     pretrain.train(cfg, workdir)

@@ -106,8 +106,7 @@ def _tokens_per_sec(cfg) -> list:
 def _measure(objective: str, seq_len: int, files: str, args) -> dict:
     row = {}
     for pack in (False, True):
-        cfg = _config(objective, seq_len, pack, files, args.steps, args.window,
-                      json.loads(args.model or "{}"))
+        cfg = _config(objective, seq_len, pack, files, args.steps, args.window, args.model)
         (padding, doc_sentences), rates = _padding(cfg), _tokens_per_sec(cfg)
         median = statistics.median(rates)
         row["packed" if pack else "unpacked"] = {
@@ -139,8 +138,8 @@ def main():
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--files", default="")
-    parser.add_argument("--model", default="", help="smoke test: model keys over every "
-                        "objective's, as JSON")
+    parser.add_argument("--model", type=json.loads, default={},
+                        help="smoke test: model keys over every objective's, as JSON")
     args = parser.parse_args()
     files = args.files or _default_files()
     out = {}

@@ -135,7 +135,7 @@ def pretrain(work: pathlib.Path, args) -> dict:
         train_sentencepiece(files, str(work / "spm"), vocab_size=args.vocab_size)
     prepare_s = time.perf_counter() - t
     cfg = pretrain_config(tokenizer, files, args.minutes, args.checkpoint_every,
-                          args.vocab_size, args.max_steps, json.loads(args.model or "{}"))
+                          args.vocab_size, args.max_steps, args.model)
     t = time.perf_counter()
     result = loop.train(cfg, str(work / "pretrain"))
     elapsed = json.loads((work / "pretrain" / "budget.json").read_text())
@@ -239,8 +239,8 @@ def main():
     parser.add_argument("--max_steps", type=int, default=0,
                         help="smoke test: pretraining ends at this step if the time has not "
                         "ended it first (0: the time alone)")
-    parser.add_argument("--model", default="", help="smoke test: model keys over the "
-                        "recipe's, as JSON")
+    parser.add_argument("--model", type=json.loads, default={},
+                        help="smoke test: model keys over the recipe's, as JSON")
     args = parser.parse_args()
     if not SHARED.is_dir():
         raise SystemExit(f"needs the shared data at {SHARED}")

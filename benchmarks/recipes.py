@@ -93,13 +93,12 @@ def main():
     parser.add_argument("--recipes", default="bert,crammed,modernbert")
     parser.add_argument("--window", type=int, default=100)
     parser.add_argument("--eval_steps", type=int, default=10, help="held-out batches")
-    parser.add_argument("--model", default="", help="smoke test: model keys over every "
-                        "recipe's, as JSON")
+    parser.add_argument("--model", type=json.loads, default={},
+                        help="smoke test: model keys over every recipe's, as JSON")
     args = parser.parse_args()
-    model = json.loads(args.model or "{}")
     results = {}
     for name in args.recipes.split(","):
-        results[name] = run(name, args.budget_minutes, args.window, args.eval_steps, model)
+        results[name] = run(name, args.budget_minutes, args.window, args.eval_steps, args.model)
         r = results[name]
         print(f"{name:10s} eval MLM accuracy {r['eval_mlm_accuracy']:.4f} (15% masking) after "
               f"{r['steps']:,} steps; {r['params']:,} parameters; tokens/s "

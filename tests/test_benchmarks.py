@@ -19,13 +19,14 @@ BOOKS = ",".join(str(REPO / "pretrainx" / "assets" / "text" / name) for name in
 
 # The smokes of the scripts that train their recipes' networks (up to 3 layers x 128)
 # several times: the contract at one layer x 32 (compiles and steps are most of their time)
-TINY_NETWORK = '--model={"num_layers": 1, "hidden_size": 32, "num_heads": 2, "mlp_dim": 64}'
+TINY = {"num_layers": 1, "hidden_size": 32, "num_heads": 2, "mlp_dim": 64}
+TINY_NETWORK = f"--model={json.dumps(TINY)}"
 
 
 def _trained_tiny(config_json) -> bool:
-    """Whether the run whose config.json this is trained TINY_NETWORK (--model applied)."""
+    """Whether the run whose config.json this is trained TINY (--model applied)."""
     model = json.loads(pathlib.Path(config_json).read_text())["model"]
-    return (model["num_layers"], model["hidden_size"], model["mlp_dim"]) == (1, 32, 64)
+    return {k: model[k] for k in TINY} == TINY
 
 
 def _run(script, *args, timeout=600, devices=1):
