@@ -17,6 +17,7 @@ import numpy as np
 import optax
 
 from pretrainx.errors import UserError
+from pretrainx.objectives import accuracy
 
 MASK_FRACTION = 0.8
 KEEP_FRACTION = 0.1  # the remaining 0.1 becomes a random token
@@ -253,7 +254,7 @@ def mlm_loss_and_metrics(logits, masked_lm_ids, masked_lm_weights):
     # log Z - logit[id], never the whole log-softmax: on v3 that array's writes and
     # reads were 0.5% of BERT-Base's step.
     nll = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), ids)
-    correct = (jnp.argmax(logits, axis=-1) == ids).astype(jnp.float32)
+    correct = accuracy.argmax_matches(logits, ids).astype(jnp.float32)
     return {
         "mlm_loss_sum": jnp.sum(nll * weights),
         "mlm_correct_sum": jnp.sum(correct * weights),

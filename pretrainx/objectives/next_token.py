@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from pretrainx.objectives import accuracy
+
 
 def targets_and_weights(input_ids, segments):
     """([batch, length - 1] next tokens, their 0/1 float32 weights)."""
@@ -21,7 +23,7 @@ def token_sums(logits, targets, weights) -> dict:
     """The batch's summed cross-entropy, correct predictions and weight of next-token
     targets (any causal LM's: GPT-2's rows too)."""
     nll = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
-    correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
+    correct = accuracy.argmax_matches(logits, targets).astype(jnp.float32)
     return {"loss_sum": jnp.sum(nll * weights), "correct_sum": jnp.sum(correct * weights),
             "token_sum": jnp.sum(weights)}
 

@@ -17,6 +17,7 @@ from pretrainx import charset
 from pretrainx.data import corpus, words
 from pretrainx.errors import UserError
 from pretrainx.families.elmo import model as elmo
+from pretrainx.objectives import accuracy
 
 DIRECTIONS = ("forward", "backward")
 
@@ -100,7 +101,7 @@ class BiLM:
             logits, targets = outputs[f"{d}_logits"], batch[f"{d}_targets"]
             w = batch[f"{d}_weights"]
             nll = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
-            correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
+            correct = accuracy.argmax_matches(logits, targets).astype(jnp.float32)
             sums[f"{d}_loss_sum"] = jnp.sum(nll * w)
             sums[f"{d}_correct_sum"] = jnp.sum(correct * w)
             sums[f"{d}_token_sum"] = jnp.sum(w)

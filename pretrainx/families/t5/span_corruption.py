@@ -16,7 +16,7 @@ import optax
 from pretrainx.data import corpus, packing
 from pretrainx.errors import UserError
 from pretrainx.families.t5 import model as t5
-from pretrainx.objectives import spans
+from pretrainx.objectives import accuracy, spans
 
 FEATURES = ("encoder_input_tokens", "encoder_segment_ids", "encoder_positions",
             "decoder_target_tokens", "decoder_input_tokens", "decoder_segment_ids",
@@ -30,7 +30,7 @@ def cross_entropy_sums(logits, targets, weights, z_loss: float):
     log_z = jax.nn.logsumexp(logits, axis=-1)  # XLA shares it with optax's
     nll = optax.softmax_cross_entropy_with_integer_labels(logits, targets.astype(jnp.int32))
     weights = weights.astype(jnp.float32)
-    correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
+    correct = accuracy.argmax_matches(logits, targets).astype(jnp.float32)
     return {
         "cross_entropy_sum": jnp.sum(nll * weights),
         "z_loss_sum": jnp.sum(z_loss * jnp.square(log_z) * weights),
