@@ -156,16 +156,23 @@ def exit_with_parent(worker_index: int = 0, worker_count: int = 1) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
+PREFETCH_BATCHES = 64
+
+
 def make_iterator(ds: grain.MapDataset, prefetch_threads: int = 2, signature=None,
-                  worker_processes: int = 0):
-    """A checkpointable iterator (get_state / set_state) with a small thread prefetch.
+                  worker_processes: int = 0, batches: int | None = None):
+    """A checkpointable iterator (get_state / set_state) with a small thread prefetch:
+    `PREFETCH_BATCHES` ahead, or `batches` where the caller will read no more (grain
+    keeps its buffer full, so a 6-step run or a 2-batch evaluation would prepare 64
+    batches it never reads; the order and the positions are the same either way).
 
     `worker_processes` > 0 runs the transforms (masking, corruption, packing) in
     that many grain worker processes, for hosts where one core cannot keep up
     (see benchmarks/input_pipeline.py). The position then depends on the worker
     count, which joins the signature.
     """
-    options = grain.ReadOptions(num_threads=prefetch_threads, prefetch_buffer_size=64)
+    ahead = PREFETCH_BATCHES if batches is None else max(1, min(PREFETCH_BATCHES, batches))
+    options = grain.ReadOptions(num_threads=prefetch_threads, prefetch_buffer_size=ahead)
     iter_ds = ds.to_iter_dataset(options)
     if worker_processes > 0:
         iter_ds = iter_ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=worker_processes),

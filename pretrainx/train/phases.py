@@ -183,12 +183,15 @@ class Phases:
         example = self.objective_of(phase).example_batch(phase.global_batch_size, phase)
         return {k: self.batch_sharding for k in example}
 
-    def train_iterator(self, phase):
+    def train_iterator(self, phase, step: int | None = None):
+        """The phase's data from its start, or for a run at `step` of it (which a
+        checkpoint's position then restores): it prefetches no further than the phase."""
         if phase.index not in self._train_ds:
             self._train_ds[phase.index] = train_data(phase.cfg or self.cfg,
                                                      self.objective_of(phase), phase)
         dataset, signature = self._train_ds[phase.index]
-        return pipeline.make_iterator(dataset, signature=signature,
+        left = phase.end - (phase.start if step is None else step)
+        return pipeline.make_iterator(dataset, signature=signature, batches=left,
                                       worker_processes=self.cfg.data.worker_processes)
 
     def eval_datasets(self, phase):
@@ -237,9 +240,10 @@ class Phases:
         eval_step = self.eval_step(phase)
         sums = {}
         for name, dataset in datasets.items():
-            iterator = pipeline.make_iterator(dataset)
             # one pass at most: more would count examples twice (it cycled for ever)
-            for _ in range(min(eval_steps, self._eval_batches[phase.index, name])):
+            batches = min(eval_steps, self._eval_batches[phase.index, name])
+            iterator = pipeline.make_iterator(dataset[:batches], batches=batches)
+            for _ in range(batches):
                 if stop():
                     del iterator
                     return None, {}

@@ -167,7 +167,7 @@ class Run:
                                                 cfg.checkpoint_every)
         restored = self.ckpt.restore(
             nn.unbox(abstract), shardings,
-            lambda s: self.phases.train_iterator(config_lib.phase_at(cfg, s)) if train_data
+            lambda s: self.phases.train_iterator(config_lib.phase_at(cfg, s), s) if train_data
             else None, self._check_saved)
         self.resumed = restored is not None
         if restored is not None:
@@ -190,7 +190,8 @@ class Run:
                 metrics_lib.log(f"  starting at phase {cfg.start_phase} (step {self.step}) "
                                 f"from {cfg.init_from}: a fresh optimizer state, the "
                                 "schedule and data at that phase")
-            self.iterator = (self.phases.train_iterator(config_lib.phase_at(cfg, self.step))
+            self.iterator = (self.phases.train_iterator(config_lib.phase_at(cfg, self.step),
+                                                        self.step)
                              if train_data else None)
         self.phase = config_lib.phase_at(cfg, self.step)
         self.phases.eval_datasets(self.phase)  # a bad eval corpus fails now
