@@ -167,8 +167,7 @@ class Run:
                                                 cfg.checkpoint_every)
         restored = self.ckpt.restore(
             nn.unbox(abstract), shardings,
-            lambda s: self.phases.train_iterator(config_lib.phase_at(cfg, s), s) if train_data
-            else None, self._check_saved)
+            lambda s: self._data_at(s, train_data), self._check_saved)
         self.resumed = restored is not None
         if restored is not None:
             self.step, self.state, self.iterator, saved_cfg, saved_layout = restored
@@ -190,9 +189,7 @@ class Run:
                 metrics_lib.log(f"  starting at phase {cfg.start_phase} (step {self.step}) "
                                 f"from {cfg.init_from}: a fresh optimizer state, the "
                                 "schedule and data at that phase")
-            self.iterator = (self.phases.train_iterator(config_lib.phase_at(cfg, self.step),
-                                                        self.step)
-                             if train_data else None)
+            self.iterator = self._data_at(self.step, train_data)
         self.phase = config_lib.phase_at(cfg, self.step)
         self.phases.eval_datasets(self.phase)  # a bad eval corpus fails now
         # Written only once the run is sure to start: a refused run changes nothing, nor
@@ -260,6 +257,11 @@ class Run:
             metrics_lib.log("  changed since the checkpoint: " + "; ".join(changes) + (
                 " (the data position counts batches of the new size)" if batch_changed else
                 " (the data position counts global batches: the same examples follow)"))
+
+    def _data_at(self, step: int, train_data: bool):
+        """The train iterator for a run at `step` (None for a run without train data)."""
+        return (self.phases.train_iterator(config_lib.phase_at(self.cfg, step), step)
+                if train_data else None)
 
     def next_batch(self):
         return self.phases.to_global(next(self.iterator))
