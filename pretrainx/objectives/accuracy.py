@@ -15,7 +15,7 @@ def argmax_matches(logits, targets):
     """`jnp.argmax(logits, -1) == targets` (bool, targets' shape), the first of tied
     maxima winning as argmax has it: the target's logit is the row's maximum and every
     logit before it is smaller. A row whose target logit is NaN counts as wrong (argmax
-    would pick the first NaN); such a step's loss is NaN and the step is skipped."""
+    would pick the first NaN); that row's loss is NaN as well (a train step skips it)."""
     where = targets.astype(jnp.int32)[..., None]
     top = jnp.max(logits, axis=-1, keepdims=True)
     at = jnp.take_along_axis(logits, where, axis=-1)
