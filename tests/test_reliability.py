@@ -341,16 +341,18 @@ def test_a_second_run_on_a_workdir_in_use_is_refused_and_writes_nothing(tmp_path
     open file) refuses this one before it writes anything; once it lets go, the run
     resumes. A killed holder needs no clean-up: the kernel drops its lock."""
     import fcntl
+    one = jax.devices()[:1]  # the lock is per workdir, whatever the mesh
     cfg = tiny_bert_config(total_steps=2, checkpoint_every=2)
-    loop.train(cfg, str(tmp_path))
+    loop.train(cfg, str(tmp_path), devices=one)
     before = _files(tmp_path)
     holder = open(tmp_path / ".lock", "a")
     fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
     with pytest.raises(UserError, match=rf"workdir {tmp_path} is in use by another run"):
-        loop.train(tiny_bert_config(total_steps=4, checkpoint_every=2), str(tmp_path))
+        loop.train(tiny_bert_config(total_steps=4, checkpoint_every=2), str(tmp_path),
+                   devices=one)
     assert _files(tmp_path) == before
     holder.close()  # the other run ends (or dies)
-    loop.train(tiny_bert_config(total_steps=4, checkpoint_every=2), str(tmp_path))
+    loop.train(tiny_bert_config(total_steps=4, checkpoint_every=2), str(tmp_path), devices=one)
     assert [r["step"] for r in read_metrics(tmp_path)][-2:] == [3, 4]
 
 
