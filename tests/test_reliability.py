@@ -363,7 +363,8 @@ def test_a_refused_run_leaves_no_lock_file_behind(tmp_path):
     empty.write_text("")
     workdir = tmp_path / "w"
     with pytest.raises(UserError):
-        loop.train(tiny_bert_config(**{"data.eval_files": str(empty)}), str(workdir))
+        loop.train(tiny_bert_config(**{"data.eval_files": str(empty)}), str(workdir),
+                   devices=jax.devices()[:1])
     assert not (workdir / ".lock").exists()
 
 
