@@ -55,6 +55,21 @@ class _QuietWriterFailures(logging.Filter):
 _QUIET = _QuietWriterFailures()
 
 
+def _disk_full(e: BaseException) -> bool:
+    """Whether a full disk is anywhere in `e`'s chain: an OSError with ENOSPC, or
+    tensorstore's and Orbax's wrappers of one, which carry only its text (which of
+    them reaches the main thread depends on which writer thread fails first)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            return True
+        if "No space left on device" in str(e) or "RESOURCE_EXHAUSTED" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
 # Old steps are moved here by Orbax (a rename, which moves a symbolic link and not what
 # it points to) and removed by the Checkpointer without following links.
 OLD_STEPS = ".old_steps"
@@ -171,11 +186,7 @@ class Checkpointer:
         try:
             yield
         except Exception as e:  # async saves raise on the next save or wait
-            cause = e
-            while cause is not None and not (isinstance(cause, OSError)
-                                             and cause.errno == errno.ENOSPC):
-                cause = cause.__cause__ or cause.__context__
-            if cause is not None or "No space left on device" in str(e):
+            if _disk_full(e):
                 raise DiskFullError(f"no space left on the device writing a checkpoint in "
                                     f"{self.directory}; committed checkpoints kept: "
                                     f"{self._committed() or 'none'}") from None
