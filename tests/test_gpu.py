@@ -219,6 +219,7 @@ def test_quickstart_at_gpu_size_for_a_minute(tmp_path):
     mfu = float(np.median([r["mfu"] for r in steady]))
     report(test="quickstart_gpu_size", device=jax.devices()[0].device_kind, seconds=seconds,
            steps=records[-1]["step"], tokens_per_sec=rate, mfu=mfu,
+           input_wait=float(np.median([r["input_wait"] for r in steady])),
            first_loss=records[0]["loss"], last_loss=records[-1]["loss"])
     assert rate > 0 and 0 < mfu < 1
     assert records[-1]["loss"] < records[0]["loss"]

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 
 import jax
 import numpy as np
@@ -84,7 +85,7 @@ def test_loss_falls_on_real_text(tmp_path):
     assert result["eval"]["mlm_accuracy"] > 0.05
 
 
-def test_metrics_records_carry_the_contract(tmp_path):
+def test_metrics_records_carry_the_contract(tmp_path, monkeypatch):
     cfg = tiny_bert_config(total_steps=2, eval_every=2, checkpoint_every=2)
     loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
     train = read_metrics(tmp_path)
@@ -95,6 +96,34 @@ def test_metrics_records_carry_the_contract(tmp_path):
     evals = read_metrics(tmp_path, "eval")
     assert evals and evals[-1]["split"] == "eval" and "mlm_accuracy" in evals[-1]
     assert (tmp_path / "checkpoints" / "2").is_dir()
+    # input_wait: the share of an interval the loop waited on data, so the seconds
+    # waited are input_wait x the interval's (batch x length / tokens_per_sec). Grain's
+    # prefetch fills while the first step compiles: this run hardly waits; one whose
+    # pipeline takes 0.3 s a batch waits those 0.3 s in its one-step interval.
+    def waited(record):
+        return record["input_wait"] * 8 * 64 / record["tokens_per_sec"]
+
+    assert (cfg.global_batch_size, cfg.seq_len) == (8, 64)
+    assert 0 <= waited(train[-1]) < 0.1, train
+    from pretrainx.train import phases as phases_lib
+    real = phases_lib.Phases.train_iterator
+
+    class Starved:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __next__(self):
+            time.sleep(0.3)
+            return next(self.inner)
+
+        def __getattr__(self, name):  # get_state, set_state
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(phases_lib.Phases, "train_iterator",
+                        lambda self, *a, **k: Starved(real(self, *a, **k)))
+    loop.train(cfg, str(tmp_path / "starved"), devices=jax.devices()[:1])
+    starved = read_metrics(tmp_path / "starved")[-1]
+    assert 0.29 < waited(starved) < 0.5 and 0 < starved["input_wait"] <= 1, starved
 
 
 def test_tensorboard_scalars_are_written_without_importing_torch(tmp_path):

@@ -43,7 +43,7 @@ def trained_tokens(phases, step: int) -> int:
 
 
 def _table(record: dict) -> list:
-    skip = {"step", "split", "epoch", "source", "tokens_per_sec", "mfu", "seq_len",
+    skip = {"step", "split", "epoch", "source", "tokens_per_sec", "mfu", "input_wait", "seq_len",
             "global_batch_size", "learning_rate", "grad_norm", "skipped_steps"}
     rows = [(k, v) for k, v in sorted(record.items())
             if k not in skip and isinstance(v, (int, float))]

@@ -60,8 +60,10 @@ def _summarise(buffer):
 
 
 class Metrics(Hook):
-    """Every `log_every` steps: the interval's mean metrics, tokens/s and MFU, to
-    metrics.jsonl, TensorBoard and the progress line. Only steps after the first of a
+    """Every `log_every` steps: the interval's mean metrics, tokens/s, MFU and
+    `input_wait` (the share of the interval's wall clock the loop waited on the input
+    pipeline: near 0 when the accelerator is the bound) to metrics.jsonl, TensorBoard
+    and the progress line. Only steps after the first of a
     phase (which compiles) count towards tokens/s, unless that step is all the interval
     has. `max_skipped_steps` non-finite steps in a row stop the run."""
 
@@ -74,7 +76,7 @@ class Metrics(Hook):
         self.seconds_per_step = float("nan")
         self.last = None
         self.fresh = True
-        self.restart_interval()
+        self.restart_interval(run)
 
     def phase_started(self, run):
         """A record naming the boundary (what the new phase is and sets); the next step
@@ -90,8 +92,9 @@ class Metrics(Hook):
                         + "".join(f", {k}={v}" for k, v in record.get("sets", {}).items()) + ")")
         self.fresh = True
 
-    def restart_interval(self):
+    def restart_interval(self, run):
         self.interval_steps, self.interval_start = 0, time.perf_counter()
+        self.interval_wait = run.input_wait_s
 
     def after_step(self, run, step_metrics):
         cfg, phase = run.cfg, run.phase
@@ -101,7 +104,7 @@ class Metrics(Hook):
             jax.block_until_ready(step_metrics)
             self.fresh = False
             if run.step % cfg.log_every:
-                self.restart_interval()
+                self.restart_interval(run)
         if run.step % cfg.log_every and run.step != run.end:
             return []
         record, skipped = _summarise(self.buffer)
@@ -115,14 +118,16 @@ class Metrics(Hook):
         elapsed = time.perf_counter() - self.interval_start
         self.seconds_per_step = elapsed / max(self.interval_steps, 1)
         tps = self.interval_steps * phase.global_batch_size * phase.seq_len / max(elapsed, 1e-9)
+        waited = run.input_wait_s - self.interval_wait
         record.update(step=run.step, tokens_per_sec=tps,
+                      input_wait=min(1.0, waited / max(elapsed, 1e-9)),
                       mfu=run.phases.objective_of(phase).flops_per_token(phase) * tps
                       / (run.peak * jax.device_count()),
                       seq_len=phase.seq_len, global_batch_size=phase.global_batch_size)
         self.write(record)
         self.last = record
         self.buffer = []
-        self.restart_interval()
+        self.restart_interval(run)
         return [record]
 
     def write(self, record):
@@ -163,7 +168,7 @@ class Evaluate(Hook):
             logged.append(dict(metrics, step=run.step, split="eval", source=name, **named))
         for record in logged:
             self.metrics.write(record)
-        self.metrics.restart_interval()  # eval time is not training time
+        self.metrics.restart_interval(run)  # eval time is not training time
         return logged
 
 

@@ -4,6 +4,7 @@ position. A refused run changes nothing in its workdir."""
 
 import functools
 import json
+import time
 
 import jax
 from etils import epath  # local paths and gs:// alike
@@ -263,8 +264,17 @@ class Run:
         return (self.phases.train_iterator(config_lib.phase_at(self.cfg, step), step)
                 if train_data else None)
 
+    # seconds the loop has waited on the input pipeline (next_batch), for the logs
+    input_wait_s = 0.0
+
     def next_batch(self):
-        return self.phases.to_global(next(self.iterator))
+        """The next global batch. The time the host waits here for the pipeline adds to
+        `input_wait_s`: a run starved of data shows it in its log (`input_wait`) rather
+        than only as a low tokens/s."""
+        began = time.perf_counter()
+        batch = next(self.iterator)
+        self.input_wait_s += time.perf_counter() - began
+        return self.phases.to_global(batch)
 
     def train_step(self, batch, schedule_step: int, every: int = 1):
         """One step; the schedules read `schedule_step` and an update averages `every`
