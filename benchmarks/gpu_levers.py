@@ -21,7 +21,8 @@ over --windows windows of --steps steps after two warm-up steps (median, min, ma
               (a child process: XLA reads its flags once)
   trace_ops   the trace again in a child without CUDA graphs (in a graph every kernel
               is the graph's; without, each names its HLO op) and the step's optimized
-              HLO dumped beside it (--trace_dir/ops), which maps a fusion to its lines
+              HLO dumped beside it (--trace_dir/ops), which maps a fusion to its lines;
+              the device's kernels summed by op and by kind (matmul, dropout, ...)
 
 Every lever after `sync` is async, so each compares with `async`. A lever is skipped
 (and said so) when the time left is less than the slowest lever took. --allow_cpu runs
@@ -102,7 +103,7 @@ def hlo_sources(text: str) -> dict:
     shape); " [+dot]" marks a fusion that holds a matrix multiply. Kernels are named
     after their instruction, with '_' for '.' on a GPU."""
     import re
-    computation, roots, own, calls, shapes, dots = None, {}, {}, {}, {}, set()
+    computation, roots, own, calls, shapes, dots, library_dots = None, {}, {}, {}, {}, set(), set()
     for line in text.splitlines():
         head = re.match(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$", line)
         if head and "=" not in line.split("{")[0]:
@@ -124,40 +125,78 @@ def hlo_sources(text: str) -> dict:
             shapes[inst.group(2)] = shape.group(1)
         if computation and (" dot(" in line or " convolution(" in line):
             dots.add(computation)
+        if re.search(r'custom_call_target="__cu(blas|dnn)[^"]*(matmul|gemm)', line):
+            library_dots.add(inst.group(2))  # cuBLAS's and cuDNN's matrix multiplies
         called = re.search(r"calls=%?([\w.\-]+)", line)
         if called:
             calls[inst.group(2)] = called.group(1)
     names = {}
     for name, where in own.items():
         where = where or roots.get(calls.get(name, ""), "") or shapes.get(name, "")
-        if calls.get(name) in dots:  # a fusion around a matrix multiply (XLA:CPU's)
-            where += " [+dot]"
+        if calls.get(name) in dots or name in library_dots:  # a fusion around a matrix
+            where += " [+dot]"  # multiply (XLA:CPU's, XLA:GPU's gemm_fusion), or a cuBLAS call
         if where:
             names[name] = names[name.replace(".", "_")] = where
     return names
 
 
+def _device_only(events: list) -> list:
+    """The complete events on the device's lines (every line where none is a device's,
+    as on a CPU): the host's launch records carry the same kernel names."""
+    process = {e["pid"]: e.get("args", {}).get("name", "") for e in events
+               if e.get("ph") == "M" and e.get("name") == "process_name"}
+    device = {p for p, n in process.items() if "/device:" in n}
+    return [e for e in events if e.get("ph") == "X" and (not device or e.get("pid") in device)]
+
+
+def op_kind(where: str) -> str:
+    """What a kernel computes, from its op's name (JAX's op_name path): a matrix multiply,
+    work outside the model's forward and backward passes (the optimizer's update, the
+    gradient norm), dropout, a layer norm, a layout transpose, or other elementwise."""
+    if "[+dot]" in where or where.endswith("dot_general"):
+        return "matmul"
+    if "jvp(" not in where:
+        return "outside the model (optimizer, gradient norm)"
+    path = where.split(" (")[0].split("/")
+    if any("Dropout" in part for part in path):
+        return "dropout"
+    if any("norm" in part.lower() for part in path[:-1]):
+        return "layer norm"
+    if path[-1].startswith("transpose"):
+        return "layout transpose"
+    return "other elementwise"
+
+
 def by_op(trace_file: str, sources: dict, top: int = 12) -> dict:
-    """Every kernel of the trace (all lines, each layer's copy counted together) summed
-    by the op it computes: the share of kernel time in fusions that hold a matrix
-    multiply, and the `top` other ops by share (what is not a matmul)."""
+    """Every device kernel of the trace (each layer's copy counted together) summed by
+    the op it computes: the share of kernel time in matrix multiplies (fusions that hold
+    one, cuBLAS's calls), the `top` other ops by share, and each `op_kind`'s share and
+    kernel count. A kernel's op is its HLO instruction's (`sources`: by the instruction
+    the event names, which a trace outside CUDA graphs does, else by the kernel's name),
+    else the op name the event carries."""
     import re
-    events = trace_events(trace_file)
-    ops, matmul = {}, 0.0
-    for e in events:
-        where = sources.get(e.get("name"), "") if e.get("ph") == "X" else ""
+    ops, kinds, matmul = {}, {}, 0.0
+    for e in _device_only(trace_events(trace_file)):
+        args = e.get("args") or {}
+        where = (sources.get(args.get("hlo_op", ""), "") or sources.get(e.get("name"), "")
+                 or args.get("name", ""))
         if not where:
             continue
         us = float(e.get("dur", 0))
-        if "[+dot]" in where or where.endswith("dot_general"):
+        kind = op_kind(where)
+        share, count = kinds.get(kind, (0.0, 0))
+        kinds[kind] = (share + us, count + 1)
+        if kind == "matmul":
             matmul += us
         else:
-            op = re.sub(r"(layer|encoder|decoder|block)_\d+", r"\1_N", where)
+            op = re.sub(r"(layer|encoder|decoder|block)_\d+", r"\1_N", where.split(" (")[0])
             ops[op] = ops.get(op, 0.0) + us
     whole = matmul + sum(ops.values()) or 1.0
     ranked = sorted(ops.items(), key=lambda kv: -kv[1])[:top]
     return {"matmul_share": round(matmul / whole, 4),
-            "others": [(op, round(us / whole, 4)) for op, us in ranked]}
+            "others": [(op, round(us / whole, 4)) for op, us in ranked],
+            "kinds": [(k, round(us / whole, 4), n) for k, (us, n)
+                      in sorted(kinds.items(), key=lambda kv: -kv[1][0])]}
 
 
 def one_lever(lever, size, windows, steps, peak, trace_dir, dtype="bfloat16") -> dict:

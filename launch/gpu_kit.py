@@ -199,9 +199,12 @@ def _lever_lines(levers: dict) -> list:
         elif name.startswith("trace") and isinstance(row, dict):
             for line, top in row.items():
                 if line == "by_op":  # every kernel summed by its op (the HLO names them)
-                    lines.append(f"- {name} by op: in matmul fusions {top['matmul_share']:.1%}"
+                    lines.append(f"- {name} by op: in matmuls {top['matmul_share']:.1%}"
                                  "; " + "; ".join(f"{op} {share:.1%}"
                                                   for op, share in top["others"][:6]))
+                    lines.append(f"- {name} by kind: " + "; ".join(
+                        f"{kind} {share:.1%} ({n} kernels)"
+                        for kind, share, n in top.get("kinds", [])))
                 elif isinstance(top, dict):
                     lines.append(f"- {name} {line}: {top['us']:,.0f} us; " + "; ".join(
                         f"{n} {share:.1%}" + (f" [{src[0]}]" if src and src[0] else "")
