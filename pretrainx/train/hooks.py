@@ -62,10 +62,10 @@ def _summarise(buffer):
 class Metrics(Hook):
     """Every `log_every` steps: the interval's mean metrics, tokens/s, MFU and
     `input_wait` (the share of the interval's wall clock the loop waited on the input
-    pipeline: near 0 when the accelerator is the bound) to metrics.jsonl, TensorBoard
-    and the progress line. Only steps after the first of a
-    phase (which compiles) count towards tokens/s, unless that step is all the interval
-    has. `max_skipped_steps` non-finite steps in a row stop the run."""
+    pipeline: near 0 when the accelerator is the bound) to metrics.jsonl and
+    TensorBoard, and the progress line. Only steps after the first of a phase (which
+    compiles) count towards tokens/s, unless that step is all the interval has.
+    `max_skipped_steps` non-finite steps in a row stop the run."""
 
     def __init__(self, run):
         sink = None
