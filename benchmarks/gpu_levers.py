@@ -73,19 +73,13 @@ def device_kernels(trace_dir: str, top: int = 12) -> dict:
     if not files:
         return {"error": f"no *.trace.json.gz under {trace_dir}"}
     events = trace_events(files[-1])
-    meta = [e for e in events if e.get("ph") == "M"]
-    process = {e["pid"]: e.get("args", {}).get("name", "") for e in meta
-               if e.get("name") == "process_name"}
-    thread = {(e["pid"], e.get("tid")): e.get("args", {}).get("name", "") for e in meta
-              if e.get("name") == "thread_name"}
-    device = {p for p, n in process.items() if "/device:" in n}
+    process, thread = _names(events, "process_name"), _names(events, "thread_name")
     lines = {}
-    for e in events:
-        if e.get("ph") == "X" and (not device or e.get("pid") in device):
-            tid = (e["pid"], e.get("tid"))
-            line = f"{process.get(e['pid'], e['pid'])} / {thread.get(tid, e.get('tid'))}"
-            us, count = lines.setdefault(line, {}).get(e["name"], (0.0, 0))
-            lines[line][e["name"]] = (us + float(e.get("dur", 0)), count + 1)
+    for e in _device_only(events):
+        tid = (e["pid"], e.get("tid"))
+        line = f"{process.get(e['pid'], e['pid'])} / {thread.get(tid, e.get('tid'))}"
+        us, count = lines.setdefault(line, {}).get(e["name"], (0.0, 0))
+        lines[line][e["name"]] = (us + float(e.get("dur", 0)), count + 1)
     summary = {"file": files[-1]}
     for line, totals in sorted(lines.items(), key=lambda kv: -sum(u for u, _ in kv[1].values())):
         whole = sum(us for us, _ in totals.values())
@@ -140,12 +134,18 @@ def hlo_sources(text: str) -> dict:
     return names
 
 
+def _names(events: list, kind: str) -> dict:
+    """A trace's metadata names: {pid: name} for "process_name", {(pid, tid): name} for
+    "thread_name"."""
+    return {(e["pid"] if kind == "process_name" else (e["pid"], e.get("tid"))):
+            e.get("args", {}).get("name", "") for e in events
+            if e.get("ph") == "M" and e.get("name") == kind}
+
+
 def _device_only(events: list) -> list:
     """The complete events on the device's lines (every line where none is a device's,
     as on a CPU): the host's launch records carry the same kernel names."""
-    process = {e["pid"]: e.get("args", {}).get("name", "") for e in events
-               if e.get("ph") == "M" and e.get("name") == "process_name"}
-    device = {p for p, n in process.items() if "/device:" in n}
+    device = {p for p, n in _names(events, "process_name").items() if "/device:" in n}
     return [e for e in events if e.get("ph") == "X" and (not device or e.get("pid") in device)]
 
 

@@ -28,6 +28,10 @@ def _abstract(state, shardings):
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state, shardings)
 
 
+# How a full disk reads where only its text survives (Orbax's logs, tensorstore's errors)
+DISK_FULL_TEXTS = ("No space left on device", "RESOURCE_EXHAUSTED")
+
+
 class _QuietWriterFailures(logging.Filter):
     """Orbax's background threads each log a failed write with a traceback (and asyncio
     logs the same errors again as "Task exception was never retrieved" when it
@@ -45,7 +49,7 @@ class _QuietWriterFailures(logging.Filter):
             text += "".join(traceback.format_exception(*record.exc_info))
         if "orbax" not in record.pathname and "orbax" not in text:
             return True
-        if "No space left on device" in text or "RESOURCE_EXHAUSTED" in text:
+        if any(said in text for said in DISK_FULL_TEXTS):
             return False
         # stat calls only (no probe write), and only for what would be printed
         return record.levelno < logging.WARNING or not any(
@@ -64,7 +68,7 @@ def _disk_full(e: BaseException) -> bool:
         seen.add(id(e))
         if isinstance(e, OSError) and e.errno == errno.ENOSPC:
             return True
-        if "No space left on device" in str(e) or "RESOURCE_EXHAUSTED" in str(e):
+        if any(said in str(e) for said in DISK_FULL_TEXTS):
             return True
         e = e.__cause__ or e.__context__
     return False
