@@ -24,7 +24,8 @@ PRIDE = str(ASSETS / "text" / "pg1342_pride_and_prejudice.txt")
 def tiny_albert_config(**overrides):
     # LAMB's lr 0.3: a step moves each tensor by lr x its norm.
     return shrink_recipe("albert_base.py", learning_rate=0.3,
-                         model={"embedding_size": 32, "vocab_size": 4096},
+                         # two layers: one set of weights shared by both is the claim
+                         model={"embedding_size": 32, "vocab_size": 4096, "num_layers": 2},
                          **{"data.tokenizer": SPM, "data.dupe_factor": 1, **overrides})
 
 

@@ -312,17 +312,18 @@ def test_gpt2_export_matches_transformers_and_round_trips(shared_data, tmp_path)
 def test_continued_pretraining_starts_from_an_hf_directory(pretrained_workdir, tmp_path):
     """init_from in a pretraining config: the run starts from the imported weights
     (after one step at warmup's learning rate 0 they are unchanged, bit for bit)."""
-    from conftest import tiny_bert_config
+    from conftest import PRETRAINED_DEPTH, tiny_bert_config
     from pretrainx import pretrain
     _export(pretrained_workdir, tmp_path / "hf")
-    cfg = tiny_bert_config(total_steps=1, checkpoint_every=1, init_from=str(tmp_path / "hf"))
+    cfg = tiny_bert_config(total_steps=1, checkpoint_every=1, init_from=str(tmp_path / "hf"),
+                           **PRETRAINED_DEPTH)
     pretrain.train(cfg, str(tmp_path / "w"), devices=jax.devices()[:1])
     start, after = interop.load(str(tmp_path / "hf")), interop.load(str(tmp_path / "w"))
     for (path, a), (_, b) in zip(jax.tree_util.tree_leaves_with_path(start.params),
                                  jax.tree_util.tree_leaves_with_path(after.params)):
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), path
     wrong = tiny_bert_config(total_steps=1, init_from=str(tmp_path / "hf"),
-                             **{"model.mlp_dim": 96})
+                             **PRETRAINED_DEPTH, **{"model.mlp_dim": 96})
     with pytest.raises(UserError, match=r"model.mlp_dim=96 contradicts init_from .*hf, whose "
                                         r"model has mlp_dim=128"):
         pretrain.train(wrong, str(tmp_path / "w2"), devices=jax.devices()[:1])

@@ -59,8 +59,11 @@ def _assert_same(unrolled, scanned, params, stacked, batch, restack):
 @pytest.mark.parametrize("make", [tiny_bert_config, tiny_t5_config], ids=["bert", "t5"])
 @pytest.mark.parametrize("remat", ["none", "full"])
 def test_scanned_stack_computes_what_the_unrolled_one_does(make, remat):
-    unrolled, batch = _model_and_batch(make(**{"model.remat": remat}))
-    scanned, _ = _model_and_batch(make(**{"model.remat": remat, "model.scan_layers": True}))
+    depth = {"model.num_layers": 2, "model.remat": remat}  # a stack, not one layer
+    if make is tiny_t5_config:
+        depth["model.num_decoder_layers"] = 2
+    unrolled, batch = _model_and_batch(make(**depth))
+    scanned, _ = _model_and_batch(make(**depth, **{"model.scan_layers": True}))
     rngs = {"params": jax.random.key(0), "dropout": jax.random.key(1)}
     params = nn.unbox(jax.jit(unrolled.init)(rngs, batch)["params"])
     stacked = _restack(params)

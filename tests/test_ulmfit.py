@@ -9,7 +9,7 @@ import numpy as np
 import optax
 import pytest
 
-from conftest import override, tiny_bert_config
+from conftest import PRETRAINED_DEPTH, override, tiny_bert_config
 from pretrainx import interop, pretrain
 from pretrainx.data import sources
 from pretrainx.errors import UserError
@@ -139,11 +139,12 @@ def test_task_text_continues_pretraining(shared_data, pretrained_workdir, tmp_pa
     (data.format auto reads the .tsv, data.text_field names the column), starting from
     its weights; docs/finetuning.md's block runs all three stages as commands."""
     adapted = str(tmp_path / "adapted")
-    cfg = tiny_bert_config(total_steps=2, checkpoint_every=2, init_from=pretrained_workdir)
+    cfg = tiny_bert_config(total_steps=2, checkpoint_every=2, init_from=pretrained_workdir,
+                           **PRETRAINED_DEPTH)
     cfg.data.train_files = str(shared_data / "glue" / "SST-2" / "train.tsv")
     cfg.data.text_field = "sentence"
     cfg.data.eval_files = ""
-    fresh = tiny_bert_config(total_steps=2, checkpoint_every=2)
+    fresh = tiny_bert_config(total_steps=2, checkpoint_every=2, **PRETRAINED_DEPTH)
     fresh.data.train_files, fresh.data.text_field = cfg.data.train_files, "sentence"
     fresh.data.eval_files = ""
     first = pretrain.train(cfg, adapted, devices=jax.devices()[:1])["train"]
