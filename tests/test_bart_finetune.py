@@ -141,12 +141,13 @@ def test_heads_only_families_refuse_text_to_text(shared_data, pretrained_workdir
 
 @pytest.fixture(scope="module")
 def pretrained_bart(tmp_path_factory):
-    """A tiny BART (2 + 2 layers 64 wide) pretrained for a few steps on Alice."""
+    """A tiny BART (one layer a side, 64 wide) pretrained for a few steps on Alice."""
     from pretrainx.train import loop
     from test_bart import _tiny_bart
     workdir = str(tmp_path_factory.mktemp("bart") / "w")
     cfg = _tiny_bart(total_steps=3, checkpoint_every=3,
-                     **{"model.hidden_size": 64, "model.mlp_dim": 128})
+                     **{"model.hidden_size": 64, "model.mlp_dim": 128,
+                        "model.num_layers": 1, "model.num_decoder_layers": 1})
     loop.train(cfg, workdir, devices=jax.devices()[:1])
     return workdir
 

@@ -29,7 +29,7 @@ def test_bfloat16_follows_float32(family, tmp_path, shared_data):
         from test_gpt2 import tiny_gpt2_config
         make = lambda dtype: tiny_gpt2_config(  # noqa: E731
             str(shared_data / "tokenizers" / "gpt2"), total_steps=12,
-            **{"model.dtype": dtype})
+            **{"model.dtype": dtype, "model.num_layers": 1})
     else:
         make = lambda dtype: tiny_t5_config(total_steps=12, **{"model.dtype": dtype})  # noqa
     f32, f32_eval = _run(make("float32"), tmp_path / "f32")
