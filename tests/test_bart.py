@@ -163,13 +163,15 @@ def test_infilling_masks_30_percent_in_separate_spans_of_one_mask_each():
 
 
 def _tiny_bart(**overrides):
-    """The CPU recipe at test size: 2 + 2 layers 32 wide, 8 rows of 64 tokens of Alice."""
-    from conftest import ALICE, load_config, override
+    """The CPU recipe at test size: one layer a side (conftest.TINY_LAYERS), 32 wide, 8
+    rows of 64 tokens of Alice."""
+    from conftest import ALICE, TINY_LAYERS, load_config, override
     c = load_config("bart_quickstart.py")
     c.update_from_flattened_dict({
         "global_batch_size": 8, "seq_len": 32, "log_every": 1, "eval_every": 1000,
         "checkpoint_every": 1000, "mesh.data": -1, "mesh.fsdp": 1, "data.train_files": ALICE,
         "data.eval_files": "", "optimizer.learning_rate": 1e-2, "optimizer.warmup_steps": 2,
+        "model.num_layers": TINY_LAYERS, "model.num_decoder_layers": TINY_LAYERS,
         "model.hidden_size": 32, "model.num_heads": 4, "model.mlp_dim": 64,
         "model.max_position_embeddings": 64, "model.dropout_rate": 0.0,
         "model.attention_dropout_rate": 0.0, "model.activation_dropout_rate": 0.0})

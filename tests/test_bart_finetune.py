@@ -146,8 +146,7 @@ def pretrained_bart(tmp_path_factory):
     from test_bart import _tiny_bart
     workdir = str(tmp_path_factory.mktemp("bart") / "w")
     cfg = _tiny_bart(total_steps=3, checkpoint_every=3,
-                     **{"model.hidden_size": 64, "model.mlp_dim": 128,
-                        "model.num_layers": 1, "model.num_decoder_layers": 1})
+                     **{"model.hidden_size": 64, "model.mlp_dim": 128})
     loop.train(cfg, workdir, devices=jax.devices()[:1])
     return workdir
 
