@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import read_metrics, tiny_t5_config
+from conftest import TINY_LAYERS, read_metrics, tiny_t5_config
 from pretrainx.train import loop
 
 
@@ -29,7 +29,7 @@ def test_bfloat16_follows_float32(family, tmp_path, shared_data):
         from test_gpt2 import tiny_gpt2_config
         make = lambda dtype: tiny_gpt2_config(  # noqa: E731
             str(shared_data / "tokenizers" / "gpt2"), total_steps=12,
-            **{"model.dtype": dtype, "model.num_layers": 1})
+            **{"model.dtype": dtype, "model.num_layers": TINY_LAYERS})
     else:
         make = lambda dtype: tiny_t5_config(total_steps=12, **{"model.dtype": dtype})  # noqa
     f32, f32_eval = _run(make("float32"), tmp_path / "f32")
