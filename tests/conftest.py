@@ -43,27 +43,40 @@ if CHEAP_COMPILES:
     os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 
+_CACHE = pathlib.Path(os.environ.get("PRETRAINX_TEST_CACHE",
+                                     pathlib.Path.home() / ".cache" / "pretrainx-tests"))
+
+
+def _known(flags: str) -> str:
+    """`flags` less those the installed jaxlib does not know (tests/xla_support.py):
+    XLA aborts on an unknown flag, and these are settings for speed, not claims."""
+    from xla_support import known
+    return " ".join(known(flags.split(), _CACHE)) if flags else ""
+
+
 # XLA:CPU's older loop emitters compile the tests' -O0 programs faster than its MLIR
 # fusion emitters: a tiny BERT's train, eval and init programs 4.4-5.9 s -> 2.7-3.1 s of
 # XLA compile (five runs each, 2026-11-29). At full optimisation they compile slower
 # (7.4 s -> 11.0 s), so a test marked `optimized` starts its subprocesses without it (an
-# XLA flag is read once a process, so it keeps it in process).
-CHEAP_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false" if CHEAP_COMPILES else ""
+# XLA flag is read once a process, so it keeps it in process). jaxlib 0.12 has no older
+# emitters (the flag is gone): there it is left out.
+CHEAP_XLA_FLAGS = _known("--xla_cpu_use_fusion_emitters=false" if CHEAP_COMPILES else "")
 # Two test processes share two cores, so XLA:CPU's own threads only contend: codegen in
 # one piece instead of split over a thread pool, and matmuls on the calling thread.
 # tests/test_train.py and test_t5.py side by side from cold caches, two interleaved
 # pairs of runs: 83.3/84.1 and 78.9/81.8 s without them, 79.1/81.0 and 78.0/78.5 s with
 # them (3% of wall and 4% of CPU time; 2026-11-29); a tiny BERT's programs compile 9%
 # faster alone.
-SHARED_CORES_XLA_FLAGS = ("--xla_cpu_parallel_codegen_split_count=1 "
-                          "--xla_cpu_multi_thread_eigen=false") if CHEAP_COMPILES else ""
+SHARED_CORES_XLA_FLAGS = _known("--xla_cpu_parallel_codegen_split_count=1 "
+                                "--xla_cpu_multi_thread_eigen=false" if CHEAP_COMPILES else "")
 
 
 def xla_flags(devices: int | None = None) -> str:
     """XLA_FLAGS for a test's subprocess: `devices` CPU devices (None: XLA's one), the
     shared-cores flags, and the cheap-compile flag unless the running test is `optimized`."""
     count = f"--xla_force_host_platform_device_count={devices}" if devices else ""
-    cheap = CHEAP_XLA_FLAGS if CHEAP_XLA_FLAGS in os.environ.get("XLA_FLAGS", "") else ""
+    cheap = (CHEAP_XLA_FLAGS if CHEAP_XLA_FLAGS and CHEAP_XLA_FLAGS in os.environ.get("XLA_FLAGS", "")
+             else "")
     return " ".join(filter(None, [cheap, SHARED_CORES_XLA_FLAGS, count]))
 
 
@@ -79,8 +92,6 @@ import pytest  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 
 absl_logging.set_verbosity(absl_logging.WARNING)
-_CACHE = pathlib.Path(os.environ.get("PRETRAINX_TEST_CACHE",
-                                     pathlib.Path.home() / ".cache" / "pretrainx-tests"))
 jax.config.update("jax_compilation_cache_dir", str(_CACHE / "jax"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
