@@ -627,6 +627,55 @@ def test_a_folder_with_only_a_tokenizer_json_imports(tmp_path):
         ours.cls_id, ours.sep_id, ours.pad_id]
 
 
+@pytest.mark.parametrize("family", ["roberta", "gpt2"])
+def test_a_byte_level_folder_with_only_a_tokenizer_json_exports(family, tmp_path):
+    """transformers 5 saves RoBERTa's and GPT-2's tokenizers as tokenizer.json alone: such
+    a folder imports, and its export (which read vocab.json and merges.txt, and ended in
+    a TypeError) carries that tokenizer.json on, so transformers reads the same ids and
+    computes the same logits."""
+    torch.manual_seed(0)
+    theirs, files = _tiny_hf(family, tie=True)
+    folder = tmp_path / "hf"
+    theirs.save_pretrained(folder)
+    # from the folder: transformers 5 ignores vocab_file / merges_file arguments
+    fast = (transformers.RobertaTokenizerFast if family == "roberta"
+            else transformers.GPT2TokenizerFast).from_pretrained(
+                os.path.dirname(files["vocab.json"]))
+    fast.save_pretrained(folder)
+    for name in ("vocab.json", "merges.txt"):
+        (folder / name).unlink(missing_ok=True)
+    pretrained = interop.load(str(folder))
+    assert pretrained.tokenizer == str(folder / "tokenizer.json")
+    written = interop.hf.save(pretrained, str(tmp_path / "out"))
+    assert "tokenizer.json" in written and "vocab.json" not in written
+    again = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "out"))
+    for sentence in SENTENCES:
+        assert again(sentence)["input_ids"] == fast(sentence)["input_ids"]
+    ids = fast(SENTENCES[1])["input_ids"]
+    assert len(ids) > 10
+    model = type(theirs).from_pretrained(tmp_path / "out").eval()
+    with torch.no_grad():
+        got = model(input_ids=torch.tensor([ids])).logits.numpy()
+        want = theirs(input_ids=torch.tensor([ids])).logits.numpy()
+    assert np.abs(got - want).max() <= 1e-5
+
+
+def test_a_vocabulary_that_disagrees_with_the_folders_tokenizer_json_is_refused(tmp_path):
+    """A folder whose vocab.txt, read as its tokenizer_config says, gives other ids than
+    its tokenizer.json (what transformers 5 loads) is refused in one line that names
+    both; where they agree the family's own file is read."""
+    from pretrainx.interop import folder_ids
+    source = SHARED_DATA / "tokenizers" / "bert-base-uncased"
+    transformers.BertTokenizerFast.from_pretrained(str(source), do_lower_case=False,
+                                                   ).save_pretrained(tmp_path)
+    vocab = str(tmp_path / "vocab.txt")  # transformers 5 writes tokenizer.json alone
+    (tmp_path / "vocab.txt").write_bytes((source / "vocab.txt").read_bytes())
+    assert folder_ids.agreeing(str(tmp_path), vocab, False, "") == vocab
+    with pytest.raises(UserError, match=r"vocab.txt and tokenizer.json give other ids") as e:
+        folder_ids.agreeing(str(tmp_path), vocab, True, "")  # lower-cased: other pieces
+    assert "\n" not in str(e.value)
+
+
 def test_untied_heads_a_family_cannot_hold_are_refused_not_dropped(tmp_path):
     """ELECTRA's generator ties its output layer to the word table here: an untied one
     is refused in one line naming the tensor; the tied one imports."""

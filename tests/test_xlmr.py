@@ -160,6 +160,51 @@ def test_the_multilingual_recipe_exports_as_xlmr_huggingface(tmp_path):
     assert np.abs(again - mine[0, :len(rows[0])]).max() <= 1e-4
 
 
+def test_an_xlmr_folder_whose_sentencepiece_model_has_a_pad_piece_reads_transformers_ids(
+        tmp_path):
+    """A SentencePiece model trained with a pad piece, wrapped by XLMRobertaTokenizer and
+    saved with its tokenizer.json: transformers shifts every piece by one (its own <pad>
+    is not fairseq's 1). The import reads tokenizer.json's ids, not the model's raw ones
+    (which put every word one embedding row off, silently), and the export keeps the
+    folder's pad id, positions and logits."""
+    import pretrainx
+    prefix = tmp_path / "padded"
+    spm.SentencePieceTrainer.train(
+        input=",".join(str(MULTI / f"fortunes.{lang}.txt") for lang in LANGUAGES),
+        model_prefix=str(prefix), vocab_size=2000, input_sentence_size=20000,
+        shuffle_input_sentence=False, character_coverage=0.9995, minloglevel=2, pad_id=3)
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "sentencepiece.bpe.model").write_bytes((tmp_path / "padded.model").read_bytes())
+    fast = getattr(transformers, "XLMRobertaTokenizerFast", transformers.XLMRobertaTokenizer)
+    tok = fast.from_pretrained(str(folder))
+    torch.manual_seed(0)
+    theirs = transformers.XLMRobertaForMaskedLM(transformers.XLMRobertaConfig(
+        vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=70, pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)).eval()
+    theirs.save_pretrained(str(folder))
+    tok.save_pretrained(str(folder))
+    back = interop.load(str(folder))
+    assert back.tokenizer == str(folder / "tokenizer.json")
+    model = pretrainx.load(str(folder))
+    texts = [t[:80] for t in _paragraphs(1)[:3]]
+    for text in texts:
+        assert model.ids(text) == tok(text)["input_ids"]
+    ours = model(texts=texts)
+    mask = ours["attention_mask"].astype(bool)
+    assert np.abs(ours["logits"] - _logits(theirs, ours))[mask].max() <= 1e-4
+    hf.save(back, str(tmp_path / "out"))
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert (config["pad_token_id"], config["max_position_embeddings"]) == (
+        tok.pad_token_id, 70)
+    again = transformers.AutoModelForMaskedLM.from_pretrained(str(tmp_path / "out")).eval()
+    assert np.abs(_logits(again, ours) - _logits(theirs, ours))[mask].max() == 0
+    auto = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "out"))
+    for paragraph in _paragraphs(5):
+        assert auto(paragraph)["input_ids"] == tok(paragraph)["input_ids"]
+
+
 @pytest.mark.slow
 def test_an_xlmr_folder_continues_pretraining_and_exports_as_xlmr(xlmr_spm, tmp_path):
     """configs/continue_mlm.py:roberta with only init_from (an XLM-R folder), a corpus and

@@ -18,6 +18,7 @@ from safetensors.numpy import load_file, save_file
 
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
+import pretrainx.interop.folder_ids as folder_ids
 import pretrainx.interop.hf_tensors as hf_tensors
 import pretrainx.interop.model_card as model_card
 import pretrainx.interop.sentence_files as sentence_files
@@ -154,7 +155,14 @@ def load(path: str) -> Pretrained:
         fields["model"].tie_output = False
         hf_tensors.put(fields["params"], OUTPUT_KERNEL,
                        np.asarray(state[untied[0]], np.float32).T)
+    fields["tokenizer"] = folder_ids.agreeing(path, fields["tokenizer"], fields["lower_case"],
+                                              _layout(fields["model"].family))
     return Pretrained(source=path, **fields)
+
+
+def _layout(family_name: str) -> str:
+    family = models.FAMILIES.find(family_name)
+    return family.tokenizer_layout if family else ""
 
 
 def _untied_outputs(adapter, hf: dict, state: dict, path: str) -> list:
@@ -218,7 +226,7 @@ def save(pretrained: Pretrained, output: str, license_id: str = "unknown") -> li
         raise UserError(f"output {output} is a file, not a directory")
     family = models.FAMILIES.find(pretrained.family)
     tokenizer = load_tokenizer(pretrained.tokenizer, lower_case=pretrained.lower_case,
-                               layout=family.tokenizer_layout if family else "")
+                               layout=_layout(pretrained.family))
     params = _merged_params(pretrained)
     # Every tensor and config is converted (and every refusal raised) before a file
     # is written: a refused export leaves no directory behind.

@@ -120,9 +120,13 @@ def _write(pretrained, params, tokenizer):
 
 
 def _write_tokenizer(pretrained, tokenizer, output) -> list:
-    vocab, merges = bpe.files_in(pretrained.tokenizer)
-    shutil.copyfile(vocab, os.path.join(output, "vocab.json"))
-    shutil.copyfile(merges, os.path.join(output, "merges.txt"))
+    if pretrained.tokenizer.endswith("tokenizer.json"):  # transformers 5 saves it alone
+        files = ["tokenizer.json"]
+        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "tokenizer.json"))
+    else:
+        files = ["vocab.json", "merges.txt"]
+        for source, name in zip(bpe.files_in(pretrained.tokenizer), files):
+            shutil.copyfile(source, os.path.join(output, name))
     # <|endoftext|> pads too, as our batches pad: HF's GPT-2 has no pad token, so a
     # padded tokenizer(...) call would fail on the export without one
     special = {"bos_token": bpe.END_OF_TEXT, "eos_token": bpe.END_OF_TEXT,
@@ -130,7 +134,7 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
     max_len = int(pretrained.model.max_position_embeddings)
     config = dict(tokenizer_class="GPT2Tokenizer", model_max_length=max_len,
                   add_prefix_space=False)
-    return ["vocab.json", "merges.txt"] + hf_lib.write_tokenizer_config(output, config, special)
+    return files + hf_lib.write_tokenizer_config(output, config, special)
 
 
 # (output layer, word table): tied unless config.json says tie_word_embeddings=false

@@ -108,16 +108,22 @@ def write_fairseq_bpe(pretrained, tokenizer, output, tokenizer_class: str,
                       max_length: int, extra: dict | None = None) -> list:
     """vocab.json in the ids the run trained with (fairseq's layout of GPT-2's files),
     merges.txt, and the special tokens <s> </s> <pad> <unk> <mask>: RoBERTa's and BART's.
-    `extra` adds to tokenizer_config.json."""
-    _, merges = bpe.files_in(pretrained.tokenizer)
-    with open(os.path.join(output, "vocab.json"), "w", encoding="utf-8") as f:
-        json.dump(bpe.vocab_json(tokenizer), f, ensure_ascii=False)
-    shutil.copyfile(merges, os.path.join(output, "merges.txt"))
+    A run on a folder's tokenizer.json alone (what transformers 5 saves for them) writes
+    that file as it is: it holds those ids already. `extra` adds to tokenizer_config.json."""
+    if pretrained.tokenizer.endswith("tokenizer.json"):
+        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "tokenizer.json"))
+        files = ["tokenizer.json"]
+    else:
+        _, merges = bpe.files_in(pretrained.tokenizer)
+        with open(os.path.join(output, "vocab.json"), "w", encoding="utf-8") as f:
+            json.dump(bpe.vocab_json(tokenizer), f, ensure_ascii=False)
+        shutil.copyfile(merges, os.path.join(output, "merges.txt"))
+        files = ["vocab.json", "merges.txt"]
     special = hf_lib.special_tokens(tokenizer)
     special.update(bos_token=special["cls_token"], eos_token=special["sep_token"])
     config = dict(tokenizer_class=tokenizer_class, model_max_length=int(max_length),
                   add_prefix_space=False, **(extra or {}))
-    return ["vocab.json", "merges.txt"] + hf_lib.write_tokenizer_config(output, config, special)
+    return files + hf_lib.write_tokenizer_config(output, config, special)
 
 
 def write_tokenizer_json(output: str) -> list:
