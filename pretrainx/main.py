@@ -4,17 +4,21 @@ Trains (resuming from DIR/checkpoints when there is one), or with --describe
 prints what the run would be as one JSON object and exits.
 """
 
-import json
-import os
-import re
-import sys
+if __name__ == "__main__":  # before anything slow: a signal during start-up exits at once
+    from pretrainx.train import interrupt as _interrupt
+    _interrupt.install()
 
-from absl import app, flags, logging
-from ml_collections import config_flags
+import json  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import sys  # noqa: E402
 
-from pretrainx import jobs
-from pretrainx.errors import UserError, WriterFailedError
-from pretrainx.train import phases as phases_lib
+from absl import app, flags, logging  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+from pretrainx import jobs  # noqa: E402
+from pretrainx.errors import UserError, WriterFailedError  # noqa: E402
+from pretrainx.train import interrupt, phases as phases_lib  # noqa: E402
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Recipe file (ml-collections).",
                                           lock_config=True)
@@ -50,8 +54,10 @@ def _init_distributed() -> None:
     if _COORDINATOR.value or _NUM_PROCESSES.value:
         if not (_COORDINATOR.value and _NUM_PROCESSES.value and _PROCESS_ID.value is not None):
             raise UserError("--coordinator_address, --num_processes and --process_id go together")
+        interrupt.leave_sigterm_to_jax()
         jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
     elif cluster_detected():
+        interrupt.leave_sigterm_to_jax()
         jax.distributed.initialize()
 
 
@@ -71,6 +77,14 @@ def cli_config(argv, example: str = "configs/quickstart.py"):
 
 
 def run(argv) -> int:
+    previous = interrupt.install()  # already, when run as python -m pretrainx.main
+    try:
+        return _run(argv)
+    finally:
+        interrupt.restore(previous)
+
+
+def _run(argv) -> int:
     cfg = cli_config(argv)
     _init_distributed()
     loop = jobs.loop_for(cfg)

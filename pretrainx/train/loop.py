@@ -93,12 +93,14 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
             if run.stopping:
                 break
     finally:
-        checkpoint.close()
         profile.close()
-        run.ckpt.close()  # waits for the last save to commit
-        probe.close()  # waits for the probes started (stops them if the run stopped early)
-        metrics.close()
-        run.lock.release()
+        try:
+            run.ckpt.close()  # waits for the last save to commit
+        finally:
+            checkpoint.close()  # a signal while the last save commits still let it finish
+            probe.close()  # waits for the probes started (stops them if the run stopped early)
+            metrics.close()
+            run.lock.release()
     metrics_lib.log(_ending(run, cfg, checkpoint, budget))
     return {"train": metrics.last, "eval": evaluate.last, "params": run.n_params,
             "peak_flops_source": run.peak_source, "step": run.step,
