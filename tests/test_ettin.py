@@ -115,6 +115,30 @@ def test_decoder_with_two_rope_bases_is_refused_on_export(tmp_path):
         interop.hf.save(pretrained, str(tmp_path / "out"))
 
 
+@pytest.mark.slow
+def test_the_shipped_decoder_recipe_exports_as_transformers_reads_it(tmp_path):
+    """configs/ettin_quickstart.py:decoder (its network shrunk) trains, exports, and
+    transformers' ModernBertDecoderForCausalLM computes its logits within 1e-4 on real
+    text: the recipe has one RoPE base (it had two, which only the export refused)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    import pretrainx
+    cfg = _tiny("decoder", total_steps=4, checkpoint_every=4, **{"optimizer.warmup_steps": 1,
+                                                               "optimizer.decay_steps": 2})
+    assert cfg.model.local_rope_theta == cfg.model.global_rope_theta
+    loop.train(cfg, str(tmp_path / "dec"), devices=jax.devices()[:1])
+    interop.hf.save(interop.load(str(tmp_path / "dec")), str(tmp_path / "hf"))
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert type(theirs).__name__ == "ModernBertDecoderForCausalLM"
+    tokenizer = load_tokenizer(cfg.data.tokenizer)
+    ids = [tokenizer.cls_id] + tokenizer.encode(" ".join(SENTENCES))[:60]
+    assert len(ids) > cfg.model.local_attention  # local and global layers both count
+    ours = pretrainx.load(str(tmp_path / "dec"))(ids=[ids])["logits"][0]
+    with torch.no_grad():
+        reference = theirs(input_ids=torch.tensor([ids])).logits.numpy()[0]
+    assert np.abs(ours - reference).max() <= 1e-4
+
+
 # The released shapes (the authors' pretraining/configs/standard/*/encoder_*.yaml) and
 # their nominal sizes
 SIZES = {"17m": 17e6, "32m": 32e6, "68m": 68e6, "150m": 150e6, "400m": 400e6, "1b": 1e9}
