@@ -373,10 +373,10 @@ def test_a_full_disk_stops_with_one_line_and_keeps_the_last_checkpoint(small_dis
     assert proc.returncode == 2, out[:4000] + "\n...\n" + out[-2000:]
     errors = [ln for ln in out.splitlines() if ln.startswith("error: ")]
     assert len(errors) == 1 and "no space left" in errors[0], out[-3000:]
-    # No traceback through our code. (tensorstore's callbacks may still print
-    # "Event loop is closed" from writes cut short by the full disk.)
-    assert not [ln for ln in out.splitlines()
-                if ln.strip().startswith('File "') and "/pretrainx/" in ln], out[-3000:]
+    # No traceback at all: neither through our code nor from tensorstore's writer
+    # threads handing results to Orbax's closed event loop (140 "Event loop is closed"
+    # tracebacks on this disk before the checkpointer's excepthook)
+    assert "Traceback" not in out and "Event loop is closed" not in out, out[:4000]
     assert "Failed to write" not in out  # Orbax's per-thread reports are folded into ours
     assert "committed checkpoints kept: [3]" in errors[0]
     assert all(np.all(np.isfinite(p)) for p in _saved_params(workdir, 3))
