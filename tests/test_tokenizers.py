@@ -1,6 +1,7 @@
 """Tokenizers: BERT parity, special ids, whole-word table, SentencePiece training and CLI."""
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -242,3 +243,59 @@ def test_a_tokenizer_json_alone_gives_transformers_ids(kind, tmp_path):
     assert starts.sum() == 6 - (kind == "byte-level")
     # only byte-level BPE spells a space into a token: sentences of a document join with one
     assert ours.spaces_are_tokens == (kind == "byte-level")
+
+
+# Each family's tokenizer class as transformers saves it (5.x: tokenizer.json, beside a
+# SentencePiece model where there is one; 4.x's fast classes: the same), with the
+# vocabulary it is built from and the id layout the family reads it under
+_SAVED = {
+    "bert": ("BertTokenizerFast", "bert-base-uncased", None, ""),
+    "gpt2": ("GPT2TokenizerFast", "gpt2", None, ""),
+    "roberta": ("RobertaTokenizerFast", "roberta", None, "fairseq"),
+    "bart": ("BartTokenizerFast", "roberta", None, "fairseq"),
+    "albert": ("AlbertTokenizerFast", None, ("spm_4k.model", "spiece.model"), ""),
+    "t5": ("T5TokenizerFast", None, ("spm_t5_4k.model", "spiece.model"), ""),
+    "deberta": ("DebertaV2TokenizerFast", None, ("spm_4k.model", "spm.model"), ""),
+    "xlm-r": ("XLMRobertaTokenizerFast", None, ("spm_multi_8k.model",
+                                                "sentencepiece.bpe.model"), "fairseq"),
+}
+
+
+@needs_data
+@pytest.mark.parametrize("family", sorted(_SAVED))
+def test_every_familys_saved_folder_reads_in_transformers_ids(family, tmp_path):
+    """A folder as transformers' save_pretrained writes it for each family's tokenizer
+    class is read in the ids transformers gives on real text, accents and other scripts
+    included, with its special ids: the family's own file where it agrees with the
+    folder's tokenizer.json, tokenizer.json where it does not (an XLM-R model in our
+    [PAD]-first layout, which transformers shifts by one; ALBERT, whose tokenizer strips
+    accents its SentencePiece model keeps)."""
+    transformers = pytest.importorskip("transformers")
+    from pretrainx.interop import folder_ids, hf
+    name, vocabulary, model_file, layout = _SAVED[family]
+    cls = getattr(transformers, name, None) or getattr(transformers, name[:-len("Fast")])
+    if model_file:  # the SentencePiece model under the name the class reads
+        source, saved_as = model_file
+        (tmp_path / saved_as).write_bytes((REPO / "pretrainx" / "assets" / source).read_bytes())
+        theirs = cls.from_pretrained(str(tmp_path))
+    elif vocabulary == "roberta":  # GPT-2's files in RoBERTa's ids, as its release has them
+        from pretrainx.data import bpe
+        gpt2 = DATA / "tokenizers" / "gpt2"
+        source = tmp_path / "source"
+        source.mkdir()
+        roberta = bpe.roberta_ids(load_tokenizer(str(gpt2)))
+        (source / "vocab.json").write_text(json.dumps(bpe.vocab_json(roberta)))
+        (source / "merges.txt").write_bytes((gpt2 / "merges.txt").read_bytes())
+        theirs = cls.from_pretrained(str(source))
+    else:  # from the folder: transformers 5 ignores vocab_file / merges_file arguments
+        theirs = cls.from_pretrained(str(DATA / "tokenizers" / vocabulary))
+    theirs.save_pretrained(str(tmp_path))
+    path, lower_case = hf.tokenizer_of(str(tmp_path))
+    ours = load_tokenizer(folder_ids.agreeing(str(tmp_path), path, lower_case, layout),
+                          lower_case, layout)
+    for line in folder_ids.sample():
+        assert ours.encode(line) == theirs(line, add_special_tokens=False)["input_ids"], line
+    for attr, token in (("pad_id", theirs.pad_token), ("mask_id", theirs.mask_token),
+                        ("unk_id", theirs.unk_token)):
+        if token is not None and getattr(ours, attr) >= 0:
+            assert getattr(ours, attr) == theirs.convert_tokens_to_ids(token), attr

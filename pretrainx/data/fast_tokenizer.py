@@ -10,6 +10,7 @@ WordPiece's pieces that do not start with "##".
 """
 
 import json
+import os
 
 import numpy as np
 
@@ -21,6 +22,33 @@ _NAMES = {"cls_id": ("[CLS]", "<s>", "<|endoftext|>", "<bos>"),
           "pad_id": ("[PAD]", "<pad>", "<|endoftext|>"),
           "unk_id": ("[UNK]", "<unk>", "<|endoftext|>"),
           "mask_id": ("[MASK]", "<mask>")}
+
+
+# transformers' names of the special tokens (tokenizer_config.json and
+# special_tokens_map.json), each with the one to use where it is not given
+_CONFIG_KEYS = {"cls_id": ("cls_token", "bos_token"), "sep_id": ("sep_token", "eos_token"),
+                "pad_id": ("pad_token",), "unk_id": ("unk_token",), "mask_id": ("mask_token",)}
+
+
+def configured_specials(folder: str) -> dict:
+    """{attribute: token} as the folder's tokenizer_config.json (or special_tokens_map.json)
+    names them: what transformers uses, where a vocabulary holds two candidates (a
+    SentencePiece model's own [PAD] beside the <pad> a tokenizer class added)."""
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                config = json.load(f)
+        except (OSError, ValueError):
+            continue
+        out = {}
+        for attr, keys in _CONFIG_KEYS.items():
+            token = next((config[k] for k in keys if config.get(k)), None)
+            token = token.get("content") if isinstance(token, dict) else token
+            if isinstance(token, str):
+                out[attr] = token
+        if out:
+            return out
+    return {}
 
 
 class FastTokenizer(Tokenizer):
@@ -38,8 +66,9 @@ class FastTokenizer(Tokenizer):
             raise UserError(f"cannot read {path}: {str(e).splitlines()[0][:200]}") from None
         vocab = self._tok.get_vocab(with_added_tokens=True)
         self.vocab_size = max(vocab.values()) + 1
+        configured = configured_specials(os.path.dirname(path))
         for attr, names in _NAMES.items():
-            found = [vocab[n] for n in names if n in vocab]
+            found = [vocab[n] for n in (configured.get(attr, ""), *names) if n in vocab]
             setattr(self, attr, found[0] if found else -1)
         if min(self.cls_id, self.sep_id, self.pad_id) < 0:
             raise UserError(f"{path} has none of the start, end or padding tokens pretrainx "
