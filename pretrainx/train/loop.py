@@ -93,18 +93,24 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
             if run.stopping:
                 break
     finally:
-        profile.close()
-        try:
-            run.ckpt.close()  # waits for the last save to commit
-        finally:
-            checkpoint.close()  # a signal while the last save commits still let it finish
-            probe.close()  # waits for the probes started (stops them if the run stopped early)
-            metrics.close()
-            run.lock.release()
+        _close(run, profile, checkpoint, probe, metrics)
     metrics_lib.log(_ending(run, cfg, checkpoint, budget))
     return {"train": metrics.last, "eval": evaluate.last, "params": run.n_params,
             "peak_flops_source": run.peak_source, "step": run.step,
             "complete": run.step >= cfg.total_steps or bool(budget and budget.spent)}
+
+
+def _close(run, profile, checkpoint, probe, metrics) -> None:
+    """The run's resources, released whatever happened: the last save commits while the
+    checkpoint hook's handler still turns a signal into "finish, then stop"."""
+    profile.close()
+    try:
+        run.ckpt.close()  # waits for the last save to commit
+    finally:
+        checkpoint.close()
+        probe.close()  # waits for the probes started (stops them if the run stopped early)
+        metrics.close()
+        run.lock.release()
 
 
 def evaluate(cfg, workdir: str, devices=None, phase: str | None = None) -> dict:
