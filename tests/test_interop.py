@@ -664,7 +664,7 @@ def test_a_vocabulary_that_disagrees_with_the_folders_tokenizer_json_is_refused(
     """A folder whose vocab.txt, read as its tokenizer_config says, gives other ids than
     its tokenizer.json (what transformers 5 loads) is refused in one line that names
     both; where they agree the family's own file is read."""
-    from pretrainx.interop import folder_ids
+    from pretrainx.data import folder_ids
     source = SHARED_DATA / "tokenizers" / "bert-base-uncased"
     transformers.BertTokenizerFast.from_pretrained(str(source), do_lower_case=False,
                                                    ).save_pretrained(tmp_path)

@@ -271,7 +271,8 @@ def test_every_familys_saved_folder_reads_in_transformers_ids(family, tmp_path):
     [PAD]-first layout, which transformers shifts by one; ALBERT, whose tokenizer strips
     accents its SentencePiece model keeps)."""
     transformers = pytest.importorskip("transformers")
-    from pretrainx.interop import folder_ids, hf
+    from pretrainx.data import folder_ids
+    from pretrainx.interop import hf
     name, vocabulary, model_file, layout = _SAVED[family]
     cls = getattr(transformers, name, None) or getattr(transformers, name[:-len("Fast")])
     if model_file:  # the SentencePiece model under the name the class reads
@@ -293,8 +294,10 @@ def test_every_familys_saved_folder_reads_in_transformers_ids(family, tmp_path):
     path, lower_case = hf.tokenizer_of(str(tmp_path))
     ours = load_tokenizer(folder_ids.agreeing(str(tmp_path), path, lower_case, layout),
                           lower_case, layout)
+    direct = load_tokenizer(str(tmp_path), lower_case, layout)  # the folder as data.tokenizer
     for line in folder_ids.sample():
         assert ours.encode(line) == theirs(line, add_special_tokens=False)["input_ids"], line
+        assert direct.encode(line) == ours.encode(line), line
     for attr, token in (("pad_id", theirs.pad_token), ("mask_id", theirs.mask_token),
                         ("unk_id", theirs.unk_token)):
         if token is not None and getattr(ours, attr) >= 0:

@@ -47,13 +47,14 @@ def _file_stats(path: str) -> tuple:
 
 
 def _load(path: str, lower_case: bool, layout: str) -> Tokenizer:
+    if os.path.isdir(path):  # its tokenizer.json decides where the family's file disagrees
+        from pretrainx.data import folder_ids  # (which loads through this module)
+        path = folder_ids.agreeing(path, _tokenizer_file_in(path), lower_case, layout)
     byte_level = bpe.files_in(path)
     if byte_level:
         tokenizer = bpe.ByteLevelBPETokenizer(*byte_level)
         return bpe.LAYOUTS[layout](tokenizer) if layout else tokenizer
-    if os.path.isdir(path):
-        path = _tokenizer_file_in(path)
-    elif not os.path.exists(path):
+    if not os.path.exists(path):
         raise UserError(f"tokenizer file not found: {path}")
     if path.endswith("tokenizer.json"):  # ids are the file's: no family layout
         return FastTokenizer(path)
@@ -68,6 +69,8 @@ def _load(path: str, lower_case: bool, layout: str) -> Tokenizer:
 
 
 def _tokenizer_file_in(directory: str) -> str:
+    if bpe.files_in(directory):
+        return os.path.join(directory, "vocab.json")
     for name in ("vocab.txt", "spiece.model", "tokenizer.json"):
         if os.path.isfile(os.path.join(directory, name)):
             return os.path.join(directory, name)

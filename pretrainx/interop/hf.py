@@ -16,9 +16,9 @@ from typing import Callable
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from pretrainx.data import folder_ids
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
-import pretrainx.interop.folder_ids as folder_ids
 import pretrainx.interop.hf_tensors as hf_tensors
 import pretrainx.interop.model_card as model_card
 import pretrainx.interop.sentence_files as sentence_files

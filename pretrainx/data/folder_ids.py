@@ -1,7 +1,8 @@
 """The ids a model folder's users get: its tokenizer.json, when it has one, is the truth.
 
-A family reads its own tokenizer file of a HuggingFace folder (vocab.txt, vocab.json,
-spiece.model, sentencepiece.bpe.model ...), but transformers 5 loads the folder's
+A family reads its own tokenizer file of a folder (vocab.txt, vocab.json, spiece.model,
+sentencepiece.bpe.model ...: a HuggingFace model's, or a folder given as data.tokenizer),
+but transformers 5 loads the folder's
 tokenizer.json when there is one, and the two can disagree: an XLM-R folder whose
 SentencePiece model has a pad piece is shifted by one in transformers (every piece
 read one row off, silently); ALBERT's tokenizer strips accents that its SentencePiece
