@@ -140,10 +140,16 @@ def save_replicas_whole_in_one_process() -> None:
         from orbax.checkpoint._src.metadata import array_metadata_store
     except ImportError:  # moved in another Orbax: keep its default handler
         return
-    ocp.type_handlers.register_type_handler(
-        jax.Array, ocp.type_handlers.ArrayHandler(
-            array_metadata_store=array_metadata_store.Store(), use_replica_parallel=False),
-        override=True)
+    from absl import logging as absl_logging
+    before = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.ERROR)  # the override is meant: no warning line
+    try:
+        ocp.type_handlers.register_type_handler(
+            jax.Array, ocp.type_handlers.ArrayHandler(
+                array_metadata_store=array_metadata_store.Store(), use_replica_parallel=False),
+            override=True)
+    finally:
+        absl_logging.set_verbosity(before)
 
 
 def check_writable(directory: str) -> None:
