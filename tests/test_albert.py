@@ -95,7 +95,7 @@ def test_ngram_masking_statistics(book):
         starts = tok.word_start_mask(ids)
         out = mask_ngrams(ids, rng, vocab_size=tok.vocab_size, mask_id=tok.mask_id,
                           special_ids=specials, word_starts=starts, max_predictions=20,
-                          record=record)
+                          mask_prob=0.15, record=record)
         n = int(out["masked_lm_weights"].sum())
         pos = out["masked_lm_positions"][:n]
         assert np.all(np.diff(pos) > 0) and not np.isin(ids[pos], specials).any()

@@ -313,7 +313,7 @@ def test_masking_statistics(books, tokenizer, seq_len, max_pred, repeats):
     chosen = n_cand = n_mask = n_random = n_kept = 0
     for ids in sequences:
         out = mask_tokens(ids, rng, vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id,
-                          special_ids=special, max_predictions=max_pred)
+                          special_ids=special, max_predictions=max_pred, mask_prob=0.15)
         w = out["masked_lm_weights"]
         n = int(w.sum())
         pos = out["masked_lm_positions"][:n]
@@ -355,7 +355,8 @@ def test_whole_word_masking_masks_whole_words(books, tokenizer):
     for ids in _padded_batch(books, tokenizer, 128, 1)[:1500]:
         starts = tokenizer.word_start_mask(ids)
         out = mask_tokens(ids, rng, vocab_size=tokenizer.vocab_size, mask_id=tokenizer.mask_id,
-                          special_ids=special, max_predictions=20, word_starts=starts)
+                          special_ids=special, max_predictions=20, word_starts=starts,
+                          mask_prob=0.15)
         n = int(out["masked_lm_weights"].sum())
         candidates = ~np.isin(ids, special)
         assert 1 <= n <= min(20, max(1, int(np.ceil(candidates.sum() * 0.15))))
@@ -376,11 +377,12 @@ def test_mask_tokens_edge_cases():
     special = np.array([0, 100, 101, 102, 103])
     only_special = np.array([101, 102, 0, 0], np.int32)
     out = mask_tokens(only_special, rng, vocab_size=30522, mask_id=103, special_ids=special,
-                      max_predictions=3)
+                      max_predictions=3, mask_prob=0.15)
     np.testing.assert_array_equal(out["input_ids"], only_special)
     assert out["masked_lm_weights"].sum() == 0
     one = np.array([101, 2023, 102, 0], np.int32)
-    out = mask_tokens(one, rng, vocab_size=30522, mask_id=103, special_ids=special, max_predictions=3)
+    out = mask_tokens(one, rng, vocab_size=30522, mask_id=103, special_ids=special, max_predictions=3,
+                      mask_prob=0.15)
     assert out["masked_lm_positions"].tolist() == [1, 0, 0] and out["masked_lm_ids"][0] == 2023
 
 

@@ -108,7 +108,7 @@ def random_non_special(count, vocab_size, special_ids, rng):
 
 
 def mask_tokens(input_ids, rng, *, vocab_size, mask_id, special_ids, max_predictions,
-                mask_prob=0.15, word_starts=None, mask_fraction=MASK_FRACTION,
+                mask_prob, word_starts=None, mask_fraction=MASK_FRACTION,
                 keep_fraction=KEEP_FRACTION):
     """Dynamic BERT masking of one padded sequence.
 

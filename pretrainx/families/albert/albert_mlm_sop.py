@@ -112,7 +112,7 @@ def create_sop_examples(documents, max_seq_length, short_seq_prob, rng, cls_id, 
 
 # ---- n-gram masking -------------------------------------------------------------
 def mask_ngrams(input_ids, rng, *, vocab_size, mask_id, special_ids, word_starts,
-                max_predictions, mask_prob=0.15, max_ngram=3, record=None):
+                max_predictions, mask_prob, max_ngram=3, record=None):
     """ALBERT's n-gram masking of one padded sequence (see the module docstring).
 
     Returns BERT's masked-LM features (positions sorted, padded to

@@ -37,7 +37,7 @@ def span_length_probs(p: float, max_words: int) -> np.ndarray:
 
 
 def mask_spans(input_ids, rng, *, vocab_size, mask_id, special_ids, word_starts,
-               max_predictions, mask_prob=0.15, geometric_p=0.2, max_span_words=10,
+               max_predictions, mask_prob, geometric_p=0.2, max_span_words=10,
                record=None):
     """Span masking of one padded sequence (see the module docstring).
 
