@@ -4,8 +4,8 @@
     python -m pretrainx.main --config=configs/ettin_quickstart.py:decoder --workdir=/tmp/ettin-dec
 
 The encoder is configs/modernbert_quickstart.py with one RoPE base (160,000) in every
-layer, as Ettin's released models (3 layers x 128, a 32-token window, 30% MLM on packed [CLS] text [SEP] examples of Pride and Prejudice and The
-Adventures of Sherlock Holmes, StableAdamW's trapezoid over 1,500 steps). The decoder
+layer, as Ettin's released models (3 layers x 128, a 32-token window, 30% MLM on packed
+[CLS] text [SEP] examples of Pride and Prejudice and The Adventures of Sherlock Holmes, StableAdamW's trapezoid over 1,500 steps). The decoder
 is the same config with the decoder's objective (next-token prediction, causal
 attention, on the same rows in the same order) and its classifier's pooling (the last
 token): only what configs/ettin.py changes between the two. Eval: Alice's Adventures in

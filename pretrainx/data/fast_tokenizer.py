@@ -30,7 +30,7 @@ _CONFIG_KEYS = {"cls_id": ("cls_token", "bos_token"), "sep_id": ("sep_token", "e
                 "pad_id": ("pad_token",), "unk_id": ("unk_token",), "mask_id": ("mask_token",)}
 
 
-def configured_specials(folder: str) -> dict:
+def _configured_specials(folder: str) -> dict:
     """{attribute: token} as the folder's tokenizer_config.json (or special_tokens_map.json)
     names them: what transformers uses, where a vocabulary holds two candidates (a
     SentencePiece model's own [PAD] beside the <pad> a tokenizer class added)."""
@@ -66,7 +66,7 @@ class FastTokenizer(Tokenizer):
             raise UserError(f"cannot read {path}: {str(e).splitlines()[0][:200]}") from None
         vocab = self._tok.get_vocab(with_added_tokens=True)
         self.vocab_size = max(vocab.values()) + 1
-        configured = configured_specials(os.path.dirname(path))
+        configured = _configured_specials(os.path.dirname(path))
         for attr, names in _NAMES.items():
             found = [vocab[n] for n in (configured.get(attr, ""), *names) if n in vocab]
             setattr(self, attr, found[0] if found else -1)

@@ -15,7 +15,6 @@ refused in one line.
 import os
 
 from pretrainx.data.fast_tokenizer import FastTokenizer
-from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 
 _BOOK = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "text",
@@ -43,16 +42,17 @@ def _first_difference(ours, theirs) -> str | None:
                     f"{truth[at:at + 4]} in tokenizer.json")
     for name in ("cls_id", "sep_id", "pad_id", "unk_id", "mask_id"):
         i = getattr(ours, name, -1)
-        if i is not None and i >= 0 and theirs.token_to_id(ours.id_to_piece(i)) not in (i, None):
+        if i >= 0 and theirs.token_to_id(ours.id_to_piece(i)) not in (i, None):
             piece = ours.id_to_piece(i)
             return f"{piece} is {i} there and {theirs.token_to_id(piece)} in tokenizer.json"
     return None
 
 
-def agreeing(folder: str, chosen: str, lower_case: bool, layout: str) -> str:
-    """The tokenizer file to read `folder`'s model with: `chosen` (the family's pick,
-    read under `layout`) if it gives tokenizer.json's ids or the folder has none;
-    tokenizer.json in place of a SentencePiece model that disagrees; else a UserError."""
+def agreeing(folder: str, chosen: str, read_chosen) -> str:
+    """The tokenizer file to read `folder`'s model with: `chosen` (the family's pick;
+    `read_chosen()` reads it as the family does, called only where there is something to
+    compare) if it gives tokenizer.json's ids or the folder has none; tokenizer.json in
+    place of a SentencePiece model that disagrees; else a UserError."""
     truth_file = os.path.join(folder, "tokenizer.json")
     if not os.path.isfile(truth_file) or os.path.abspath(chosen) == os.path.abspath(truth_file):
         return chosen
@@ -61,7 +61,7 @@ def agreeing(folder: str, chosen: str, lower_case: bool, layout: str) -> str:
         theirs = tokenizers.Tokenizer.from_file(truth_file)
     except Exception as e:  # the library's errors are plain Exceptions
         raise UserError(f"cannot read {truth_file}: {str(e).splitlines()[0][:200]}") from None
-    difference = _first_difference(load_tokenizer(chosen, lower_case, layout), theirs)
+    difference = _first_difference(read_chosen(), theirs)
     if difference is None:
         return chosen
     said = f"{folder}: {os.path.basename(chosen)} and tokenizer.json give other ids ({difference})"

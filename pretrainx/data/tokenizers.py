@@ -10,7 +10,7 @@ from __future__ import annotations
 import glob
 import os
 
-from pretrainx.data import bpe, words
+from pretrainx.data import bpe, folder_ids, words
 from pretrainx.data.fast_tokenizer import FastTokenizer
 from pretrainx.data import sentencepiece_tokenizer
 from pretrainx.data.sentencepiece_tokenizer import SentencePieceTokenizer  # noqa: F401
@@ -48,8 +48,10 @@ def _file_stats(path: str) -> tuple:
 
 def _load(path: str, lower_case: bool, layout: str) -> Tokenizer:
     if os.path.isdir(path):  # its tokenizer.json decides where the family's file disagrees
-        from pretrainx.data import folder_ids  # (which loads through this module)
-        path = folder_ids.agreeing(path, _tokenizer_file_in(path), lower_case, layout)
+        chosen = _tokenizer_file_in(path)
+        ours = _load(chosen, lower_case, layout)
+        truth = folder_ids.agreeing(path, chosen, lambda: ours)
+        return ours if truth == chosen else FastTokenizer(truth)
     byte_level = bpe.files_in(path)
     if byte_level:
         tokenizer = bpe.ByteLevelBPETokenizer(*byte_level)

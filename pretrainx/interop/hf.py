@@ -155,8 +155,8 @@ def load(path: str) -> Pretrained:
         fields["model"].tie_output = False
         hf_tensors.put(fields["params"], OUTPUT_KERNEL,
                        np.asarray(state[untied[0]], np.float32).T)
-    fields["tokenizer"] = folder_ids.agreeing(path, fields["tokenizer"], fields["lower_case"],
-                                              _layout(fields["model"].family))
+    fields["tokenizer"] = folder_ids.agreeing(path, fields["tokenizer"], lambda: load_tokenizer(
+        fields["tokenizer"], fields["lower_case"], _layout(fields["model"].family)))
     return Pretrained(source=path, **fields)
 
 
