@@ -375,7 +375,7 @@ def test_a_full_disk_stops_with_one_line_and_keeps_the_last_checkpoint(small_dis
     assert len(errors) == 1 and "no space left" in errors[0], out[-3000:]
     # No traceback at all: neither through our code nor from tensorstore's writer
     # threads handing results to Orbax's closed event loop (140 "Event loop is closed"
-    # tracebacks on this disk before the checkpointer's excepthook)
+    # tracebacks on this disk before the checkpointer quieted them)
     assert "Traceback" not in out and "Event loop is closed" not in out, out[:4000]
     assert "Failed to write" not in out  # Orbax's per-thread reports are folded into ours
     assert "committed checkpoints kept: [3]" in errors[0]
@@ -669,3 +669,37 @@ def test_a_full_disk_is_one_line_however_the_writers_wrap_it(tmp_path):
         assert type(other) is KeyError
     finally:
         ckpt.close()
+
+
+def test_writer_reports_for_a_closed_loop_are_quiet_on_both_hooks(monkeypatch, capsys):
+    """tensorstore prints a writer callback that asyncio refused (its loop closed after
+    a failed save) through sys.excepthook or, as a bare traceback, through
+    sys.unraisablehook: both are quiet for exactly that report and pass on any other."""
+    import asyncio
+    import gc
+    from pretrainx.train import checkpoint as ckpt_lib
+    dead_loop = asyncio.new_event_loop()
+    dead_loop.close()
+
+    class Refused:  # an unraisable error from asyncio, as a writer thread's would be
+        def __del__(self):
+            dead_loop.call_soon_threadsafe(print)
+
+    class Failing:
+        def __del__(self):
+            raise ValueError("a real failure")
+
+    reports = []
+    monkeypatch.setattr(sys, "unraisablehook", reports.append)
+    for make in (Refused, Failing):
+        make()
+        gc.collect()
+    assert [r.exc_type for r in reports] == [RuntimeError, ValueError]
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    monkeypatch.setattr(sys, "unraisablehook", sys.__unraisablehook__)
+    ckpt_lib._install_quiet_hooks()
+    for r in reports:
+        sys.unraisablehook(r)
+        sys.excepthook(r.exc_type, r.exc_value, r.exc_traceback)
+    err = capsys.readouterr().err
+    assert "Event loop is closed" not in err and err.count("ValueError: a real failure") == 2, err

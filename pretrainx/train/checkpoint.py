@@ -59,26 +59,37 @@ class _QuietWriterFailures(logging.Filter):
 _QUIET = _QuietWriterFailures()
 
 
-def _quiet_dead_loop_callbacks(previous):
-    """sys.excepthook less one report: tensorstore's writer threads finishing after a
-    failed save (a full disk) hand their results to Orbax's event loop, which is closed
-    by then, and print each refusal (RuntimeError: Event loop is closed, raised in
-    asyncio's call_soon_threadsafe) as a traceback of its own: 140 of them on a 7 MB
-    disk. The main thread reports the failure once; a result for a dead loop has no
-    reader. Every other report goes to `previous`."""
-    def hook(kind, value, tb):
-        last = traceback.extract_tb(tb)[-1:] if tb is not None else []
-        if (kind is RuntimeError and str(value) == "Event loop is closed" and last
-                and last[0].filename.endswith(os.path.join("asyncio", "base_events.py"))):
-            return
-        previous(kind, value, tb)
-    hook.quiets_dead_loops = True
-    return hook
+def _for_a_dead_loop(kind, value, tb) -> bool:
+    """Whether a report is asyncio refusing a callback because its loop is closed:
+    tensorstore's writer threads finishing after a failed save (a full disk) hand their
+    results to Orbax's event loop, closed by then, and each refusal is printed as a
+    traceback of its own (140 of them on a 7 MB disk). The main thread reports the
+    failure once; a result for a dead loop has no reader."""
+    last = traceback.extract_tb(tb)[-1:] if tb is not None else []
+    return bool(kind is RuntimeError and str(value) == "Event loop is closed" and last
+                and last[0].filename.endswith(os.path.join("asyncio", "base_events.py")))
 
 
-def _install_quiet_excepthook() -> None:
+def _quiet_dead_loop_reports(previous_except, previous_unraisable):
+    """sys.excepthook and sys.unraisablehook less the dead-loop reports. tensorstore
+    prints a failed callback through either (PyErr_Print, or PyErr_WriteUnraisable
+    with no object, which on Python 3.11 prints a bare traceback), so both are
+    wrapped. Every other report goes to the hook that was there before."""
+    def excepthook(kind, value, tb):
+        if not _for_a_dead_loop(kind, value, tb):
+            previous_except(kind, value, tb)
+
+    def unraisablehook(report):
+        if not _for_a_dead_loop(report.exc_type, report.exc_value, report.exc_traceback):
+            previous_unraisable(report)
+    excepthook.quiets_dead_loops = unraisablehook.quiets_dead_loops = True
+    return excepthook, unraisablehook
+
+
+def _install_quiet_hooks() -> None:
     if not getattr(sys.excepthook, "quiets_dead_loops", False):  # once a process
-        sys.excepthook = _quiet_dead_loop_callbacks(sys.excepthook)
+        sys.excepthook, sys.unraisablehook = _quiet_dead_loop_reports(
+            sys.excepthook, sys.unraisablehook)
 
 
 def _disk_full(e: BaseException) -> bool:
@@ -174,7 +185,7 @@ class Checkpointer:
     def __init__(self, workdir: str, keep: int, save_every: int):
         for name in ("absl", "asyncio"):
             logging.getLogger(name).addFilter(_QUIET)  # once: filters are a set
-        _install_quiet_excepthook()
+        _install_quiet_hooks()
         save_replicas_whole_in_one_process()
         local = "://" not in workdir
         root = os.path.abspath(workdir) if local else workdir
