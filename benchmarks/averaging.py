@@ -5,8 +5,8 @@
 Trains configs/quickstart.py (BERT-Tiny on two bundled novels, its 2,500 steps unless
 --steps) keeping a checkpoint every `--every` steps (the last `--keep`), or reuses a
 finished `--workdir`; then averages its last 2, 3, ... `--keep` checkpoints with
-`pretrainx.merge` and evaluates each average and the last checkpoint with
-`pretrainx.evaluate` on every batch of the unseen eval book (Alice), the same rows for
+`pretrainx.trained.merge` and evaluates each average and the last checkpoint with
+`pretrainx.evaluate.heldout` on every batch of the unseen eval book (Alice), the same rows for
 all. Prints eval MLM accuracy and loss, and each average's difference from the last
 checkpoint. The last line is one JSON object.
 """
@@ -23,7 +23,8 @@ sys.path.insert(0, REPO)
 
 import ml_collections  # noqa: E402
 
-from pretrainx import config as config_lib, merge, pretrain  # noqa: E402
+from pretrainx import config as config_lib, pretrain  # noqa: E402
+from pretrainx.trained import merge
 from pretrainx.train import loop  # noqa: E402
 
 ALL_BATCHES = 10_000  # eval_steps above the eval book's batches: each batch once

@@ -13,7 +13,7 @@ ModernBertForMaskedLM with sparse_prediction, its head at the masked positions o
 under torch.autocast(bfloat16) with SDPA attention (transformers' default) and
 torch.optim.AdamW, parameters float32. Both on the same batch, timed over --windows
 windows of --steps steps after warm-up (median, min, max), with the ratio of medians
-and MFU against the GPU's dense bf16 peak from pretrainx/chips.py. Both sides read the
+and MFU against the GPU's dense bf16 peak from pretrainx/train/chips.py. Both sides read the
 loss once per window, as pretrainx's train loop reads its metrics every log_every steps
 (the host queues the next step while the device runs one); --sync_every_step reads it
 after every step, as this script did before 2026-11-27 (on an H100 that cost our

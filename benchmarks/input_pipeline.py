@@ -3,7 +3,7 @@
     python benchmarks/input_pipeline.py [--batches=N] [--workers=2] [--corpus=GLOBS]
 
 1. Prepare: the shared corpus (8 Gutenberg books + WikiText-2 raw) is tokenized
-   into ArrayRecord shards with `pretrainx.prepare`, once with BERT's
+   into ArrayRecord shards with `pretrainx.prepare.examples`, once with BERT's
    original uncased WordPiece vocab and once with our T5 SentencePiece model,
    in one process: tokenization tokens/s per core.
 2. Pipeline: for BERT (MLM+NSP) at 128 and 512 and T5 (span corruption, packed,
@@ -45,8 +45,8 @@ import grain  # noqa: E402
 from absl import flags  # noqa: E402
 
 from pretrainx import config as config_lib, objectives  # noqa: E402
-from pretrainx.chips import CHIPS  # noqa: E402
-from pretrainx import prepare  # noqa: E402
+from pretrainx.train.chips import CHIPS  # noqa: E402
+from pretrainx.prepare import examples as prepare  # noqa: E402
 from pretrainx.data import corpus as corpus_lib, pipeline, sources  # noqa: E402
 from pretrainx.data.tokenizers import load_tokenizer  # noqa: E402
 

@@ -6,7 +6,7 @@ own phase and as each later one.
 Trains configs/modernbert_lifecycle_quickstart.py (128-token rows, then 512 with the
 global RoPE base raised, then a decay on another mix at 15% masking; minutes on 2
 cores), or reads a finished `--workdir` of any named-phase run. Each phase's end
-checkpoint is evaluated with `pretrainx.evaluate --phase` on every batch of the eval
+checkpoint is evaluated with `pretrainx.evaluate.heldout --phase` on every batch of the eval
 sources: as its own phase, as every later phase (their length, RoPE bases and eval
 masking), and as every later phase but with its own model keys (a pretraining model at
 the extension's length with the base it was trained with). Prints one line an

@@ -7,7 +7,7 @@ masking rate and the temperature falling), then two more decays from the extensi
 last checkpoint, as mmBERT trains its decay mixes: `cont` (the extension's six
 languages only, mmBERT's Decay-Cont) and `eng` (all eight, English drawn four times as
 often as each other language, its Decay-Eng); `all` is the run's own decay. The three
-are merged with `pretrainx.merge` (the average, and TIES from the extension's model).
+are merged with `pretrainx.trained.merge` (the average, and TIES from the extension's model).
 Every model is evaluated on all eight languages' held-out documents as the decay phase
 evaluates (rows of 256 tokens, 15% masking, the same masked rows for every model, every
 batch once; a phase's end with the RoPE bases it trained with), against each
@@ -34,7 +34,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 from lifecycle import ALL_BATCHES, model_differences, with_model_of  # noqa: E402
-from pretrainx import config as config_lib, merge, objectives, phasing, pretrain  # noqa: E402
+from pretrainx import config as config_lib, objectives, phasing, pretrain  # noqa: E402
+from pretrainx.trained import merge
 from pretrainx.data import corpus as corpus_lib, sources  # noqa: E402
 from pretrainx.train import loop  # noqa: E402
 

@@ -27,10 +27,11 @@ sys.path.insert(0, REPO)
 
 import ml_collections  # noqa: E402
 
-from pretrainx import inference, interop  # noqa: E402
+from pretrainx import interop  # noqa: E402
+from pretrainx.trained import inference
 from pretrainx.finetune import loop as finetune_loop  # noqa: E402
 from pretrainx.finetune.config import finetune_config  # noqa: E402
-from pretrainx.similarity import sts  # noqa: E402
+from pretrainx.evaluate.similarity import sts  # noqa: E402
 
 STARTS = ("pretrained", "random init")
 

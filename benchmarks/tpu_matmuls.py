@@ -28,7 +28,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax.sharding import SingleDeviceSharding  # noqa: E402
 
-from pretrainx import chips, hlo_bytes, plan  # noqa: E402
+from pretrainx.train import chips  # noqa: E402
+from pretrainx.plan import hlo_bytes
+from pretrainx.plan import planner as plan
 
 MODELS = {"base": (768, 3072), "large": (1024, 4096), "tiny": (64, 256)}  # width, MLP
 HEAD = 64

@@ -8,17 +8,17 @@ the planning table of the recipes across today's TPUs.
                                   [--attention_impl=splash] [--search]
 
 --recipes plans each named config (configs/NAME.py, all its phases) on each topology
-with pretrainx.plan and prints one markdown row per phase as it goes, then one JSON
+with pretrainx.plan.planner and prints one markdown row per phase as it goes, then one JSON
 object: step time, est. MFU, GiB per device and days by the compiler's cost model (or
 its roofline), and the bound that the compiled program's HBM bytes alone give (see
-pretrainx.plan's memory_traffic).
+pretrainx.plan.planner's memory_traffic).
 
 Both steps are compiled deviceless for the same topology, the same global batch
 and sequence length, bf16 compute with float32 parameters, AdamW with clipping and
 dropout 0.1. HuggingFace's step is data parallel with its MLM head over every
 position (as FlaxBertForPreTraining computes it); ours is the training code path
 of configs/bert_base.py. Step times are the compiler's cost-model estimates (see
-pretrainx.plan), so the ratio compares two estimates made the same way.
+pretrainx.plan.planner), so the ratio compares two estimates made the same way.
 Needs libtpu and transformers 4.57 (the last release with Flax models). --tiny
 shrinks both models to 1 layer of width 128 and the batch to 8 (the smoke test's
 size: it proves the script runs, not a figure).
@@ -37,7 +37,9 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
-from pretrainx import config as config_lib, hlo_bytes, plan  # noqa: E402
+from pretrainx import config as config_lib  # noqa: E402
+from pretrainx.plan import hlo_bytes
+from pretrainx.plan import planner as plan
 from pretrainx.config import sibling_config  # noqa: E402
 
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs")

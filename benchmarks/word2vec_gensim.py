@@ -11,7 +11,7 @@ word2vec.py's recipe (batches of 64 x 128 words, the mean over a batch's pairs a
 200, falling to 1e-4 of it) for as many steps as `--epochs` passes over the words
 subsampling keeps. How the work differs: gensim's sentences are the files' lines, ours
 the documents' sentences (rows pack them; windows stop at a sentence's end in both).
-Then both sets of vectors are scored with `pretrainx.word_eval` (WordSim-353,
+Then both sets of vectors are scored with `pretrainx.evaluate.word_eval` (WordSim-353,
 SimLex-999, the analogy questions). With `--glove_epochs=N`, our GloVe
 (configs/glove.py:cpu's recipe at 100 dimensions) trains on the same words and
 vocabulary for N passes over their co-occurrence entries and is scored beside them (the
@@ -39,7 +39,8 @@ sys.path.insert(0, REPO)
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from pretrainx import config as config_lib, interop, pretrain, word_eval  # noqa: E402
+from pretrainx import config as config_lib, interop, pretrain  # noqa: E402
+from pretrainx.evaluate import word_eval
 from pretrainx.data import words as words_lib  # noqa: E402
 from pretrainx.families.word2vec import skipgram, vectors  # noqa: E402
 

@@ -40,7 +40,7 @@ def get_config(arg: str = "base"):
 
     # FSDP over every device, as the BERT recipes: parameters and optimizer state
     # sharded, the batch split the same way. Compiler cost-model estimates (python -m
-    # pretrainx.plan): T5-Base on v3:4x4 0.052 s/step against 0.063 data parallel;
+    # pretrainx.plan.planner): T5-Base on v3:4x4 0.052 s/step against 0.063 data parallel;
     # T5-Large on v3:8x8 0.065 against 0.096 (and 2.3 GiB a device, not 10.1).
     c.mesh.data = 1
     c.mesh.fsdp = -1

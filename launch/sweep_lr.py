@@ -41,7 +41,7 @@ def main():
                         help="a base config field for every trial (repeatable)")
     args = parser.parse_args()
 
-    from pretrainx import sweep
+    from pretrainx.compare import sweep
     from pretrainx.config import load_file
     base = load_file(str(REPO / "configs" / "quickstart.py"))
     fixed = dict(_key_value(item) for item in args.set)

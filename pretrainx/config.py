@@ -48,8 +48,8 @@ def probe_defaults() -> ml_collections.ConfigDict:
     p.task = ""
     p.every_steps = 0
     p.glue_dir = ""  # the GLUE folder (CoNLL-2003/ inside it)
-    p.probes = ""  # task cloze: its TSV (pretrainx/cloze.py); "" = the shipped set
-    p.retrieval_dir = ""  # task retrieval: a BEIR-layout folder (pretrainx/retrieval.py)
+    p.probes = ""  # task cloze: its TSV (pretrainx/evaluate/cloze.py); "" = the shipped set
+    p.retrieval_dir = ""  # task retrieval: a BEIR-layout folder (pretrainx/evaluate/retrieval.py)
     p.max_train_examples = 2000
     p.holdout_examples = 400  # of those: they choose the epoch (dev is reported)
     p.epochs = 3

@@ -10,19 +10,14 @@ if __name__ == "__main__":  # before anything slow: a signal during start-up exi
 
 import json  # noqa: E402
 import os  # noqa: E402
-import re  # noqa: E402
 import sys  # noqa: E402
 
-from absl import app, flags, logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
+from absl import flags  # noqa: E402
 
-from pretrainx import jobs  # noqa: E402
-from pretrainx.errors import UserError, WriterFailedError  # noqa: E402
+from pretrainx import cli, jobs  # noqa: E402
+from pretrainx.errors import UserError  # noqa: E402
 from pretrainx.train import interrupt, phases as phases_lib  # noqa: E402
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Recipe file (ml-collections).",
-                                          lock_config=True)
-_WORKDIR = flags.DEFINE_string("workdir", None, "Where checkpoints and metrics go (local or gs://).")
 _DESCRIBE = flags.DEFINE_bool("describe", False, "Print the run's shape as JSON and exit.")
 _COORDINATOR = flags.DEFINE_string("coordinator_address", None,
                                    "host:port of process 0, for clusters without auto-detection.")
@@ -85,7 +80,7 @@ def run(argv) -> int:
 
 
 def _run(argv) -> int:
-    cfg = cli_config(argv)
+    cfg = cli.config(argv)
     _init_distributed()
     loop = jobs.loop_for(cfg)
     if _DESCRIBE.value:
@@ -94,97 +89,14 @@ def _run(argv) -> int:
         if len(described.get("phases", ())) > 1:  # the phases as a person reads them
             print(phases_lib.table(described["phases"]), file=sys.stderr)
         return 0
-    if not _WORKDIR.value:
+    if not cli.workdir():
         raise UserError("--workdir is required to train")
-    loop.train(cfg, _WORKDIR.value)
+    loop.train(cfg, cli.workdir())
     return 0
 
 
-def _first_line(e) -> str:
-    """The line of an exception that says what went wrong (an OS error, if any)."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    errno = next((ln for ln in lines if ln.startswith("[Errno")), None)
-    return errno or (lines[0] if lines else type(e).__name__)
-
-
-def _root_cause(e):
-    while e.__cause__ is not None or e.__context__ is not None:
-        e = e.__cause__ or e.__context__
-    return e
-
-
-def _fail(message: str, at_once: bool = False):
-    # One write of the whole line: print() writes the text and the newline apart, and
-    # tensorstore's threads, still reporting cut-short writes, could land between them.
-    # Those threads may also have left half a line, so a disk-full error (the case
-    # where they run) starts a line of its own.
-    lead = "\n" if at_once else ""
-    sys.stderr.write(f"{lead}error: {message}\n")
-    sys.stderr.flush()
-    if at_once:
-        sys.stdout.flush()
-        os._exit(2)
-    sys.exit(2)
-
-
-def _parse_flags(argv):
-    """absl's parser, with its failures (a missing config file, an unknown or
-    mistyped override) reduced to one line that names the flag."""
-    try:
-        return flags.FLAGS(argv)
-    except (AttributeError, KeyError) as e:  # unknown key in a --config.a.b=... override
-        said = e.args[0] if e.args else e  # absl wraps ml-collections' KeyError
-        if isinstance(said, BaseException):
-            said = said.args[0] if said.args else said
-        said = str(said)
-        names = re.findall(r"'([^'\\]+)\\?'|\"([^\"]+)\"", said)
-        key = next((a or b for a, b in names), said.splitlines()[0] if said else "?")
-        culprit = next((a for a in argv[1:] if a.startswith("--config.") and key in a), key)
-        hint = re.search(r'Did you mean "([^"]+)"', said)
-        _fail(f"unknown config key in {culprit}"
-              + (f" (did you mean {hint.group(1)}?)" if hint else ""))
-    except flags.Error as e:
-        cause = _root_cause(e)
-        flag = _first_line(e).split(": ")[0]
-        _fail(f"{flag}: {type(cause).__name__}: {_first_line(cause)}" if cause is not e
-              else _first_line(e))
-    except Exception as e:  # a config file that raises while loading
-        spec = next((a.split("=", 1)[1] for a in argv[1:] if a.startswith("--config=")), "")
-        _fail(_colon_read(spec) or f"cannot load config: {type(e).__name__}: "
-              f"{str(e).splitlines()[0] if str(e) else ''}")
-
-
-def _colon_read(spec: str) -> str:
-    """What to say of a --config path with a ':' in it ("" if that is not the trouble):
-    ml-collections reads what follows the first ':' as the recipe's argument."""
-    if ":" not in spec or not os.path.isfile(spec):
-        return ""
-    return (f"--config={spec}: the part after the first ':' is the recipe's argument, so "
-            f"{spec.partition(':')[0]} was read; give the recipe a path without ':' (move or "
-            "link it)")
-
-
-def guarded(run_fn):
-    """absl main around `run_fn(argv)`: quiet logs, user errors as one line, exit 2."""
-    def main(argv):
-        logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
-        try:
-            return run_fn(argv)
-        except UserError as e:
-            _fail(str(e), at_once=isinstance(e, WriterFailedError))
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr, flush=True)
-            sys.exit(130)
-    return main
-
-
-main = guarded(run)
-
-
-def cli(run_fn=run):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    app.run(guarded(run_fn), flags_parser=_parse_flags)
+main = cli.guarded(run)
 
 
 if __name__ == "__main__":
-    cli()
+    cli.main(run)

@@ -231,7 +231,7 @@ def test_loss_falls_and_sharded_equals_unsharded(tmp_path):
 
 def test_stats_figures():
     """`python -m pretrainx.data --stats` for ALBERT (its batch_statistics)."""
-    from pretrainx.data_cli import batch_statistics
+    from pretrainx.prepare.data_cli import batch_statistics
     cfg = tiny_albert_config(seq_len=512, global_batch_size=32,
                              **{"data.max_predictions_per_seq": 80,
                                 "data.train_files": PRIDE})

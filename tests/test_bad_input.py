@@ -271,7 +271,7 @@ def test_export_of_an_unsupported_hf_directory(tmp_path):
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "config.json").write_text(
         '{"model_type": "llama", "architectures": ["LlamaForCausalLM"]}')
-    result = _run_module("pretrainx.export", [f"--workdir={tmp_path / 'hf'}",
+    result = _run_module("pretrainx.trained.export", [f"--workdir={tmp_path / 'hf'}",
                                               f"--output={tmp_path / 'out'}"])
     from pretrainx.interop import hf
     supported = ", ".join(a.model_type for a in hf.ADAPTERS.entries() if a.model_type)
@@ -286,7 +286,7 @@ def test_import_of_deberta_v1_says_which_deberta_is_read(tmp_path):
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "config.json").write_text(
         '{"model_type": "deberta", "architectures": ["DebertaForMaskedLM"]}')
-    result = _run_module("pretrainx.export", [f"--workdir={tmp_path / 'hf'}",
+    result = _run_module("pretrainx.trained.export", [f"--workdir={tmp_path / 'hf'}",
                                               f"--output={tmp_path / 'out'}"])
     assert_one_line_error(result, str(tmp_path / "hf" / "config.json"), "DeBERTa v1",
                           "model_type deberta-v2")
@@ -296,7 +296,7 @@ def test_import_of_deberta_v1_says_which_deberta_is_read(tmp_path):
 def test_push_to_hub_without_a_token_is_one_line_and_exports_nothing(tmp_path,
                                                                      pretrained_workdir):
     env = {k: v for k, v in os.environ.items() if k not in hub_lib.TOKEN_VARIABLES}
-    result = run_module("pretrainx.export", [f"--workdir={pretrained_workdir}",
+    result = run_module("pretrainx.trained.export", [f"--workdir={pretrained_workdir}",
                                              f"--output={tmp_path / 'out'}",
                                              "--push_to_hub=someone/tiny-bert"],
                         cwd=REPO, env=dict(env, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1)))
@@ -307,7 +307,7 @@ def test_push_to_hub_without_a_token_is_one_line_and_exports_nothing(tmp_path,
 @pytest.mark.parametrize("args,culprit", [([], "--text"), (["--text=Alice", "--output=e.npy"],
                                                           "--output=e.npy")])
 def test_embed_without_text_or_with_another_suffix_is_one_line(tmp_path, args, culprit):
-    result = _run_module("pretrainx.embed", [f"--workdir={tmp_path}"] + args)
+    result = _run_module("pretrainx.trained.embed", [f"--workdir={tmp_path}"] + args)
     assert_one_line_error(result, culprit)
     assert not (REPO / "e.npy").exists()
 

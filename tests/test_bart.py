@@ -182,7 +182,7 @@ def test_stats_are_the_papers_and_show_writes_masks(shared_data):
     """--stats at length 128 (on Alice, the quicker to tokenize): mask_ratio 0.30 +- 0.01,
     mean span length 3 +- 0.3, and most examples' sentences reordered."""
     from conftest import ALICE, load_config
-    from pretrainx import data_cli
+    from pretrainx.prepare import data_cli
     cfg = load_config("bart_quickstart.py")
     cfg.data.train_files = ALICE
     cfg.seq_len = cfg.model.max_position_embeddings = 128

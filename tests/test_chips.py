@@ -2,7 +2,7 @@
 
 import pytest
 
-from pretrainx import chips
+from pretrainx.train import chips
 
 
 @pytest.mark.parametrize("kind,generation,per_device", [
@@ -29,7 +29,7 @@ def test_unknown_devices_have_no_peak():
 @pytest.mark.parametrize("topology", ["v2:2x2", "v3:2x2", "v4:2x2x1", "v5e:2x2", "v6e:2x2"])
 def test_devices_per_chip_agree_with_libtpu(topology):
     pytest.importorskip("libtpu", reason="libtpu not installed (pip install 'pretrainx[plan]')")
-    from pretrainx import plan
+    from pretrainx.plan import planner as plan
     devices, generation, per_chip = plan.topology_devices(topology)
     assert per_chip == chips.CHIPS[generation].devices_per_chip
 

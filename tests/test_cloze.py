@@ -1,4 +1,4 @@
-"""Cloze knowledge probes (pretrainx/cloze.py): blanks of real sentences scored as
+"""Cloze knowledge probes (pretrainx/evaluate/cloze.py): blanks of real sentences scored as
 LAMA scores them, by the command, and as a probe task while pretraining."""
 
 import json
@@ -9,7 +9,8 @@ import pytest
 
 from cli_fork import run_module
 from conftest import ALICE, REPO, tiny_bert_config
-from pretrainx import cloze, notebook
+from pretrainx.evaluate import cloze
+from pretrainx.compare import notebook
 from pretrainx.errors import UserError
 
 # The quickstart's BERT-Tiny after 900 steps on the bundled books, Alice unseen
@@ -95,12 +96,12 @@ def test_the_command_scores_an_hf_folder_and_names_a_missing_probe_file(tmp_path
     probes = tmp_path / "probes.tsv"
     probes.write_text("Alice was beginning to get very tired of sitting by her sister on "
                       "[MASK] bank.\tthe\tbook\n")
-    out = run_module("pretrainx.probe", ["cloze", f"--workdir={TEACHER}", f"--probes={probes}"])
+    out = run_module("pretrainx.evaluate.probe", ["cloze", f"--workdir={TEACHER}", f"--probes={probes}"])
     assert out.returncode == 0, out.stderr[-2000:]
     record = json.loads(out.stdout.strip().splitlines()[-1])
     assert record["task"] == "cloze" and record["probes"] == 1
     assert record["categories"]["book"]["precision_at_10"] == record["precision_at_10"]
-    bad = run_module("pretrainx.probe", ["cloze", f"--workdir={TEACHER}",
+    bad = run_module("pretrainx.evaluate.probe", ["cloze", f"--workdir={TEACHER}",
                                          f"--probes={tmp_path / 'missing.tsv'}"])
     assert bad.returncode != 0 and "missing.tsv" in bad.stderr.strip().splitlines()[-1]
 
@@ -111,7 +112,7 @@ def test_cloze_is_a_probe_task_of_a_run_that_needs_no_glue(pretrained_workdir, t
     its record beside the fine-tuning probes' (tests/test_probe.py runs that path)."""
     import shutil
     from pretrainx import config as config_lib
-    from pretrainx import probe as probe_lib
+    from pretrainx.evaluate import probe as probe_lib
     cfg = tiny_bert_config(checkpoint_every=3, **{"probe.every_steps": 3,
                                                   "probe.task": "cloze"})
     config_lib.validate_shared(cfg)  # raised without a GLUE folder before cloze

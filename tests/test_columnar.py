@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO, read_metrics, tiny_bert_config
-from pretrainx import prepare
+from pretrainx.prepare import examples as prepare
 from pretrainx.data import prepared, sources
 from pretrainx.errors import UserError
 
@@ -97,7 +97,7 @@ def _array_records(path):
 
 
 def test_stats_count_a_parquet_source_mixed_by_temperature_with_text(tmp_path):
-    from pretrainx.data_cli import batch_statistics
+    from pretrainx.prepare.data_cli import batch_statistics
     path = _parquet(tmp_path / "pages.parquet", _records())
     cfg = tiny_bert_config(**{"data.train_files": path})
     stats = batch_statistics(cfg, num_batches=1)

@@ -14,7 +14,7 @@ import pytest
 from cli_fork import run_module
 from conftest import REPO, tiny_bert_config, tiny_t5_config
 from pretrainx import config as config_lib, objectives
-from pretrainx import prepare
+from pretrainx.prepare import examples as prepare
 from pretrainx.data import pipeline, prepared, sources
 from pretrainx.data.tokenizers import bert_pretokenize, load_tokenizer, train_wordpiece
 from pretrainx.errors import UserError
@@ -237,7 +237,7 @@ def test_truncated_gzip_names_the_file_or_keeps_what_came_before(tmp_path):
 
 
 def test_bad_lines_are_counted_in_the_stats_command(tmp_path):
-    from pretrainx.data_cli import batch_statistics
+    from pretrainx.prepare.data_cli import batch_statistics
     good = [json.dumps({"text": p}) for p in open(ALICE, encoding="utf-8").read().split("\n\n")
             if len(p) > 300]
     (tmp_path / "c.jsonl").write_text("\n".join(good[:60] + ["not json"] * 3) + "\n",
@@ -368,7 +368,7 @@ def test_wordpiece_training_is_deterministic_and_covers_held_out_text(tmp_path):
 
 
 def test_cli_trains_a_wordpiece_vocab(tmp_path):
-    done = run_module("pretrainx.tokenizer", [
+    done = run_module("pretrainx.prepare.tokenizer", [
         "train", f"--input={ALICE}", "--vocab_size=800", "--model_type=wordpiece",
         f"--output={tmp_path}/wp", "--max_sentences=500"],
         timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))

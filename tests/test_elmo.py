@@ -8,8 +8,7 @@ import pytest
 
 from conftest import REPO, load_config, override, read_metrics
 from pretrainx import config as config_lib, objectives
-from pretrainx import charset
-from pretrainx.data import words
+from pretrainx.data import charset, words
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.families.elmo import model as elmo
 from pretrainx.train import loop
@@ -158,7 +157,7 @@ def test_loss_falls_and_sharded_equals_unsharded(tmp_path):
 
 def test_stats_command_figures():
     """`python -m pretrainx.data --stats` for ELMo: the shifts agree everywhere."""
-    from pretrainx.data_cli import batch_statistics
+    from pretrainx.prepare.data_cli import batch_statistics
     stats = batch_statistics(tiny_elmo_config(), num_batches=2)
     assert stats["forward_shift_agreement"] == 1.0 and stats["backward_shift_agreement"] == 1.0
     assert stats["forward_target_fraction"] > 0.9 and stats["words_per_row"] == 16

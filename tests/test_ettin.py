@@ -14,7 +14,8 @@ from conftest import (ALICE, REPO, SHARED_DATA, assert_packed_examples_see_only_
                       load_config, override, read_metrics)
 from test_interop import SENTENCES
 from pretrainx import config as config_lib
-from pretrainx import interop, objectives, sampling
+from pretrainx import interop, objectives
+from pretrainx.trained import sampling
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.families.modernbert import model as modernbert
@@ -86,7 +87,7 @@ def test_generate_samples_a_decoder_and_refuses_an_encoder(tmp_path):
     import transformers
     from cli_fork import run_module
     folder, theirs = _hf_decoder(tmp_path)
-    done = run_module("pretrainx.generate", [f"--workdir={folder}", "--prompt=It is a truth",
+    done = run_module("pretrainx.trained.generate", [f"--workdir={folder}", "--prompt=It is a truth",
                                              "--max_new_tokens=6", "--temperature=0"])
     assert done.returncode == 0, done.stderr[-2000:]
     tokenizer = pretrainx.load(str(folder)).tokenizer
@@ -101,7 +102,7 @@ def test_generate_samples_a_decoder_and_refuses_an_encoder(tmp_path):
         intermediate_size=64, pad_token_id=1)).save_pretrained(encoder)
     for f in (SHARED_DATA / "tokenizers" / "gpt2").iterdir():
         (encoder / f.name).write_bytes(f.read_bytes())
-    refused = run_module("pretrainx.generate", [f"--workdir={encoder}", "--prompt=It is"])
+    refused = run_module("pretrainx.trained.generate", [f"--workdir={encoder}", "--prompt=It is"])
     assert refused.returncode == 2 and "holds a modernbert encoder" in refused.stderr
 
 

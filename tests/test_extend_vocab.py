@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from pretrainx import extend_vocab, interop
+from pretrainx import interop
+from pretrainx.prepare import extend_vocab
 from pretrainx.data.wordpiece import WordPieceTokenizer
 from pretrainx.errors import UserError
 

@@ -126,7 +126,7 @@ def test_loss_falls_and_sharded_equals_unsharded(vocab, tmp_path):
 
 @pytest.mark.slow
 def test_kv_cache_sampling(vocab):
-    from pretrainx import sampling
+    from pretrainx.trained import sampling
     cfg = tiny_gpt2_config(vocab).model
     cfg.dropout_rate = cfg.attention_dropout_rate = 0.0
     tok = load_tokenizer(vocab)

@@ -1,6 +1,6 @@
-"""Counting a compiled step's bytes from its HLO text (pretrainx/hlo_bytes.py)."""
+"""Counting a compiled step's bytes from its HLO text (pretrainx/plan/hlo_bytes.py)."""
 
-from pretrainx import hlo_bytes
+from pretrainx.plan import hlo_bytes
 
 # A small module as a TPU compile prints it: tiled layouts, an on-chip (S(1)) copy, a
 # loop whose body runs a fusion, and op_name metadata from two layers of a model.

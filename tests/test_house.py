@@ -9,7 +9,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "pretrainx"
 # Each role may import the roles on earlier floors and its own; a module not named here
 # (the CLIs at the top: main, pretrain, export, ...) may import anything.
 FLOORS = [
-    ["errors", "registry", "charset", "chips"],
+    ["errors", "registry"],
     ["config", "sharding"],
     ["data", "models"],
     ["objectives"],
@@ -137,3 +137,30 @@ def test_no_train_function_is_over_60_lines():
                 if node.end_lineno - node.lineno + 1 > 60:
                     long.append(f"{name}.{node.name}")
     assert not long, long
+
+
+def test_the_top_level_holds_the_core_and_each_role_package_says_its_job():
+    top = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 10, top
+    for package in sorted(p.parent for p in PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+        assert doc and len(doc) > 40, f"{package.name}/__init__.py says nothing of its job"
+
+
+def test_moved_modules_answer_to_their_old_names():
+    """`python -m pretrainx.probe` and `from pretrainx import sweep` keep working after
+    the move into role packages: the old name is the new module itself."""
+    import importlib.util
+    import subprocess
+    import sys
+    import pretrainx
+    for old, new in pretrainx.MOVED.items():
+        assert not (PACKAGE / f"{old}.py").exists(), old
+        spec = importlib.util.find_spec(f"pretrainx.{old}")
+        assert spec.origin == str(PACKAGE / (new.replace(".", "/") + ".py")), old
+    from pretrainx import json_files
+    from pretrainx.compare import json_files as moved
+    assert json_files is moved
+    help_text = subprocess.run([sys.executable, "-m", "pretrainx.word_eval", "--help"],
+                               capture_output=True, text=True, cwd=PACKAGE.parent, timeout=120)
+    assert help_text.returncode == 0 and "--vectors" in help_text.stdout, help_text.stderr

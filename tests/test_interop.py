@@ -33,7 +33,7 @@ def _torch_inputs(batch):
 
 def _export(workdir, output):
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags())
-    result = run_module("pretrainx.export", [f"--workdir={workdir}", f"--output={output}"],
+    result = run_module("pretrainx.trained.export", [f"--workdir={workdir}", f"--output={output}"],
                         cwd=REPO, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     return result

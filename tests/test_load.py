@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import pretrainx
-from pretrainx import notebook
+from pretrainx.compare import notebook
 from pretrainx.errors import UserError
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import read_metrics, tiny_bert_config
-from pretrainx import interop, merge
+from pretrainx import interop
+from pretrainx.trained import merge
 from pretrainx.errors import UserError
 
 
@@ -39,7 +40,7 @@ def test_average_of_two_checkpoints_is_their_weighted_mean_and_a_workdir(run, tm
     # merged weights with that input's optimizer state and data position
     import contextlib
     import io
-    from pretrainx import evaluate
+    from pretrainx.evaluate import heldout as evaluate
     scores = {}
     for name, path in (("run", run), ("merged", out)):
         printed = io.StringIO()

@@ -1,6 +1,6 @@
 """The notebooks (notebooks/*.ipynb): stored without outputs, and run top to bottom
 headless on a CPU (a few dozen steps) with what they show checked; and the helpers of
-pretrainx.notebook they call."""
+pretrainx.compare.notebook they call."""
 
 import json
 import os
@@ -31,18 +31,18 @@ def test_notebooks_are_stored_without_outputs(path):
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
 
 
-# --- pretrainx.notebook ---------------------------------------------------------------
+# --- pretrainx.compare.notebook ---------------------------------------------------------------
 
 def test_load_recipe_is_the_config_file():
     from conftest import load_config
-    from pretrainx import notebook
+    from pretrainx.compare import notebook
     assert notebook.load_recipe("quickstart.py").to_dict() == load_config("quickstart.py").to_dict()
     assert notebook.load_recipe(str(REPO / "configs" / "t5_quickstart.py")).objective == "t5"
 
 
 @pytest.mark.slow
 def test_train_calls_on_step_after_every_step_with_the_logged_records(tmp_path, monkeypatch):
-    from pretrainx import notebook
+    from pretrainx.compare import notebook
     from pretrainx.train import loop
     cfg = tiny_bert_config(total_steps=4, log_every=2, checkpoint_every=4, eval_every=4)
     seen, real_train = [], loop.train
@@ -63,7 +63,8 @@ def test_train_calls_on_step_after_every_step_with_the_logged_records(tmp_path, 
 
 
 def test_fill_mask(pretrained_workdir, pretrained_t5_workdir):
-    from pretrainx import interop, notebook
+    from pretrainx import interop
+    from pretrainx.compare import notebook
     from pretrainx.errors import UserError
     texts = ["The Hatter was the [MASK] to break the silence.",
              "“Of course it [MASK],” said the Mock [MASK]."]
@@ -87,7 +88,8 @@ def test_fill_mask(pretrained_workdir, pretrained_t5_workdir):
 
 
 def test_span_corruption_examples_come_from_the_objective():
-    from pretrainx import notebook, objectives
+    from pretrainx import objectives
+    from pretrainx.compare import notebook
     from pretrainx.data.tokenizers import load_tokenizer
     cfg = tiny_t5_config()
     text = ("Alice was beginning to get very tired of sitting by her sister on the bank, and "
@@ -118,7 +120,8 @@ def test_t5_sample_reads_sentinels_and_decodes_greedily(pretrained_t5_workdir):
     then decodes with decoding.encoder_decoder (tested against transformers' generate
     in test_interop)."""
     import jax.numpy as jnp
-    from pretrainx import interop, notebook
+    from pretrainx import interop
+    from pretrainx.compare import notebook
     from pretrainx.models import decoding
     from pretrainx.families.t5 import model as t5
     texts = ["Alice opened the door and found that it led into a small <extra_id_0>.",

@@ -8,7 +8,8 @@ from conftest import TINY_LAYERS, tiny_bert_config, tiny_t5_config
 
 pytest.importorskip("libtpu", reason="libtpu not installed (pip install 'pretrainx[plan]')")
 
-from pretrainx import hlo_bytes, plan  # noqa: E402
+from pretrainx.plan import hlo_bytes  # noqa: E402
+from pretrainx.plan import planner as plan
 
 
 class _Unprintable:

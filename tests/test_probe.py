@@ -9,7 +9,7 @@ import pytest
 
 from cli_fork import run_module
 from conftest import tiny_bert_config
-from pretrainx import probe as probe_lib
+from pretrainx.evaluate import probe as probe_lib
 from pretrainx.errors import UserError
 from pretrainx.train import loop
 
@@ -71,7 +71,7 @@ def test_a_run_probes_in_the_background_and_logs_probe_scalars(shared_data, tmp_
         assert b"probe/accuracy" in events[0].read_bytes()
     # The command does what the run left: here only the probe removed afterwards.
     shutil.rmtree(workdir / "probe" / "4")
-    out = run_module("pretrainx.probe", [f"--workdir={workdir}"])
+    out = run_module("pretrainx.evaluate.probe", [f"--workdir={workdir}"])
     assert out.returncode == 0, out.stderr[-2000:]
     printed = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert [r["step"] for r in printed] == [4]

@@ -1,4 +1,4 @@
-"""Retrieval over a user's corpus and queries (pretrainx/retrieval.py, BEIR's layout), and
+"""Retrieval over a user's corpus and queries (pretrainx/evaluate/retrieval.py, BEIR's layout), and
 the embedding probes (sts, retrieval) that score a checkpoint with no fine-tuning."""
 
 import json
@@ -9,8 +9,9 @@ import pytest
 
 from cli_fork import run_module
 from conftest import ALICE, REPO
-from pretrainx import inference, retrieval, similarity
-from pretrainx import probe as probe_lib
+from pretrainx.trained import inference
+from pretrainx.evaluate import retrieval, similarity
+from pretrainx.evaluate import probe as probe_lib
 from pretrainx.data import text as text_lib
 from pretrainx.errors import UserError
 
@@ -64,7 +65,7 @@ def test_a_pretrained_encoder_retrieves_from_a_corpus_built_from_the_bundled_tex
     0.167; measured 0.079 and 0.233)."""
     same = tmp_path / "same"
     n = beir_from_alice(same, same_text=True)
-    out = run_module("pretrainx.retrieval", [f"--workdir={TEACHER}", f"--data={same}"],
+    out = run_module("pretrainx.evaluate.retrieval", [f"--workdir={TEACHER}", f"--data={same}"],
                      cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     record = json.loads(out.stdout.strip().splitlines()[-1])

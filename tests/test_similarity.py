@@ -1,4 +1,4 @@
-"""STS-B zero-shot (pretrainx.similarity): cosine similarities of a stored encoder's
+"""STS-B zero-shot (pretrainx.evaluate.similarity): cosine similarities of a stored encoder's
 sentence embeddings against the gold scores, batched as one pair at a time would give."""
 
 import json
@@ -8,7 +8,8 @@ import pytest
 from scipy import stats
 
 from conftest import REPO
-from pretrainx import inference, similarity
+from pretrainx.trained import inference
+from pretrainx.evaluate import similarity
 from pretrainx.errors import UserError
 
 TEACHER = REPO / "tests" / "data" / "quickstart_teacher_900"  # the quickstart at step 900

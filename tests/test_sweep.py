@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import load_config, tiny_bert_config
-from pretrainx import sweep
+from pretrainx.compare import sweep
 from pretrainx.errors import UserError
 
 

@@ -122,7 +122,7 @@ def test_export_writes_word2vec_c_files_of_the_trained_words(tmp_path):
     reads both where it is installed."""
     cfg = tiny_word2vec_config(total_steps=3, checkpoint_every=3)
     loop.train(cfg, str(tmp_path / "run"), devices=jax.devices()[:1])
-    out = run_module("pretrainx.export", [f"--workdir={tmp_path / 'run'}",
+    out = run_module("pretrainx.trained.export", [f"--workdir={tmp_path / 'run'}",
                                           f"--output={tmp_path / 'vectors'}"])
     assert out.returncode == 0, out.stderr[-2000:]
     params = interop.load(str(tmp_path / "run")).params

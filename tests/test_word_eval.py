@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cli_fork import run_module
-from pretrainx import word_eval
+from pretrainx.evaluate import word_eval
 from pretrainx.errors import UserError
 
 gensim = pytest.importorskip("gensim")
@@ -74,7 +74,7 @@ def test_scores_are_gensims_on_the_same_vectors(tmp_path):
 
 def test_the_cli_prints_one_json_line_and_refuses_bad_input(tmp_path):
     path, _ = _vectors(tmp_path)
-    out = run_module("pretrainx.word_eval", [f"--vectors={path}", "--restrict=2000"])
+    out = run_module("pretrainx.evaluate.word_eval", [f"--vectors={path}", "--restrict=2000"])
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(result) == {"words", "wordsim", "simlex", "analogies"}

@@ -13,7 +13,8 @@ import json
 import os
 import statistics
 
-from pretrainx import json_files, models, objectives, pretrain
+from pretrainx import models, objectives, pretrain
+from pretrainx.compare import json_files
 from pretrainx.compare import grid as grid_lib
 from pretrainx.finetune import loop as finetune_loop
 from pretrainx.finetune.config import finetune_config

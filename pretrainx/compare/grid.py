@@ -40,7 +40,8 @@ import os
 import ml_collections
 
 from pretrainx import config as config_lib
-from pretrainx import objectives, phasing, pretrain, sweep
+from pretrainx import objectives, phasing, pretrain
+from pretrainx.compare import sweep
 from pretrainx.errors import UserError
 
 # in a cell's `set` values, the comparison's --workdir: another cell's run as this one's

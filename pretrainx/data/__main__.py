@@ -1,4 +1,4 @@
-"""`python -m pretrainx.data ...` runs the data CLI, pretrainx/data_cli.py.
+"""`python -m pretrainx.data ...` runs the data CLI, pretrainx/prepare/data_cli.py.
 
 The CLI builds objectives' examples and a run's datasets, which this package (a
 lower floor) never imports; this forwarder keeps the documented command.
@@ -7,4 +7,4 @@ lower floor) never imports; this forwarder keeps the documented command.
 import runpy
 
 if __name__ == "__main__":
-    runpy.run_module("pretrainx.data_cli", run_name="__main__", alter_sys=True)
+    runpy.run_module("pretrainx.prepare.data_cli", run_name="__main__", alter_sys=True)

@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from pretrainx.charset import PAD_CHAR, char_ids
+from pretrainx.data.charset import PAD_CHAR, char_ids
 from pretrainx.data.tokenizer_base import Tokenizer
 from pretrainx.errors import UserError
 

@@ -38,7 +38,7 @@ class Probe(Hook):
         if self.enabled and "://" in run.workdir:
             raise UserError(f"probe.every_steps needs a local workdir (the probe process "
                             f"writes beside the run); {run.workdir} is remote: run python -m "
-                            "pretrainx.probe on a copy instead")
+                            "pretrainx.evaluate.probe on a copy instead")
 
     def _done(self, step) -> str:
         return os.path.join(self.folder, str(step), "probe.json")

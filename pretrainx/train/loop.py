@@ -50,7 +50,7 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
     `devices` restricts the mesh (tests compare 1 device with 8); `stop_at` ends the
     run early at that step with a checkpoint, as a preemption would. `on_step(step,
     records)`, if given, is called after every step with the records logged at it
-    (usually none): what drives a notebook's progress bar (pretrainx.notebook).
+    (usually none): what drives a notebook's progress bar (pretrainx.compare.notebook).
     `init(cfg, state, shardings) -> state` reads cfg.init_from and `imported` holds the
     models the objective reads (pretrainx.pretrain gives both)."""
     run = Run(cfg, workdir, devices, stop_at, init, imported)
@@ -116,7 +116,7 @@ def _close(run, profile, checkpoint, probe, metrics) -> None:
 def evaluate(cfg, workdir: str, devices=None, phase: str | None = None) -> dict:
     """{"step", "eval", "sources"}: the newest checkpoint of `workdir` evaluated on cfg's
     eval sources (eval_steps batches of each, as a run evaluates), training nothing.
-    What pretrainx.evaluate prints, e.g. for a merged checkpoint (pretrainx.merge).
+    What pretrainx.evaluate.heldout prints, e.g. for a merged checkpoint (pretrainx.trained.merge).
     `phase`: as that named phase evaluates (its length, model keys, eval data)."""
     if phase is not None:
         phasing.by_name(cfg, phase, key="--phase")  # before the workdir is locked

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pretrainx import chips
+from pretrainx.train import chips
 from pretrainx.errors import DiskFullError
 
 @functools.lru_cache(maxsize=None)

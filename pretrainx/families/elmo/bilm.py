@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from pretrainx import charset
+from pretrainx.data import charset
 from pretrainx.data import corpus, words
 from pretrainx.errors import UserError
 from pretrainx.families.elmo import model as elmo

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx import charset
+from pretrainx.data import charset
 from pretrainx.models import layers
 
 

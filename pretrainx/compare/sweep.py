@@ -2,7 +2,7 @@
 with a readable name and its own workdir; run here one after another, or emitted as
 launch commands; results of every trial gathered into one table.
 
-    from pretrainx import sweep
+    from pretrainx.compare import sweep
     trials = sweep.grid(base, {"optimizer.learning_rate": [1e-4, 3e-4],
                                "model.num_layers": [2, 4]}, root="sweeps/lr")
     table = sweep.run(trials)                  # or: print(*sweep.commands(trials, CONFIG))

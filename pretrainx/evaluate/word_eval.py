@@ -1,7 +1,7 @@
 """python -m pretrainx.word_eval --vectors=DIR/vectors.txt [--wordsim=F] [--simlex=F]
     [--analogies=F] [--restrict=300000]
 
-Static word vectors (word2vec.c's text format, what `pretrainx.export` writes for a
+Static word vectors (word2vec.c's text format, what `pretrainx.trained.export` writes for a
 word2vec run) scored as the word-vector papers score them, with gensim's rules:
 
 - WordSim-353 and SimLex-999: the Spearman (and Pearson) correlation of the vectors'

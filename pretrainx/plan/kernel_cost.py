@@ -2,7 +2,7 @@
 cannot see inside a Mosaic kernel, so the planner counts its FLOPs and HBM bytes from
 the shapes the kernels were called with (pretrainx.models.attention.recording)."""
 
-from pretrainx.chips import CHIPS
+from pretrainx.train.chips import CHIPS
 
 
 def kernel_work(calls, global_batch, remat, generation, devices_per_chip, n_devices) -> dict:

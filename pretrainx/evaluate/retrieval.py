@@ -17,11 +17,11 @@ import sys
 
 import numpy as np
 
-from pretrainx import inference
+from pretrainx.trained import inference
 from pretrainx.data import jsonl
 from pretrainx.errors import UserError, json_command
-from pretrainx import similarity
-from pretrainx.similarity import embeddings
+from pretrainx.evaluate import similarity
+from pretrainx.evaluate.similarity import embeddings
 
 TOP = 10
 

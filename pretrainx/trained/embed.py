@@ -13,8 +13,8 @@ import os
 import numpy as np
 from absl import flags
 
-from pretrainx import inference
-from pretrainx import main as main_lib
+from pretrainx.trained import inference
+from pretrainx import cli
 from pretrainx.errors import UserError
 
 _TEXT = flags.DEFINE_multi_string("text", None, "A text to run (repeat for more rows).")
@@ -24,11 +24,11 @@ _OUTPUT = flags.DEFINE_string("output", None, "The .npz file to write (optional)
 def run(argv) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    if not flags.FLAGS.workdir or not _TEXT.value:
+    if not cli.workdir() or not _TEXT.value:
         raise UserError("--workdir and at least one --text are required")
     if _OUTPUT.value and not _OUTPUT.value.endswith(".npz"):
         raise UserError(f"--output={_OUTPUT.value}: the file is written as .npz; name it so")
-    model = inference.load(flags.FLAGS.workdir)
+    model = inference.load(cli.workdir())
     out = model(texts=_TEXT.value)
     if _OUTPUT.value:
         os.makedirs(os.path.dirname(os.path.abspath(_OUTPUT.value)), exist_ok=True)
@@ -47,4 +47,4 @@ def run(argv) -> int:
 
 
 if __name__ == "__main__":
-    main_lib.cli(run)
+    cli.main(run)

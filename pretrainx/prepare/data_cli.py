@@ -22,11 +22,12 @@ import numpy as np
 from absl import flags
 
 from pretrainx import config as config_lib
-from pretrainx import objectives, phasing, prepare
+from pretrainx import objectives, phasing
+from pretrainx.prepare import examples as prepare
 from pretrainx.data import pipeline, sources, tfds_text
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
-from pretrainx.main import cli, cli_config
+from pretrainx import cli
 from pretrainx.train import phases as phases_lib
 
 _STATS = flags.DEFINE_bool("stats", False, "Print batch statistics as one JSON object.")
@@ -37,7 +38,7 @@ _WORKERS = flags.DEFINE_integer("workers", 0, "prepare: worker processes (0: one
 _INPUT = flags.DEFINE_string("input", None, "build_tfds: comma-separated globs of text files.")
 _DATA_DIR = flags.DEFINE_string("data_dir", None, "build_tfds: the TFDS data_dir to write.")
 _NAME = flags.DEFINE_string("name", "default", "build_tfds: the dataset's config name.")
-# not --phase: pretrainx.plan's absl flag (a phase's number) has that name in one process
+# not --phase: pretrainx.plan.planner's absl flag (a phase's number) has that name in one process
 _PHASE = flags.DEFINE_string("phase_name", None, "--stats: the named phase's batches "
                              "(default: the first phase's).")
 _COMMANDS = ("prepare", "build_tfds")
@@ -91,7 +92,7 @@ def source_fractions(cfg, weights, rows: int) -> dict:
 
 
 def _prepare(argv) -> int:
-    cfg = cli_config(argv)
+    cfg = cli.config(argv)
     if not _OUTPUT.value:
         raise UserError("--output=DIR is required for prepare")
     if _WORKERS.value < 0:
@@ -120,7 +121,7 @@ def run(argv) -> int:
     if len(argv) > 1 and argv[1] in _COMMANDS:
         rest = [argv[0]] + argv[2:]
         return _prepare(rest) if argv[1] == "prepare" else _build_tfds(rest)
-    cfg = cli_config(argv)
+    cfg = cli.config(argv)
     if not (_STATS.value or _SHOW.value):
         raise UserError("nothing to do: pass --stats and/or --show=K")
     if _NUM_BATCHES.value < 1:
@@ -132,4 +133,4 @@ def run(argv) -> int:
 
 
 if __name__ == "__main__":
-    cli(run)
+    cli.main(run)

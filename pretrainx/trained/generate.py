@@ -15,8 +15,9 @@ import jax
 import numpy as np
 from absl import flags
 
-from pretrainx import interop, models, registry, sampling
-from pretrainx import main as main_lib
+from pretrainx import interop, models, registry
+from pretrainx.trained import sampling
+from pretrainx import cli
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.finetune import text_to_text
@@ -35,7 +36,7 @@ _MASK = "<mask>"
 def run(argv) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    workdir = flags.FLAGS.workdir
+    workdir = cli.workdir()
     if not workdir or _PROMPT.value is None:
         raise UserError("--workdir and --prompt are required")
     if _TEMPERATURE.value < 0 or not 0 < _TOP_P.value <= 1 or _TOP_K.value < 0:
@@ -105,4 +106,4 @@ def _encoder_decoder(pretrained, family, tokenizer) -> int:
 
 
 if __name__ == "__main__":
-    main_lib.cli(run)
+    cli.main(run)

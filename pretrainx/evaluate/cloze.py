@@ -20,7 +20,7 @@ from pretrainx import registry
 from pretrainx.errors import UserError
 
 BLANK = "[MASK]"
-DEFAULT_PROBES = str(pathlib.Path(__file__).parent / "assets" / "probes" / "cloze.tsv")
+DEFAULT_PROBES = str(pathlib.Path(__file__).parents[1] / "assets" / "probes" / "cloze.tsv")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,10 +9,10 @@ reports. Without --step, every checkpoint that has no probe yet. The run's `prob
 config keys say what to fine-tune (the flags override them); train/downstream.py starts
 this command in the background every probe.every_steps, with --nolog (the run logs).
 Three tasks fine-tune nothing: `cloze` scores the checkpoint's masked LM on cloze probes
-(pretrainx/cloze.py), so that the curve shows when a model starts to know things; `sts`
+(pretrainx/evaluate/cloze.py), so that the curve shows when a model starts to know things; `sts`
 scores its mean-pooled sentence embeddings on STS-B's dev pairs (Spearman of cosines,
-pretrainx/similarity.py) and `retrieval` on the BEIR-layout folder of probe.retrieval_dir
-(MRR@10, recall@10, pretrainx/retrieval.py), the way encoders are ranked on embeddings.
+pretrainx/evaluate/similarity.py) and `retrieval` on the BEIR-layout folder of probe.retrieval_dir
+(MRR@10, recall@10, pretrainx/evaluate/retrieval.py), the way encoders are ranked on embeddings.
 Task `contrastive` trains the embedder first (finetune/contrastive.py) and reports STS-B.
 
 Each probe is RUN/probe/STEP: a fine-tuning workdir, and probe.json with its record.
@@ -29,9 +29,11 @@ import time
 
 import ml_collections
 
-from pretrainx import cloze, inference, retrieval, similarity
+from pretrainx.evaluate import cloze
+from pretrainx.trained import inference
+from pretrainx.evaluate import retrieval, similarity
 from pretrainx import config as config_lib
-from pretrainx import json_files
+from pretrainx.compare import json_files
 from pretrainx.errors import UserError
 from pretrainx.finetune import loop as finetune
 from pretrainx.finetune.config import finetune_config

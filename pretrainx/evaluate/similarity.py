@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from pretrainx import inference
+from pretrainx.trained import inference
 from pretrainx.errors import UserError, json_command
 from pretrainx.finetune import glue, scores
 

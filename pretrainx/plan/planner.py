@@ -34,11 +34,11 @@ from absl import flags  # noqa: E402
 from flax import linen as nn  # noqa: E402
 
 from pretrainx import config as config_lib  # noqa: E402
-from pretrainx import dcn_traffic, hlo_bytes, kernel_cost, objectives, sharding  # noqa: E402
-
-from pretrainx.chips import CHIPS, GIB  # noqa: E402
+from pretrainx import objectives, sharding  # noqa: E402
+from pretrainx.plan import dcn_traffic, hlo_bytes, kernel_cost
+from pretrainx.train.chips import CHIPS, GIB  # noqa: E402
 from pretrainx.errors import UserError  # noqa: E402
-from pretrainx.main import _first_line, cli, cli_config  # noqa: E402
+from pretrainx import cli  # noqa: E402
 from pretrainx.models import attention, target  # noqa: E402
 from pretrainx.train import optim, phases as phases_lib, state as state_lib  # noqa: E402
 from pretrainx.train import step as step_lib  # noqa: E402
@@ -94,7 +94,7 @@ def topology_devices(name: str, num_slices: int = 1):
         with xla_flags_libtpu_knows():
             topo = topologies.get_topology_desc(platform="tpu", topology_name=name, **extra)
     except Exception as e:  # no libtpu, or a name it does not know
-        raise UserError(f"--topology={name}: cannot build it ({_first_line(e)}); "
+        raise UserError(f"--topology={name}: cannot build it ({cli.first_line(e)}); "
                         "is libtpu installed (pip install 'pretrainx[tpu]')?") from None
     devices = list(topo.devices)
     chips = {(sharding.slice_of(d),) + tuple(getattr(d, "coords", (i,)))
@@ -199,7 +199,7 @@ def plan_phase(cfg, phase, devices, generation, devices_per_chip, dcn_gbps=None)
         if not _OOM.search(message):
             raise
         out.update(fits=False, per_device_bytes=_oom_bytes(message),
-                   compiler_message=_first_line(e)[:300])
+                   compiler_message=cli.first_line(e)[:300])
         return out
     memory = compiled.memory_analysis()
     per_device = int(memory.argument_size_in_bytes + memory.temp_size_in_bytes
@@ -387,7 +387,7 @@ def _search(cfg, phase, devices, generation, per_chip, dcn_gbps=None) -> dict:
 
 
 def run(argv) -> int:
-    cfg = cli_config(argv, example="configs/bert_base.py")
+    cfg = cli.config(argv, example="configs/bert_base.py")
     if not _TOPOLOGY.value:
         raise UserError("--topology is required, e.g. --topology=v3:4x4")
     print(json.dumps(plan(cfg, _TOPOLOGY.value, _PHASE.value, _SEARCH.value, _NUM_SLICES.value,
@@ -396,4 +396,4 @@ def run(argv) -> int:
 
 
 if __name__ == "__main__":
-    cli(run)
+    cli.main(run)

@@ -12,7 +12,7 @@ from HF_TOKEN).
 from absl import flags
 
 from pretrainx import interop, models
-from pretrainx import main as main_lib
+from pretrainx import cli
 from pretrainx.interop import hf, hub
 from pretrainx.errors import UserError
 
@@ -29,12 +29,12 @@ _PUBLIC = flags.DEFINE_bool("public", False, "With --push_to_hub: a public repos
 def run(argv) -> int:
     if len(argv) > 1:
         raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    if not flags.FLAGS.workdir or not _OUTPUT.value:
+    if not cli.workdir() or not _OUTPUT.value:
         raise UserError("--workdir and --output are required")
     hub_token = None
     if _PUSH.value:  # refused before anything is written
         hub_token = hub.token() if hub.check_repo(_PUSH.value) else None
-    pretrained = interop.load(flags.FLAGS.workdir)
+    pretrained = interop.load(cli.workdir())
     family = models.FAMILIES.find(pretrained.family)
     if family is not None and family.export is not None:
         if _PUSH.value:
@@ -56,4 +56,4 @@ def run(argv) -> int:
 
 
 if __name__ == "__main__":
-    main_lib.cli(run)
+    cli.main(run)

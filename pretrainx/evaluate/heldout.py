@@ -2,7 +2,7 @@
                                [--phase=NAME]
 
 Evaluates the newest checkpoint of a pretraining workdir (a run's, or one that
-pretrainx.merge wrote) on the eval sources of its own config (WORKDIR/config.json) and
+pretrainx.trained.merge wrote) on the eval sources of its own config (WORKDIR/config.json) and
 prints one JSON line: the step, the eval metrics (loss, MLM accuracy, ...) and, with
 several eval sources, each source's. Nothing is trained and metrics.jsonl is left alone.
 --phase evaluates it as that named phase runs (its length, RoPE bases, eval data and
