@@ -2,7 +2,7 @@
 accuracy, and beats the same student trained alone for the same steps.
 
     python benchmarks/distil_claim.py [--steps=150] [--eval_steps=4] [--workdir=DIR]
-        [--teacher=tests/data/quickstart_teacher_900]
+        [--teacher=tests/fixtures/quickstart_teacher_900]
 
 The teacher is the quickstart's BERT-Tiny stopped at step 900 (stored in the tests'
 data: an HF export, eval MLM accuracy 0.19 on the unseen Alice). Two runs of

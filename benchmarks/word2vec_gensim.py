@@ -16,7 +16,7 @@ SimLex-999, the analogy questions). With `--glove_epochs=N`, our GloVe
 (configs/glove.py:cpu's recipe at 100 dimensions) trains on the same words and
 vocabulary for N passes over their co-occurrence entries and is scored beside them (the
 paper's 50 passes below 300 dimensions; GloVe's reference, mittens, is checked step for
-step in tests/test_glove.py). Default text: every English file of
+step in tests/families/test_glove.py). Default text: every English file of
 ../shared/data/corpus (eight Gutenberg books, WikiText-2's valid and test), about 1.6M
 words. Prints a table; the last line is one JSON object. Times are wall clock,
 compilation included for ours.

@@ -18,7 +18,7 @@ pretraining/configs/standard/*): vocabulary 50,368, a global layer every third, 
 held after its warmup while the batch warms up to 4,608 rows; `extension` 250B tokens at
 7,999 with the global base 160,000 and a 1 - sqrt decay to half the peak; `decay` 50B
 tokens, 15% masking, base 160,000 in every layer, from half the peak by 1 - sqrt to
-0.04 of that (1b: 83.3B and 16.7B). Parameter counts: tests/test_ettin.py, against
+0.04 of that (1b: 83.3B and 16.7B). Parameter counts: tests/families/test_ettin.py, against
 transformers' classes built from the released shapes. Drift (docs/recipes.md#ettin):
 rows are packed (theirs unpacked), the long phases keep phase 1's tokens per update
 (theirs 4,608 documents of up to 7,999 tokens), and the batch warmup starts at 8 of

@@ -30,7 +30,7 @@ StableAdamW (b2 0.95, eps 1e-8, decoupled weight decay 8e-5); the batch warms up
 before's until set). The released model merges decay variants (mmBERT's Decay-Eng,
 -Cont and -All mixes): train the decay once per mix from one extension checkpoint and
 TIES-merge them (docs/recipes.md#mmbert shows the commands). Parameter counts
-(tests/test_mmbert.py, against transformers' ModernBertForMaskedLM at these shapes):
+(tests/families/test_mmbert.py, against transformers' ModernBertForMaskedLM at these shapes):
 small 140,897,536, base 307,786,240, of which 42.6M and 111.2M outside
 the embedding (released: 140M and 307M; 42M and 110M). Drift (docs/recipes.md#mmbert):
 packed rows and the long phases' updates keep phase 1's tokens (576 rows of 8,192; theirs

@@ -26,7 +26,7 @@ The objective is RoBERTa's (FULL-SENTENCES rows, dynamic masking, no NSP) at BER
 size, at length 32 for the quickstart's reason (a small model leaves the unigram
 plateau there within hundreds of steps). Measured: see docs/recipes.md (eval MLM
 accuracy per language). `python -m pretrainx.export` writes it as XLMRobertaForMaskedLM
-with a tokenizer.json in the run's ids (tests/test_xlmr.py).
+with a tokenizer.json in the run's ids (tests/families/test_xlmr.py).
 """
 
 import os

@@ -271,14 +271,14 @@ def run(args) -> int:
     pytest = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
               "-o", "addopts=", "-rfEs"]
     if "families" in wanted:  # side by side: 16 cores, one GPU shared, no preallocation
-        families = (["tests/test_gpu.py::test_every_family_trains_in_bf16_and_resumes[bert]"]
-                    if args.dry_run else ["-n", "6", "tests/test_gpu.py", "-k", "family"])
+        families = (["tests/launch/test_gpu.py::test_every_family_trains_in_bf16_and_resumes[bert]"]
+                    if args.dry_run else ["-n", "6", "tests/launch/test_gpu.py", "-k", "family"])
         parts["families"] = _run_part(
             log, "families", pytest + families + ["-v", "--junitxml", str(work / "families.xml")],
             env, work, left() * args.test_share * 0.5)
     if "tests" in wanted:  # alone: the quickstart's figures are timed
         parts["tests"] = _run_part(
-            log, "tests", pytest + ["tests/test_gpu.py", "-k", "not family", "--junitxml",
+            log, "tests", pytest + ["tests/launch/test_gpu.py", "-k", "not family", "--junitxml",
                                     str(work / "tests.xml")],
             env, work, left() * args.test_share)
     reserve = 30

@@ -3,9 +3,9 @@ XLA:CPU's cheapest compiles.
 
 The tests' programs are tiny, so compiling them is most of the suite's time: with
 `jax_disable_most_optimizations` (LLVM at -O0, no expensive passes) they compile 16-25%
-faster (tests/test_train.py + test_scan.py from a cold cache: 195 s -> 157 s); XLA:CPU's
+faster (tests/train/test_train.py + test_scan.py from a cold cache: 195 s -> 157 s); XLA:CPU's
 older loop emitters (`--xla_cpu_use_fusion_emitters=false`) take another 35-40% off each
-compile (tests/test_train.py alone, cold: 121 s -> 98 s); and every program is cached,
+compile (tests/train/test_train.py alone, cold: 121 s -> 98 s); and every program is cached,
 however short its compile. A test marked `optimized` trains long
 enough that XLA's full optimisation pays back its compile time and gets XLA's defaults
 in the CLI runs it starts, and full optimisation in process (where the emitter flag,
@@ -25,12 +25,13 @@ import gc
 import json
 import os
 import pathlib
+import sys
 import time
 
 # CPython's collector at its default thresholds (700 allocations) runs a full collection
 # every few hundred thousand allocations over a heap that JAX, Flax, torch and
 # transformers make millions of objects large, and tracing allocates freely: 7% of
-# tests/test_train.py + test_roberta.py's time (6.4 s of 88) went to 27 full collections.
+# tests/train/test_train.py + test_roberta.py's time (6.4 s of 88) went to 27 full collections.
 # At 50,000 the collector still runs (cycles are freed; 1.2 s of GC there).
 GC_THRESHOLDS = (50_000, 20, 10)
 gc.set_threshold(*GC_THRESHOLDS)
@@ -63,7 +64,7 @@ def _known(flags: str) -> str:
 CHEAP_XLA_FLAGS = _known("--xla_cpu_use_fusion_emitters=false" if CHEAP_COMPILES else "")
 # Two test processes share two cores, so XLA:CPU's own threads only contend: codegen in
 # one piece instead of split over a thread pool, and matmuls on the calling thread.
-# tests/test_train.py and test_t5.py side by side from cold caches, two interleaved
+# tests/train/test_train.py and test_t5.py side by side from cold caches, two interleaved
 # pairs of runs: 83.3/84.1 and 78.9/81.8 s without them, 79.1/81.0 and 78.0/78.5 s with
 # them (3% of wall and 4% of CPU time; 2026-11-29); a tiny BERT's programs compile 9%
 # faster alone.
@@ -100,6 +101,10 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_CACHE / "jax"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+# tests/ mirrors the package's roles, one folder each (claims/ for the files named after
+# a claim); a test may import another's tiny-model helpers by module name, from any folder
+sys.path[1:1] = sorted({str(p.parent) for p in (REPO / "tests").glob("*/test_*.py")}
+                      - set(sys.path))
 # ../shared/data beside the checkout; PRETRAINX_SHARED_DATA where it does not travel (the
 # GPU kit carries the few files its checks read)
 SHARED_DATA = pathlib.Path(os.environ.get("PRETRAINX_SHARED_DATA",

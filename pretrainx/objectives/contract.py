@@ -60,7 +60,7 @@ class Objective(Protocol):
 
     # Optional: `flops_symbols(phase)`, the values of the symbols `flops_formula` names
     # beyond the model's keys (a generator's width, a target length): --describe prints
-    # them, and tests/test_flops.py evaluates the formula with them against the code.
+    # them, and tests/objectives/test_flops.py evaluates the formula with them against the code.
     # Optional: `frozen`, paths of parameter subtrees that are part of the model but not
     # trained (no gradient step, no optimizer state: a distillation's teacher).
 

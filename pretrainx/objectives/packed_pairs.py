@@ -10,7 +10,7 @@ own [CLS]. A row's predictions are its examples' end to end: about 15% of the ro
 real tokens, so the row keeps max_predictions_per_seq slots plus one per example for
 the rounding (Krell et al. likewise size the budget by the pack, not by the example),
 and a packed batch's per-example losses are the unpacked batch's
-(tests/test_bert_packing.py).
+(tests/families/test_bert_packing.py).
 Rows are planned and packed first-fit from lengths alone (data/packing.py: pack_pairs),
 so the packed dataset stays random-access and resumable; this module masks them.
 """

@@ -14,8 +14,8 @@ from pretrainx.compare import notebook
 from pretrainx.errors import UserError
 
 # The quickstart's BERT-Tiny after 900 steps on the bundled books, Alice unseen
-# (tests/test_distil.py says how it was made).
-TEACHER = str(REPO / "tests" / "data" / "quickstart_teacher_900")
+# (tests/families/test_distil.py says how it was made).
+TEACHER = str(REPO / "tests" / "fixtures" / "quickstart_teacher_900")
 
 
 def _alice_blanks(count: int) -> list:
@@ -109,7 +109,7 @@ def test_the_command_scores_an_hf_folder_and_names_a_missing_probe_file(tmp_path
 def test_cloze_is_a_probe_task_of_a_run_that_needs_no_glue(pretrained_workdir, tmp_path):
     """probe.task=cloze passes the config's checks without a GLUE folder, and a probe of a
     checkpoint (what the run's background probe does at every probe.every_steps) writes
-    its record beside the fine-tuning probes' (tests/test_probe.py runs that path)."""
+    its record beside the fine-tuning probes' (tests/evaluate/test_probe.py runs that path)."""
     import shutil
     from pretrainx import config as config_lib
     from pretrainx.evaluate import probe as probe_lib

@@ -109,8 +109,8 @@ def test_a_part_stopped_before_its_junit_keeps_the_verdicts_its_log_printed(tmp_
     spec.loader.exec_module(kit)
     (tmp_path / "families.log").write_text(
         "bringing up nodes...\n"
-        "[gw1] [ 50%] PASSED tests/test_gpu.py::test_every_family_trains_in_bf16_and_resumes[bert] \n"
-        "[gw0] [100%] FAILED tests/test_gpu.py::test_every_family_trains_in_bf16_and_resumes[t5] \n"
+        "[gw1] [ 50%] PASSED tests/launch/test_gpu.py::test_every_family_trains_in_bf16_and_resumes[bert] \n"
+        "[gw0] [100%] FAILED tests/launch/test_gpu.py::test_every_family_trains_in_bf16_and_resumes[t5] \n"
         "KeyboardInterrupt\n")
     verdicts = kit._test_verdicts(tmp_path / "families.xml")
     assert verdicts == {

@@ -158,7 +158,7 @@ def test_bart_finetunes_sst2_with_its_head_and_exports_it(shared_data, pretraine
     majority class on dev (0.52 on these 400 rows; 0.67 measured after 2 epochs of 1,500,
     0.72 after 2 of 3,000, 2026-11-29), and the classifier exports as
     BartForSequenceClassification with our logits.
-    Text to text runs in the docs' block (tests/test_readme.py) and learns in 4 epochs of
+    Text to text runs in the docs' block (tests/claims/test_readme.py) and learns in 4 epochs of
     4,000 (0.67 measured, docs/finetuning.md); its framing is tested below."""
     from conftest import load_config, override
     from pretrainx.finetune import loop

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "launch" / "tpu_vm.sh"
 BASH = shutil.which("bash")
 

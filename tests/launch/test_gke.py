@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "launch" / "gke.py"
 BASE = ["--name=bert-base", "--image=us-docker.pkg.dev/p/pretrainx/train:1",
         "--config=configs/bert_base.py", "--workdir=gs://bucket/bert_base"]

@@ -18,7 +18,7 @@ from pretrainx.data.tokenizers import (
 )
 from pretrainx.errors import UserError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "data"
 BERT_VOCAB = DATA / "tokenizers" / "bert-base-uncased" / "vocab.txt"
 CORPUS = DATA / "corpus"

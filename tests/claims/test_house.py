@@ -4,7 +4,7 @@ nothing below them reaches up; no cycles; small modules and short train function
 import ast
 import pathlib
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "pretrainx"
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "pretrainx"
 
 # Each role may import the roles on earlier floors and its own; a module not named here
 # (the CLIs at the top: main, pretrain, export, ...) may import anything.

@@ -15,7 +15,7 @@ from pretrainx.evaluate import probe as probe_lib
 from pretrainx.data import text as text_lib
 from pretrainx.errors import UserError
 
-TEACHER = REPO / "tests" / "data" / "quickstart_teacher_900"  # the quickstart at step 900
+TEACHER = REPO / "tests" / "fixtures" / "quickstart_teacher_900"  # the quickstart at step 900
 
 
 def beir_from_alice(folder, count: int = 60, same_text: bool = False):

@@ -5,7 +5,7 @@ continues given only init_from, a corpus and a step count (and, for the test's s
 a small batch; configs/continue_mlm.py with the family's objective, GPT-2 and T5 with
 their own recipes), evaluates before its first step and after its last, exports, and loads back
 in transformers holding the continued weights. BERT's and XLM-R's are in
-tests/test_interop.py and tests/test_xlmr.py; DistilBERT needs a teacher and ELECTRA a
+tests/interop/test_interop.py and tests/families/test_xlmr.py; DistilBERT needs a teacher and ELECTRA a
 generator beside its discriminator, so neither is here."""
 
 import json

@@ -1,14 +1,14 @@
 """Users' checkpoints keep restoring across refactors of the code.
 
 Two fixtures written by this file at the commit before the families moved into
-`pretrainx/families/` (`python tests/test_layout_compat.py --write`, 2026-11-26 at
+`pretrainx/families/` (`python tests/claims/test_layout_compat.py --write`, 2026-11-26 at
 8dde485), and checked against the code as it is now:
 
-- `tests/data/layout_before_families.json`: the path, shape and dtype of every
+- `tests/fixtures/layout_before_families.json`: the path, shape and dtype of every
   parameter and optimizer-state array of one recipe per family and objective. Orbax
   restores a checkpoint by these paths, so a renamed module, a moved counter or a new
   state leaf shows up here as a named difference instead of a failed resume.
-- `tests/data/workdir_before_families/`: a tiny BERT run stopped at step 3 (model,
+- `tests/fixtures/workdir_before_families/`: a tiny BERT run stopped at step 3 (model,
   optimizer, data position and config), and the losses of the same run straight to
   step 6. Resumed with today's code it must repeat steps 4-6.
 """
@@ -22,10 +22,10 @@ import jax
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from conftest import REPO, load_config, read_metrics, tiny_bert_config  # noqa: E402
 
-DATA = REPO / "tests" / "data"
+DATA = REPO / "tests" / "fixtures"
 MANIFEST = DATA / "layout_before_families.json"
 WORKDIR = DATA / "workdir_before_families"
 
@@ -120,5 +120,5 @@ def _write():
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        raise SystemExit("usage: python tests/test_layout_compat.py --write")
+        raise SystemExit("usage: python tests/claims/test_layout_compat.py --write")
     _write()

@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
     not (ON_GPU or ON_CPU_TOO), reason="needs an NVIDIA GPU (launch/gpu_kit.py runs these)")]
 needs_cudnn = pytest.mark.skipif(not ON_GPU, reason="cuDNN runs on NVIDIA GPUs only")
 
-ASSETS = pathlib.Path(__file__).resolve().parents[1] / "pretrainx" / "assets"
+ASSETS = pathlib.Path(__file__).resolve().parents[2] / "pretrainx" / "assets"
 SPM = str(ASSETS / "spm_4k.model")
 
 
@@ -163,7 +163,7 @@ FAMILIES = ["bert", "roberta", "spanbert", "albert", "electra", "deberta_v3", "m
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_family_trains_in_bf16_and_resumes(family, tmp_path):
-    """DistilBERT is left out: its run needs a trained teacher (tests/test_distil.py)."""
+    """DistilBERT is left out: its run needs a trained teacher (tests/families/test_distil.py)."""
     import orbax.checkpoint as ocp
     from pretrainx import pretrain
     if family in ("roberta", "gpt2", "bart") and not SHARED_DATA.is_dir():

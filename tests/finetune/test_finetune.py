@@ -265,7 +265,7 @@ def test_conll_files_tags_and_entity_f1(shared_data, tmp_path):
         conll.read(str(bad))
 
 
-SQUAD = os.path.join(os.path.dirname(__file__), "data", "squad_alice")
+SQUAD = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "squad_alice")
 
 
 def test_squad_windows_map_answers_back_exactly(tmp_path):

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 LAUNCHER = REPO / "launch" / "slurm.py"
 TRAIN = ["python", "-m", "pretrainx.main", "--config=configs/bert_base.py",
          "--workdir=/shared/runs/bert base"]

@@ -1,5 +1,5 @@
 """pretrainx.load: a stored model run on texts, without transformers (the parity with
-transformers' hidden states and logits is tests/test_interop.py's)."""
+transformers' hidden states and logits is tests/interop/test_interop.py's)."""
 
 import numpy as np
 import pytest

@@ -12,7 +12,7 @@ from pretrainx.trained import inference
 from pretrainx.evaluate import similarity
 from pretrainx.errors import UserError
 
-TEACHER = REPO / "tests" / "data" / "quickstart_teacher_900"  # the quickstart at step 900
+TEACHER = REPO / "tests" / "fixtures" / "quickstart_teacher_900"  # the quickstart at step 900
 
 
 @pytest.mark.slow

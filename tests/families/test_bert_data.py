@@ -15,7 +15,7 @@ from pretrainx.errors import UserError
 from pretrainx.objectives.mlm import mask_tokens, mlm_loss_and_metrics
 from pretrainx.objectives.nsp import create_pair_examples, nsp_loss_and_metrics
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 CORPUS = DATA / "corpus"
 VOCAB = DATA / "tokenizers" / "bert-base-uncased" / "vocab.txt"
 SAMPLE = CORPUS / "misc" / "bert_sample_text.txt"

@@ -259,7 +259,7 @@ def _tiny(words):
     """The shrinking overrides for the recipe a command names, after its own."""
     config = pathlib.Path(_flag(words, "config").split(":")[0]).stem
     family = next((k for k in TINY if config.startswith(k)), None)
-    assert family, f"no tiny overrides in tests/test_readme.py for configs/{config}.py"
+    assert family, f"no tiny overrides in tests/claims/test_readme.py for configs/{config}.py"
     own = _flag(words, "config.data.train_files") or ""
     return [f"--config.{k}={v}" for k, v in TINY[family].items()
             if not (k == "data.train_files" and own.endswith(".parquet"))]  # keep a stand-in
@@ -313,7 +313,7 @@ def run_step(sandbox: Sandbox, words):
         return "slurm"
     if words[:3] == ["python3", "launch/gpu_kit.py", "run"]:
         # there it needs a GPU: here its arguments parse and its files are written, on the
-        # CPU, with no part but the versions (tests/test_gpu_kit.py dry-runs the parts)
+        # CPU, with no part but the versions (tests/launch/test_gpu_kit.py dry-runs the parts)
         out_dir = sandbox.root / "kit_out"
         sandbox.run(["python"] + words[1:] + ["--dry_run", "--parts=versions", "--out",
                                               str(out_dir)], cwd=REPO)
@@ -457,7 +457,7 @@ def run_step(sandbox: Sandbox, words):
         lines = out.strip().splitlines()
         assert lines and all(line.startswith("+ ") for line in lines), out
         return "launch"
-    raise AssertionError(f"README command not covered by tests/test_readme.py: "
+    raise AssertionError(f"README command not covered by tests/claims/test_readme.py: "
                          f"{shlex.join(words)}")
 
 
@@ -469,7 +469,7 @@ _TINY, _real = _json.loads({tiny!r}), _config_lib.load_file
 def _tiny_load_file(spec):
     name = _pathlib.Path(spec.split(":")[0]).stem
     family = next((k for k in _TINY if name.startswith(k)), None)
-    assert family, "no tiny overrides in tests/test_readme.py for " + spec
+    assert family, "no tiny overrides in tests/claims/test_readme.py for " + spec
     cfg = _real(spec)
     for key, value in _TINY[family].items():
         *path, last = key.split(".")
