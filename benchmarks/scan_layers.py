@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from flax import linen as nn  # noqa: E402
 
 from pretrainx import config as config_lib, interop, objectives, sharding  # noqa: E402
-from pretrainx.train import optim, state as state_lib, step as step_lib  # noqa: E402
+from pretrainx.train import optim, schedules, state as state_lib, step as step_lib  # noqa: E402
 
 
 # Steps over which the two forms' losses must agree to 1e-5: later, the last bits of
@@ -71,7 +71,7 @@ def _step(cfg, params=None):
     batch["masked_lm_weights"] = np.ones((8, 40), np.float32)
     batch = {k: v for k, v in batch.items() if k in objective.example_batch(1, phase)}
     shard = {k: sharding.batch_sharding(mesh, rules) for k in batch}
-    schedule = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
+    schedule = schedules.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
     train = step_lib.compile_train_step(
         step_lib.make_train_step(objective.model, tx, objective, schedule, 1),
         mesh, rules, shardings, shard)

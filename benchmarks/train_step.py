@@ -55,7 +55,7 @@ import hf_steps  # noqa: E402
 import keras_steps  # noqa: E402
 from pretrainx import config as config_lib, objectives, sharding  # noqa: E402
 from pretrainx.models import attention  # noqa: E402
-from pretrainx.train import metrics as metrics_lib, optim, state as state_lib  # noqa: E402
+from pretrainx.train import metrics as metrics_lib, optim, schedules, state as state_lib  # noqa: E402
 from pretrainx.train import step as step_lib  # noqa: E402
 
 # family, shape, batch, sequence length (T5: inputs; targets follow from the noise)
@@ -201,7 +201,7 @@ def our_step(size: str, dtype: str = "float32", attention_impl: str = "xla",
                                               objective.example_batch(1, phase), 0, mesh, rules)
     ours = {k: v for k, v in batch.items() if not k.startswith("_")}
     batch_sharding = {k: sharding.batch_sharding(mesh, rules) for k in ours}
-    schedule = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
+    schedule = schedules.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
     train_step = step_lib.compile_train_step(
         step_lib.make_train_step(objective.model, tx, objective, schedule, 1),
         mesh, rules, shardings, batch_sharding)

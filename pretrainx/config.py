@@ -128,13 +128,12 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.sharding_rules = DEFAULT_SHARDING_RULES
 
     c.optimizer = ml_collections.ConfigDict()
-    # adamw | adafactor | adagrad | lamb | stable_adamw | sgd
+    # one of train/optim.py's OPTIMIZERS (adamw, adafactor, lamb, ...)
     c.optimizer.name = opt.pop("name", "adamw")
     c.optimizer.learning_rate = learning_rate
     c.optimizer.warmup_steps = opt.pop("warmup_steps", 10_000)
-    # bert_linear | warmup_linear | constant | rsqrt | cosine | cosine_floor |
-    # linear_floor | slanted_triangular | warmup_stable_decay | one_cycle (with the keys the recipes
-    # that use them set)
+    # one of train/schedules.py's SCHEDULES (bert_linear, cosine, rsqrt, ...), with the keys
+    # it needs set by the recipes that use it
     c.optimizer.schedule = schedule
     c.optimizer.b1 = opt.pop("b1", 0.9)
     c.optimizer.b2 = opt.pop("b2", 0.999)
@@ -159,7 +158,7 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     # > 0: a moving average of the parameters (0.999: about the last 1,000 updates) in the
     # optimizer state; `python -m pretrainx.merge --from_ema` makes a workdir of it.
     c.optimizer.ema_decay = opt.pop("ema_decay", 0.0)
-    c.optimizer.update(opt)  # the keys a family's schedule or optimizer adds (NEEDS)
+    c.optimizer.update(opt)  # the keys a family's schedule or optimizer adds (their `needs`)
     c.probe = probe_defaults()
     # Weights & Biases (train/wandb_log.py): metrics.jsonl's records and this config from
     # process 0. Entity "": W&B's default; run name "": the workdir's; tags comma-separated.
@@ -195,15 +194,6 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
 
 _DTYPES = ("float32", "bfloat16")
 _REMAT = ("none", "full", "dots")
-SCHEDULES = ("bert_linear", "warmup_linear", "constant", "rsqrt", "cosine", "cosine_floor",
-             "linear_floor", "slanted_triangular", "warmup_stable_decay", "one_cycle")
-# the optimizer keys a schedule or an optimizer reads besides the shared ones; the
-# recipes that use them set them (the crammed BERT, ModernBERT, NeoBERT, ELMo), so that each
-# value lives in one place
-NEEDS = {"slanted_triangular": ("stlr_ratio",), "one_cycle": ("cycle_start", "cycle_falloff"),
-         "warmup_stable_decay": ("decay_steps",), "cosine_floor": ("final_lr_fraction",),
-         "linear_floor": ("final_lr_fraction",), "adagrad": ("initial_accumulator",)}
-_OPTIMIZERS = ("adamw", "adafactor", "adagrad", "lamb", "stable_adamw", "sgd")
 
 
 def flatten(cfg, prefix="") -> dict:
@@ -249,23 +239,6 @@ def check_fraction(cfg, name: str, low: float, high: float, closed_high: bool = 
         raise UserError(f"{name}={value} must be in ({low:g}, {high:g}{']' if closed_high else ')'}")
 
 
-def check_needed_keys(opt) -> None:
-    """The keys optimizer.schedule and optimizer.name read, present (one line naming the
-    first missing one)."""
-    for field in ("schedule", "name"):
-        for key in NEEDS.get(opt[field], ()):
-            if key not in opt:
-                raise UserError(f"optimizer.{field}={opt[field]!r} needs config key "
-                                f"'optimizer.{key}', which this config does not set (set it "
-                                "in the config file, as the recipes that use it do)")
-
-
-def check_stlr_ratio(opt) -> None:
-    if opt.stlr_ratio < 1:
-        raise UserError(f"config key 'optimizer.stlr_ratio' is {opt.stlr_ratio}; the slanted "
-                        "triangle's peak / lowest rate must be >= 1 (ULMFiT: 32)")
-
-
 def check_divisible(cfg) -> None:
     """model.hidden_size a multiple of model.num_heads, as every attention layer needs."""
     m = cfg.model
@@ -281,7 +254,6 @@ def validate_shared(cfg) -> None:
                    "keep_checkpoints", "max_skipped_steps", "model.vocab_size",
                    # a model of layers (word vectors have none)
                    *(["model.num_layers"] if "num_layers" in cfg.model else []))
-    choice(cfg.optimizer.name, "optimizer.name", _OPTIMIZERS)
     m = cfg.model
     if m.dtype == "float16":  # refused, not half-supported: see docs/troubleshooting.md
         raise UserError("model.dtype=float16 is not supported for training: its 5-bit "
@@ -289,9 +261,6 @@ def validate_shared(cfg) -> None:
                         "does not do; use bfloat16 (same speed on TPUs and recent GPUs)")
     choice(m.dtype, "model.dtype", _DTYPES)
     choice(m.remat, "model.remat", _REMAT)
-    choice(cfg.optimizer.schedule, "optimizer.schedule", SCHEDULES)
-    check_needed_keys(cfg.optimizer)
-    check_stlr_ratio(cfg.optimizer)
     choice(cfg.data.format, "data.format", ("auto", "sentences", "text", "tsv", "conll"))
     choice(cfg.data.tfds_reader, "data.tfds_reader", ("data_source", "tf"))
     check_positive(cfg, "data.docs_per_shard")

@@ -13,6 +13,7 @@ from pretrainx import config as config_lib, models
 from pretrainx.errors import UserError
 from pretrainx.finetune import task_data
 from pretrainx.models import peft as peft_lib
+from pretrainx.train import optim
 
 # the encoder a run without init_from builds at random (its model keys are the defaults)
 DEFAULT_FAMILY = "bert"
@@ -129,9 +130,7 @@ def validate(cfg) -> ml_collections.ConfigDict:
                          "eval_batch_size", "max_skipped_steps")
     if cfg.optimizer.learning_rate <= 0:
         raise UserError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be positive")
-    config_lib.choice(cfg.optimizer.schedule, "optimizer.schedule", config_lib.SCHEDULES)
-    config_lib.check_needed_keys(cfg.optimizer)
-    config_lib.check_stlr_ratio(cfg.optimizer)
+    optim.check_names(cfg.optimizer)
     if not 0.0 < cfg.optimizer.layer_lr_decay <= 1.0:
         raise UserError(f"config key 'optimizer.layer_lr_decay' is "
                         f"{cfg.optimizer.layer_lr_decay}; expected (0, 1] (ELECTRA: 0.8)")

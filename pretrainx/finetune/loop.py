@@ -23,7 +23,7 @@ from pretrainx.finetune import config as ft_config
 from pretrainx.finetune import contrastive, layerwise, task_data
 from pretrainx.models import heads, peft as peft_lib
 from pretrainx.train import metrics as metrics_lib
-from pretrainx.train import optim, state as state_lib, step as step_lib
+from pretrainx.train import optim, schedules, state as state_lib, step as step_lib
 
 # What a task adds beside the pretrained model (trained under every PEFT method)
 TASK_PARAMS = heads.HEAD_MODULES + (contrastive.SCALE,)
@@ -157,7 +157,7 @@ def _optimizer(cfg, total_steps, peft, shapes, steps_per_epoch):
     opt["warmup_steps"] = int(round(opt.pop("warmup_fraction") * total_steps))
     opt = ml_collections.ConfigDict(opt)
     tx = optim.make_optimizer(opt, total_steps)
-    schedule = optim.learning_rate_schedule(opt, total_steps)
+    schedule = schedules.learning_rate_schedule(opt, total_steps)
     if peft.method != "none":
         tx = optax.multi_transform(
             {"train": tx, "freeze": optax.set_to_zero()},

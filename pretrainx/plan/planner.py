@@ -277,6 +277,7 @@ def _without_attention_dropout(cfg):
 def _plan(cfg, topology, phase_index, search, num_slices, dcn_gbps) -> dict:
     cfg, dropout_note = _without_attention_dropout(cfg)
     objectives.validate(cfg)
+    optim.check(cfg)
     if num_slices < 1:
         raise UserError(f"--num_slices={num_slices} must be at least 1")
     devices, generation, per_chip = topology_devices(topology, num_slices)

@@ -16,6 +16,7 @@ from pretrainx.train.run import Run
 def describe(cfg) -> dict:
     """What a run would be, from shapes alone (jax.eval_shape: nothing is allocated)."""
     objectives.validate(cfg)
+    optim.check(cfg)
     objective = objectives.build(cfg, tokenizer=None)
     mesh = sharding.make_mesh(cfg.mesh)
     phase = config_lib.phases(cfg)[0]

@@ -1,79 +1,18 @@
-"""Optimizer and learning-rate schedule from `config.optimizer`."""
+"""The optimizer from `config.optimizer`: each optimizer.name registered here beside its
+code (a new optimizer is one function and its `@optimizer(...)` line), the schedules in
+train/schedules.py; accumulation, EMA, frozen parameters and layer-wise rates wrap
+whichever it is."""
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-
-# The schedules (optimizer.schedule):
-# bert_linear is google-research/bert's optimization.py to the letter: a linear
-# decay from the peak to 0 at `total_steps` counted from step 0, overridden by a
-# linear warmup while step < warmup_steps (so the decay is already at
-# 1 - warmup/total when warmup ends). warmup_linear decays from the end of warmup.
-# cosine is GPT's: the warmup, then half a cosine down to 0 at `total_steps`;
-# cosine_floor (NeoBERT's) ends it at final_lr_fraction of the peak instead.
-# linear_floor is word2vec.c's: a linear fall from the peak towards 0 at `total_steps`,
-# held at final_lr_fraction of the peak once it gets there (word2vec.c's 1e-4).
-# rsqrt is T5's: learning_rate * sqrt(warmup) / sqrt(max(step, warmup)), which with
-# learning_rate 0.01 and warmup 10^4 is the paper's 1/sqrt(max(step, 10^4)).
-# slanted_triangular is ULMFiT's (Howard and Ruder 2018, eq. 3): a linear rise from
-# peak/ratio to the peak at `warmup_steps` (their cut), then a linear fall back to
-# peak/ratio at `total_steps`; ratio is `stlr_ratio` (32 in the paper).
-# one_cycle is the crammed BERT's triangle (their budget-triangle2): from
-# cycle_start x peak a linear rise to the peak at 1 - cycle_falloff of the run, then a
-# linear fall to 0 at its end (with optimizer.budget_hours the run's end is its time).
-# warmup_stable_decay is ModernBERT's trapezoid (Warner et al. 2024): the warmup, the
-# peak held, and over the last `decay_steps` a 1 - sqrt decay to 0 (Hägele et al. 2024),
-# or to final_lr_fraction of the peak where a recipe sets one (Ettin's phases: 0.5, 0.04).
-def learning_rate_schedule(opt_cfg, total_steps: int):
-    """Step -> learning rate, for the schedule `opt_cfg.schedule` (described above)."""
-    peak = opt_cfg.learning_rate
-    warmup = max(int(opt_cfg.warmup_steps), 0)
-    kind = opt_cfg.schedule
-
-    def schedule(step):
-        step = jnp.asarray(step, jnp.float32)
-        warm = peak * step / max(warmup, 1)
-        if kind == "constant":
-            after = jnp.asarray(peak, jnp.float32)
-        elif kind == "rsqrt":
-            return peak * jnp.sqrt(max(warmup, 1) / jnp.maximum(step, max(warmup, 1)))
-        elif kind == "cosine":  # GPT-1/2: half a cosine from the peak to 0 after warmup
-            progress = jnp.clip((step - warmup) / max(total_steps - warmup, 1), 0.0, 1.0)
-            after = peak * 0.5 * (1.0 + jnp.cos(jnp.pi * progress))
-        elif kind == "cosine_floor":
-            floor = float(opt_cfg.final_lr_fraction)
-            progress = jnp.clip((step - warmup) / max(total_steps - warmup, 1), 0.0, 1.0)
-            after = peak * (floor + (1.0 - floor) * 0.5 * (1.0 + jnp.cos(jnp.pi * progress)))
-        elif kind == "linear_floor":
-            floor = float(opt_cfg.final_lr_fraction)
-            after = peak * jnp.maximum(floor, 1.0 - step / max(total_steps, 1))
-        elif kind == "slanted_triangular":
-            ratio = float(opt_cfg.stlr_ratio)
-            cut = max(warmup, 1)
-            p = jnp.where(step < cut, step / cut,
-                          1.0 - (step - cut) / max(total_steps - cut, 1))
-            return peak * (1.0 + jnp.clip(p, 0.0, 1.0) * (ratio - 1.0)) / ratio
-        elif kind == "one_cycle":
-            start, falloff = float(opt_cfg.cycle_start), float(opt_cfg.cycle_falloff)
-            p = step / max(total_steps, 1)
-            return peak * jnp.clip(jnp.minimum(start + p * (1 - start) / (1 - falloff),
-                                               (1 - p) / falloff), 0.0, 1.0)
-        elif kind == "warmup_stable_decay":
-            decay = max(int(opt_cfg.decay_steps), 1)
-            progress = jnp.clip((step - (total_steps - decay)) / decay, 0.0, 1.0)
-            floor = float(opt_cfg.get("final_lr_fraction", 0.0))
-            after = peak * (floor + (1.0 - floor) * (1.0 - jnp.sqrt(progress)))
-        elif kind == "bert_linear":
-            after = peak * jnp.maximum(0.0, 1.0 - step / total_steps)
-        else:  # warmup_linear
-            after = peak * jnp.maximum(0.0, 1.0 - (step - warmup) / max(total_steps - warmup, 1))
-        return jnp.where(step < warmup, warm, after)
-
-    return schedule
+from pretrainx import phasing
+from pretrainx.errors import UserError
+from pretrainx.train import schedules
 
 
 def advance_schedules(opt_state):
@@ -292,7 +231,7 @@ def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = (),
     (a pretraining run's optimizer.ema_decay) keeps an average of the trained parameters
     (ema_of_params). `schedule`: the run's learning rate by step where its phases
     give it in segments (train/phases.learning_rate); else opt_cfg's over total_steps."""
-    tx = _recipe_optimizer(opt_cfg, schedule or learning_rate_schedule(opt_cfg, total_steps))
+    tx = _recipe_optimizer(opt_cfg, schedule or schedules.learning_rate_schedule(opt_cfg, total_steps))
     if ema_decay:
         tx = optax.chain(tx, ema_of_params(float(ema_decay)))
     if int(opt_cfg.get("accumulate_to", 1)) > 1 or opt_cfg.get("batch_ramp", 0.0):
@@ -336,36 +275,97 @@ def layerwise(tx: optax.GradientTransformation, scales, unfreeze_at) -> optax.Gr
     return optax.GradientTransformation(init, update)
 
 
+class Optimizer(NamedTuple):
+    parts: Callable  # (opt_cfg, schedule) -> [optax transforms], chained after clipping
+    needs: tuple  # optimizer keys it reads besides the shared ones (set by its recipes)
+
+
+OPTIMIZERS: dict = {}
+
+
+def optimizer(name: str, needs: tuple = ()):
+    def register(parts):
+        OPTIMIZERS[name] = Optimizer(parts, needs)
+        return parts
+    return register
+
+
+@optimizer("adamw")
+def _adamw(opt_cfg, schedule):
+    """optax.adamw's chain (nested as adamw nests it, so checkpoints restore), with or
+    without Adam's bias correction."""
+    return [optax.chain(_scale_by_adam(opt_cfg),
+                        optax.add_decayed_weights(opt_cfg.weight_decay, mask=decay_mask),
+                        optax.scale_by_learning_rate(schedule))]
+
+
+@optimizer("adafactor")
+def _adafactor(opt_cfg, schedule):
+    """T5's: factored second moments, no momentum, decay 0.8, updates clipped at RMS 1
+    and scaled by the parameter's RMS."""
+    return [optax.adafactor(schedule, decay_rate=0.8, clipping_threshold=1.0,
+                            multiply_by_parameter_scale=True, momentum=None,
+                            weight_decay_rate=opt_cfg.weight_decay or None,
+                            weight_decay_mask=decay_mask)]
+
+
+@optimizer("adagrad", needs=("initial_accumulator",))
+def _adagrad(opt_cfg, schedule):
+    """ELMo's (bilm-tf: TF Adagrad, accumulators from 1.0)."""
+    return [optax.adagrad(schedule, opt_cfg.initial_accumulator, eps=1e-7)]
+
+
+@optimizer("lamb")
+def _lamb(opt_cfg, schedule):
+    """optax.lamb's chain, with ALBERT's masks (google-research/albert lamb_optimizer):
+    LayerNorm scales and biases get neither weight decay nor the trust ratio. Adam's
+    moments as optimizer.bias_correction says (ALBERT's recipe keeps the LAMB paper's
+    correction; albert's code has none)."""
+    return [_scale_by_adam(opt_cfg),
+            optax.add_decayed_weights(opt_cfg.weight_decay, mask=decay_mask),
+            optax.masked(optax.scale_by_trust_ratio(), decay_mask),
+            optax.scale_by_learning_rate(schedule)]
+
+
+@optimizer("stable_adamw")
+def _stable_adamw(opt_cfg, schedule):
+    """ModernBERT's StableAdamW (scale_by_stable_adam)."""
+    return [optax.chain(scale_by_stable_adam(opt_cfg.b1, opt_cfg.b2, opt_cfg.eps,
+                                             opt_cfg.weight_decay, decay_mask),
+                        optax.scale_by_learning_rate(schedule))]
+
+
+@optimizer("sgd")
+def _sgd(opt_cfg, schedule):
+    """word2vec.c's plain stochastic gradient descent."""
+    return [optax.sgd(schedule)]
+
+
 def _recipe_optimizer(opt_cfg, schedule) -> optax.GradientTransformation:
     parts = []
     if opt_cfg.grad_clip and opt_cfg.grad_clip > 0:
         parts.append(optax.clip_by_global_norm(opt_cfg.grad_clip))
-    if opt_cfg.name == "adafactor":
-        parts.append(optax.adafactor(schedule, decay_rate=0.8, clipping_threshold=1.0,
-                                     multiply_by_parameter_scale=True, momentum=None,
-                                     weight_decay_rate=opt_cfg.weight_decay or None,
-                                     weight_decay_mask=decay_mask))
-    elif opt_cfg.name == "adagrad":  # ELMo's (bilm-tf: TF Adagrad, accumulators from 1.0)
-        parts.append(optax.adagrad(schedule, opt_cfg.initial_accumulator, eps=1e-7))
-    elif opt_cfg.name == "sgd":  # word2vec.c's plain stochastic gradient descent
-        parts.append(optax.sgd(schedule))
-    elif opt_cfg.name == "lamb":
-        # optax.lamb's chain, with ALBERT's masks (google-research/albert lamb_optimizer):
-        # LayerNorm scales and biases get neither weight decay nor the trust ratio.
-        # Adam's moments as optimizer.bias_correction says (ALBERT's recipe keeps the
-        # LAMB paper's correction; albert's code has none).
-        parts += [_scale_by_adam(opt_cfg),
-                  optax.add_decayed_weights(opt_cfg.weight_decay, mask=decay_mask),
-                  optax.masked(optax.scale_by_trust_ratio(), decay_mask),
-                  optax.scale_by_learning_rate(schedule)]
-    elif opt_cfg.name == "stable_adamw":
-        parts.append(optax.chain(
-            scale_by_stable_adam(opt_cfg.b1, opt_cfg.b2, opt_cfg.eps, opt_cfg.weight_decay,
-                                 decay_mask),
-            optax.scale_by_learning_rate(schedule)))
-    else:  # optax.adamw's chain (nested as adamw nests it, so checkpoints restore),
-        # with or without Adam's bias correction
-        parts.append(optax.chain(_scale_by_adam(opt_cfg),
-                                 optax.add_decayed_weights(opt_cfg.weight_decay, mask=decay_mask),
-                                 optax.scale_by_learning_rate(schedule)))
+    parts += OPTIMIZERS[opt_cfg.name].parts(opt_cfg, schedule)
     return optax.chain(*parts)
+
+
+def check_names(opt_cfg) -> None:
+    """optimizer.name and optimizer.schedule are registered ones, each with the keys it
+    reads (one line naming the first fault)."""
+    if opt_cfg.name not in OPTIMIZERS:
+        raise UserError(f"config key 'optimizer.name' is {opt_cfg.name!r}; expected one of "
+                        f"{', '.join(OPTIMIZERS)}")
+    schedules.check(opt_cfg)
+    for key in OPTIMIZERS[opt_cfg.name].needs:
+        if key not in opt_cfg:
+            raise UserError(f"optimizer.name={opt_cfg.name!r} needs config key "
+                            f"'optimizer.{key}', which this config does not set (set it "
+                            "in the config file, as the recipes that use it do)")
+
+
+def check(cfg) -> None:
+    """check_names on a run's optimizer keys and on each named phase's."""
+    check_names(cfg.optimizer)
+    if phasing.named(cfg):
+        for phase in phasing.phases(cfg):
+            check_names(phase.cfg.optimizer)

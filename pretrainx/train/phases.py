@@ -10,7 +10,7 @@ from pretrainx import config as config_lib
 from pretrainx import phasing, sharding
 from pretrainx.data import pipeline, sources
 from pretrainx.errors import UserError
-from pretrainx.train import optim, step as step_lib
+from pretrainx.train import schedules, step as step_lib
 
 
 def check_enough(examples, phase, files):
@@ -68,12 +68,12 @@ def learning_rate(cfg):
     counted from its first step by that phase's optimizer keys."""
     parts = phasing.segments(cfg)
     if not phasing.named(cfg):
-        return optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
-    schedules = [optim.learning_rate_schedule(first.cfg.optimizer, steps)
-                 for first, steps in parts]
-    if len(schedules) == 1:
-        return schedules[0]
-    return optax.join_schedules(schedules, [first.start for first, _ in parts[1:]])
+        return schedules.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
+    segments = [schedules.learning_rate_schedule(first.cfg.optimizer, steps)
+                for first, steps in parts]
+    if len(segments) == 1:
+        return segments[0]
+    return optax.join_schedules(segments, [first.start for first, _ in parts[1:]])
 
 
 def sets(phase) -> dict:

@@ -117,6 +117,7 @@ class Run:
     def __init__(self, cfg, workdir: str, devices=None, stop_at=None, init=None,
                  imported=None, train_data: bool = True):
         objectives.validate(cfg)
+        optim.check(cfg)
         wanted = objectives.imports(cfg)
         if wanted and not imported:
             raise UserError(f"{', '.join(wanted)} is read by pretrainx.pretrain.train (or "

@@ -14,14 +14,14 @@ from conftest import ALICE, load_config, losses_on_one_and_a_mesh, override, rea
 from pretrainx import objectives
 from pretrainx.errors import UserError
 from pretrainx.families.crammed import model as crammed
-from pretrainx.train import loop, optim, ramp
+from pretrainx.train import loop, optim, ramp, schedules
 
 
 def test_one_cycle_is_their_triangle():
     """budget-triangle2: 25% of the peak at the start, the peak at 75% of the run, 0 at
     its end, linear in between."""
     o = load_config("crammed_quickstart.py").optimizer
-    f = optim.learning_rate_schedule(o, 1000)
+    f = schedules.learning_rate_schedule(o, 1000)
     peak = o.learning_rate
     for step, share in ((0, 0.25), (375, 0.625), (750, 1.0), (875, 0.5), (1000, 0.0)):
         assert abs(float(f(step)) - share * peak) < 1e-9, step

@@ -21,7 +21,7 @@ from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.interop import hf
 from pretrainx.errors import UserError
 from pretrainx.families.modernbert import model as modernbert
-from pretrainx.train import loop, optim
+from pretrainx.train import loop, optim, schedules
 
 SPM = str(REPO / "pretrainx" / "assets" / "spm_4k.model")
 
@@ -210,7 +210,7 @@ def test_warmup_stable_decay_schedule():
     """Warmup to the peak, the peak held, then 1 - sqrt over the last decay_steps."""
     cfg = load_config("modernbert_quickstart.py")
     o = cfg.optimizer
-    f = optim.learning_rate_schedule(o, cfg.total_steps)
+    f = schedules.learning_rate_schedule(o, cfg.total_steps)
     peak, warm, total, decay = o.learning_rate, o.warmup_steps, cfg.total_steps, o.decay_steps
     assert float(f(0)) == 0.0 and abs(float(f(warm // 2)) - peak / 2) < 1e-9
     for step in (warm, (warm + total - decay) // 2, total - decay):

@@ -16,7 +16,7 @@ from pretrainx import objectives
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.families.neobert import model as neobert
-from pretrainx.train import optim
+from pretrainx.train import schedules
 
 SPM = str(REPO / "pretrainx" / "assets" / "spm_4k.model")
 
@@ -51,7 +51,7 @@ def test_the_recipe_is_the_released_shape_and_schedule():
 
 def test_cosine_ends_at_a_tenth_of_the_peak():
     cfg = load_config("neobert.py")
-    rate = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
+    rate = schedules.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
     peak = cfg.optimizer.learning_rate
     assert float(rate(1000)) == pytest.approx(peak / 2, rel=1e-6)  # warming up
     assert float(rate(2000)) == pytest.approx(peak, rel=1e-6)

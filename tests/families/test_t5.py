@@ -330,9 +330,9 @@ def test_t5_loss_falls_on_real_text(tmp_path):
 
 
 def test_adafactor_with_t5_schedule_trains(tmp_path):
-    from pretrainx.train import optim
+    from pretrainx.train import schedules
     cfg = load_config("t5.py", "small,adafactor")
-    schedule = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
+    schedule = schedules.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
     np.testing.assert_allclose([float(schedule(s)) for s in (0, 5000, 10000, 40000)],
                                [0.01, 0.01, 0.01, 0.005], rtol=1e-6)
     tiny = tiny_t5_config(total_steps=3, **{"optimizer.name": "adafactor",

@@ -17,7 +17,7 @@ from pretrainx.finetune import layerwise
 from pretrainx.finetune import loop as finetune_loop
 from pretrainx.finetune.config import finetune_config
 from pretrainx.models import heads
-from pretrainx.train import optim
+from pretrainx.train import schedules
 
 
 def _ft(shared_data, **overrides):
@@ -34,7 +34,7 @@ def test_slanted_triangular_rates_at_start_peak_and_end():
     """Eq. 3: from peak/ratio up to the peak at the cut, down to peak/ratio at T."""
     opt = ml_collections.ConfigDict({"learning_rate": 0.01, "warmup_steps": 10,
                                      "schedule": "slanted_triangular", "stlr_ratio": 32.0})
-    lr = optim.learning_rate_schedule(opt, 100)
+    lr = schedules.learning_rate_schedule(opt, 100)
     assert float(lr(0)) == pytest.approx(0.01 / 32)
     assert float(lr(5)) == pytest.approx(0.01 * (1 + 0.5 * 31) / 32)
     assert float(lr(10)) == pytest.approx(0.01)

@@ -9,9 +9,11 @@ import optax
 import pytest
 from flax import linen as nn
 
-from pretrainx.train import optim
+from pretrainx.train import optim, schedules
 from pretrainx.train import step as step_lib
 from pretrainx.train.state import TrainState
+
+from conftest import tiny_bert_config
 
 
 class _Linear(nn.Module):
@@ -49,7 +51,7 @@ def test_a_skipped_step_moves_the_schedule_on_and_nothing_else():
     good = {"x": np.ones((4, 3), np.float32)}
     bad = {"x": np.full((4, 3), np.nan, np.float32)}
     params = model.init(jax.random.key(0), good)["params"]
-    tx, schedule = optim.make_optimizer(cfg, 10), optim.learning_rate_schedule(cfg, 10)
+    tx, schedule = optim.make_optimizer(cfg, 10), schedules.learning_rate_schedule(cfg, 10)
     step = jax.jit(step_lib.make_train_step(model, tx, objective, schedule, 1))
     state = TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params))
     state, _ = step(state, good, jax.random.key(1))
@@ -181,7 +183,7 @@ def test_schedule_values_at_start_warmup_end_middle_and_last_step(kind, expected
     the warmup (google-research/bert), warmup_linear and cosine from the warmup's end,
     rsqrt is T5's lr x sqrt(warmup / max(step, warmup))."""
     cfg = ml_collections.ConfigDict(dict(learning_rate=1e-3, warmup_steps=100, schedule=kind))
-    schedule = optim.learning_rate_schedule(cfg, 1000)
+    schedule = schedules.learning_rate_schedule(cfg, 1000)
     np.testing.assert_allclose([float(schedule(s)) for s in (0, 100, 550, 1000)], expected,
                                rtol=1e-6, atol=1e-12)
 
@@ -224,3 +226,33 @@ def test_the_lamb_recipe_is_the_papers_mixed_batch_run():
     want_w = -1e-3 * np.linalg.norm(w) / np.linalg.norm(direction) * direction
     np.testing.assert_allclose(updates["dense"]["kernel"], want_w, rtol=1e-5)
     np.testing.assert_allclose(updates["dense"]["bias"], -1e-3 * adam(gb), rtol=1e-5)
+
+
+def test_an_optimizer_or_schedule_is_one_registration(monkeypatch):
+    """optimizer.name and optimizer.schedule are checked against the registries the code
+    lives beside: a new one is a function and its decorator, with no list elsewhere to
+    extend; an unknown name or a missing key it reads is one line."""
+    from pretrainx.errors import UserError
+    monkeypatch.setattr(optim, "OPTIMIZERS", dict(optim.OPTIMIZERS))
+    monkeypatch.setattr(schedules, "SCHEDULES", dict(schedules.SCHEDULES))
+    cfg = tiny_bert_config()
+    with cfg.unlocked():
+        cfg.optimizer.name, cfg.optimizer.schedule = "sign_sgd", "halving"
+    with pytest.raises(UserError, match="'optimizer.name' is 'sign_sgd'; expected one of adamw"):
+        optim.check(cfg)
+    optim.optimizer("sign_sgd", needs=("sign_scale",))(
+        lambda o, schedule: [optax.scale_by_sign(), optax.scale_by_learning_rate(schedule)])
+    with pytest.raises(UserError, match="'optimizer.schedule' is 'halving'"):
+        optim.check(cfg)
+    schedules.schedule("halving")(lambda o, step, peak, warmup, total: peak * 0.5 ** (step / 10))
+    with pytest.raises(UserError, match="needs config key 'optimizer.sign_scale'"):
+        optim.check(cfg)
+    with cfg.unlocked():
+        cfg.optimizer.sign_scale, cfg.optimizer.warmup_steps = 1.0, 0
+    optim.check(cfg)
+    rate = schedules.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
+    assert float(rate(10)) == pytest.approx(cfg.optimizer.learning_rate * 0.5)
+    tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps)
+    params = {"w": jnp.ones(3)}
+    updates, _ = tx.update({"w": jnp.array([2.0, -3.0, 0.0])}, tx.init(params), params)
+    assert np.all(np.sign(np.asarray(updates["w"])) == [-1, 1, 0])

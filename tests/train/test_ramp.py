@@ -10,7 +10,7 @@ from conftest import ALICE, load_config, override, read_metrics
 from pretrainx.errors import UserError
 from pretrainx import objectives
 from pretrainx.interop import workdir as workdir_lib
-from pretrainx.train import loop, optim, ramp
+from pretrainx.train import loop, ramp, schedules
 
 
 def _updates(opt_cfg, steps: int, total_steps: int) -> list:
@@ -90,7 +90,7 @@ def test_updates_follow_the_step_clock_and_resume_mid_accumulation(tmp_path):
             moved.append(any(not np.array_equal(a, b) for a, b in zip(after, before)))
     assert moved == [True, False, False, True, False, False, True]  # steps 2..8
     records = read_metrics(straight)
-    schedule = optim.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
+    schedule = schedules.learning_rate_schedule(cfg.optimizer, cfg.total_steps)
     np.testing.assert_allclose([r["learning_rate"] for r in records],
                                [float(schedule(k)) for k in range(8)], rtol=1e-6)
     resumed = tmp_path / "resumed"
