@@ -56,21 +56,6 @@ def _init_distributed() -> None:
         jax.distributed.initialize()
 
 
-def cli_config(argv, example: str = "configs/quickstart.py"):
-    """The --config of a command line, or a UserError that says what is wrong with it."""
-    if len(argv) > 1:
-        raise UserError(f"unexpected arguments: {' '.join(argv[1:])}")
-    cfg = _CONFIG.value
-    if cfg is None:
-        raise UserError(f"--config is required, e.g. --config={example}")
-    try:
-        cfg.keys()
-    except OSError as e:  # config_flags defers a file that failed to load until first use
-        spec = flags.FLAGS["config"].config_filename
-        raise UserError(_colon_read(spec) or f"cannot load {spec}: {_first_line(e)}") from None
-    return cfg
-
-
 def run(argv) -> int:
     previous = interrupt.install()  # already, when run as python -m pretrainx.main
     try:

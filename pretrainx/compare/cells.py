@@ -25,7 +25,7 @@ CHOICE_FILE = "choice.json"
 
 
 def finetunable(cfg) -> bool:
-    family = models.FAMILIES.find(cfg.model.get("family", "bert"))
+    family = models.FAMILIES.find(models.family_name(cfg.model))
     return family is not None and family.finetune_model is not None
 
 

@@ -110,7 +110,7 @@ def finetune_config() -> ml_collections.ConfigDict:
 def _known_keys(cfg) -> set:
     """The fine-tuning keys, with the model keys of the family `model.family` names (a
     randomly initialised ModernBERT has its own model keys, not BERT's)."""
-    name = cfg.model.get("family", DEFAULT_FAMILY)
+    name = models.family_name(cfg.model)
     family = models.FAMILIES.find(name)
     if family is None:
         raise UserError(f"config key 'model.family' is {name!r}; known: "

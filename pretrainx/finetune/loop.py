@@ -108,7 +108,7 @@ class _Setup:
                                 "to take it from")
         model_cfg.scan_layers = False
         self.model_cfg = model_cfg
-        name = model_cfg.get("family", "bert")
+        name = models.family_name(model_cfg)
         self.family = models.FAMILIES.find(name)
         if self.family is None or self.family.finetune_model is None:
             tuned = [f.name for f in models.FAMILIES.entries() if f.finetune_model]

@@ -128,7 +128,7 @@ def load_finetuned(path: str) -> Pretrained:
     except Exception as e:
         raise UserError(f"{path}/best does not restore: {type(e).__name__}: "
                         f"{str(e).splitlines()[0][:200]}") from None
-    model = models.family(info["model"].get("family", "bert")).default_config()
+    model = models.family(models.family_name(info["model"])).default_config()
     model.update(info["model"])
     return Pretrained(model=model, params=unstack_layers(to_numpy(params)),
                       tokenizer=info["tokenizer"], lower_case=info["lower_case"],

@@ -40,6 +40,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from pretrainx import models
 from pretrainx.errors import UserError, json_command
 from pretrainx.train import optim
 
@@ -138,7 +139,7 @@ class Checkpoint:
             self.kind, self.workdir, self.step = "finetune", self.spec, None
             with open(os.path.join(self.spec, FINETUNE_FILE), encoding="utf-8") as f:
                 self.info = json.load(f)
-            self.family = self.info["model"].get("family", "bert")
+            self.family = models.family_name(self.info["model"])
             with ocp.StandardCheckpointer() as ckptr:
                 self.params = self._read(lambda: ckptr.restore(
                     os.path.abspath(os.path.join(self.spec, "best"))))
@@ -167,7 +168,7 @@ class Checkpoint:
             manager.close()
         self.state = jax.tree_util.tree_map(np.asarray, dict(restored["state"]))
         self.data, self.config = restored["data"], restored["config"]
-        self.family = self.config["model"].get("family", "bert")
+        self.family = models.family_name(self.config["model"])
         self.params = self.state["params"]
 
     def _read(self, restore):
