@@ -14,13 +14,12 @@ from pretrainx.errors import UserError
 from pretrainx.objectives import mlm
 
 # ---- config ---------------------------------------------------------------------
-def defaults(objective: str, model, total_steps: int = 1_000_000, batch: int = 1024,
-             seq_len: int = 128, learning_rate: float = 1e-4, schedule: str = "bert_linear",
-             lower_case: bool = True, mask_prob: float = 0.15, max_predictions: int = 20,
-             **optimizer):
-    """BERT-Base's optimizer and masking (Devlin et al. 2019) as a one-length, MLM-only
-    run of the family's `model` keys, where the family passes no value of its own (each
-    key is set once); objectives that pair segments add `pairing_defaults`."""
+def defaults(objective: str, model, *, total_steps: int, batch: int, seq_len: int,
+             learning_rate: float, schedule: str, lower_case: bool, mask_prob: float,
+             max_predictions: int, **optimizer):
+    """A one-length, MLM-only run of the family's `model` keys with the run values its
+    spec passes (every one: a family's values live in its spec, each key set once);
+    objectives that pair segments add `pairing_defaults`."""
     c = config_lib.shared_config(objective, total_steps=total_steps, batch=batch,
                                  seq_len=seq_len, learning_rate=learning_rate,
                                  schedule=schedule, **optimizer)

@@ -22,7 +22,7 @@ def defaults():
         schedule="bert_linear",  # albert's optimization.py: BERT's, to the letter
         # 15% of 509 tokens is at most 77; google-research/albert's flag default of 20
         # would cap the rate at 4% of a 512-token row.
-        max_predictions=80)
+        lower_case=True, mask_prob=0.15, max_predictions=80)
     # dupe_factor 40: create_pretraining_data's default (masks are dynamic here)
     c = encoder.pairing_defaults(c, dupe_factor=40)
     c.data.max_ngram = 3  # n-grams are whole words: no whole_word_masking key

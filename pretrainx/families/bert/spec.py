@@ -15,8 +15,10 @@ def defaults():
     """BERT-Base pretraining as the paper and google-research/bert run it: 1M steps, 90%
     at length 128 (batch 1024, 20 predictions) then 10% at 512 (batch 256, 80)."""
     # AdamWeightDecayOptimizer has no bias correction
-    c = encoder.pairing_defaults(encoder.defaults("bert", bert.default_config(),
-                                                  bias_correction=False))
+    c = encoder.pairing_defaults(encoder.defaults(
+        "bert", bert.default_config(), total_steps=1_000_000, batch=1024, seq_len=128,
+        learning_rate=1e-4, schedule="bert_linear", lower_case=True, mask_prob=0.15,
+        max_predictions=20, bias_correction=False))
     c.data.whole_word_masking = False  # the later release's option: whole words masked
     c.phase2 = ml_collections.ConfigDict()
     c.phase2.fraction = 0.1  # last 10% of steps at length 512; 0 turns it off

@@ -22,7 +22,7 @@ def defaults():
         budget_hours=24.0,
         accumulate_to=64,  # 64 x 128 = their batch of 8,192
         batch_ramp=0.6,  # the full batch at 60% of the budget
-        mask_prob=0.25,
+        lower_case=True, mask_prob=0.25,
         max_predictions=32)  # 25% of 126 rounds to at most 32
     c.data.eval_mask_prob = 0.0  # 0: evaluate at mask_prob
     return c

@@ -19,7 +19,7 @@ def paper_defaults(objective: str, model):
     return encoder.defaults(
         objective, model, total_steps=1_000_000, batch=2048, seq_len=512,
         learning_rate=2e-4, warmup_steps=10_000, schedule="warmup_linear", eps=1e-6,
-        grad_clip=1.0, lower_case=False,
+        grad_clip=1.0, lower_case=False, mask_prob=0.15,
         max_predictions=80)  # 15% of 510 is at most 77: never binds
 
 

@@ -24,7 +24,7 @@ def defaults():
     c = encoder.defaults(
         "distil", distilbert.default_config(), total_steps=6_000, batch=4096, seq_len=512,
         learning_rate=5e-4, warmup_steps=300, schedule="warmup_linear", eps=1e-6,
-        weight_decay=0.0, grad_clip=5.0, lower_case=True,
+        weight_decay=0.0, grad_clip=5.0, lower_case=True, mask_prob=0.15,
         max_predictions=80)  # 15% of 510 is at most 77: never binds
     d = c.distill = ml_collections.ConfigDict()
     d.teacher = ""  # a BERT/RoBERTa pretraining workdir or HF directory, with its MLM head

@@ -18,6 +18,7 @@ def defaults():
         "electra", electra.default_config(), total_steps=1_000_000, batch=128, seq_len=128,
         learning_rate=5e-4, warmup_steps=10_000, schedule="bert_linear",
         bias_correction=False,  # ELECTRA keeps BERT's AdamWeightDecayOptimizer
+        lower_case=True, mask_prob=0.15,
         max_predictions=19)  # int((0.15 + 0.005) * 128), ELECTRA's rule
     c.gen_weight = 1.0  # the generator's MLM loss
     c.disc_weight = 50.0  # the discriminator's replaced token detection loss

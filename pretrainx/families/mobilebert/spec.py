@@ -18,7 +18,8 @@ def defaults(objective: str = "mobilebert"):
     2,048 rows of 512 tokens, 20 predictions a row, BERT's pairs and masks."""
     c = encoder.defaults(objective, mobilebert.default_config(), total_steps=500_000,
                          batch=2048, seq_len=512, learning_rate=1.5e-3, name="lamb",
-                         warmup_steps=10_000, max_predictions=20)
+                         warmup_steps=10_000, schedule="bert_linear", lower_case=True,
+                         mask_prob=0.15, max_predictions=20)
     c.data.whole_word_masking = False
     return encoder.packing_defaults(encoder.pairing_defaults(c))
 

@@ -20,7 +20,7 @@ def defaults():
     c = encoder.defaults(
         "neobert", neobert.default_config(), total_steps=1_050_000, batch=2048, seq_len=1024,
         learning_rate=6e-4, schedule="cosine_floor", final_lr_fraction=0.1, b2=0.95,
-        eps=1e-8, weight_decay=0.1, warmup_steps=2000, mask_prob=0.20,
+        eps=1e-8, weight_decay=0.1, warmup_steps=2000, lower_case=True, mask_prob=0.20,
         max_predictions=205)  # 20% of 1,022
     c.data.eval_mask_prob = 0.0  # 0: evaluate at mask_prob
     c.data.pack_examples = False  # the authors' collator pads each document's row

@@ -16,7 +16,7 @@ def defaults():
         "roberta", roberta.default_config(), total_steps=500_000, batch=8192, seq_len=512,
         learning_rate=6e-4, warmup_steps=24_000, schedule="warmup_linear", b2=0.98, eps=1e-6,
         grad_clip=0.0,  # fairseq's recipe: --clip-norm 0.0
-        lower_case=False,
+        lower_case=False, mask_prob=0.15,
         max_predictions=80)  # 15% of 510 rounds to at most 77: never binds
     # pack_examples: rows end with their document (DOC-SENTENCES' rows) and are packed
     # several a row, each isolated; off: the paper's FULL-SENTENCES rows

@@ -15,7 +15,7 @@ def defaults():
     c = encoder.defaults(
         "spanbert", spanbert.default_config(), total_steps=2_400_000, batch=256, seq_len=512,
         learning_rate=1e-4, warmup_steps=10_000, schedule="warmup_linear", lower_case=False,
-        max_predictions=80)
+        mask_prob=0.15, max_predictions=80)
     c.data.geometric_p = 0.2  # spans are whole words: no whole_word_masking key
     c.data.max_span_words = 10
     return c
