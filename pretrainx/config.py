@@ -169,7 +169,8 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.data = ml_collections.ConfigDict()
     c.data.train_files = ""
     c.data.eval_files = ""
-    # auto | sentences | text | tsv (a task's text columns, data.text_field) | conll
+    # one of data/formats.py's TEXT_FORMATS: auto, sentences, text, tsv (a task's text
+    # columns, data.text_field), conll
     c.data.format = "auto"
     c.data.tokenizer = ""
     # train_files: comma-separated globs (text, .gz, .jsonl) or tfds:NAME[@SPLIT];
@@ -261,7 +262,6 @@ def validate_shared(cfg) -> None:
                         "does not do; use bfloat16 (same speed on TPUs and recent GPUs)")
     choice(m.dtype, "model.dtype", _DTYPES)
     choice(m.remat, "model.remat", _REMAT)
-    choice(cfg.data.format, "data.format", ("auto", "sentences", "text", "tsv", "conll"))
     choice(cfg.data.tfds_reader, "data.tfds_reader", ("data_source", "tf"))
     check_positive(cfg, "data.docs_per_shard")
     _check_sources(cfg.data)

@@ -10,11 +10,10 @@ import re
 import sys
 import zlib
 
-from pretrainx.data import columnar, task_text, tfds_source
+from pretrainx.data import columnar, tfds_source
 from pretrainx.data import text as text_lib
+from pretrainx.data.formats import TEXT_FORMATS
 from pretrainx.errors import UserError
-
-FORMATS = ("auto", "sentences", "text", "tsv", "conll")
 
 _REPLACEMENT = "\ufffd"
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -159,15 +158,11 @@ def _file_documents(path, fmt, text_field, skip_bad_lines, stats):
     if _is_jsonl(path):
         return _jsonl_documents(path, text, text_field, skip_bad_lines, stats,
                                 last_line_cut=truncated)
-    if fmt == "tsv" or (fmt == "auto" and path.endswith((".tsv", ".tsv.gz"))):
-        return task_text.tsv_documents(path, text, text_field, skip_bad_lines, stats)
-    if fmt == "conll":
-        return task_text.conll_documents(path, text)
-    text = text_lib.strip_gutenberg(text)
-    file_fmt = text_lib.detect_format(text) if fmt == "auto" else fmt
-    if file_fmt == "sentences":
-        return text_lib.sentence_documents(text)
-    return text_lib.text_documents(text)
+    if fmt == "auto":
+        name = path[:-3] if path.endswith(".gz") else path
+        fmt = next((f for f, spec in TEXT_FORMATS.items()
+                    if spec.suffixes and name.endswith(spec.suffixes)), "auto")
+    return TEXT_FORMATS[fmt].read(path, text, text_field, skip_bad_lines, stats)
 
 
 def _jsonl_documents(path, text, field, skip_bad_lines, stats, last_line_cut=False):
@@ -296,8 +291,9 @@ def read_documents(patterns, fmt="auto", *, text_field="text", skip_bad_lines=Fa
     Stats count files, records, replaced (undecodable) characters, skipped bad
     lines, truncated files, documents and sentences.
     """
-    if fmt not in FORMATS:
-        raise UserError(f"unknown corpus format {fmt!r}; expected one of {FORMATS}")
+    if fmt not in TEXT_FORMATS:
+        raise UserError(f"unknown corpus format {fmt!r}; expected one of "
+                        f"{', '.join(TEXT_FORMATS)}")
     units = list_units(patterns, tfds_data_dir, tfds_reader)
     stats = new_stats()
     documents = []

@@ -9,7 +9,7 @@ objectives share.
 import ml_collections
 
 from pretrainx import config as config_lib
-from pretrainx.data import sources, tokenizers
+from pretrainx.data import formats, sources, tokenizers
 from pretrainx.errors import UserError
 from pretrainx.models import attention
 from pretrainx.objectives.contract import Entry  # noqa: F401  (what a spec lists)
@@ -68,6 +68,7 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     entry = get(cfg.objective)
     config_lib.check_keys(cfg, entry.defaults())
     config_lib.validate_shared(cfg)
+    formats.check_format(cfg.data.format)
     attention.validate(cfg.model)
     if cfg.data.train_files and cfg.data.train_source_names:
         sources.source_names(cfg.data.train_files, cfg.data.train_source_names)
@@ -75,6 +76,7 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
         for phase in phasing.phases(cfg):  # each phase's config, standing alone, first
             try:
                 config_lib.validate_shared(phase.cfg)
+                formats.check_format(phase.cfg.data.format)
                 attention.validate(phase.cfg.model)
                 entry.validate(phase.cfg)
             except UserError as e:

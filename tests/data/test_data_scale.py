@@ -445,3 +445,26 @@ def test_a_damaged_record_names_its_shard(tmp_path):
                                         "Riegeli/records file.*prepare again"):
         for i in range(len(examples)):
             examples[i]
+
+
+def test_a_data_format_is_one_reader_and_its_registration(tmp_path, monkeypatch):
+    """data.format names are the readers registered in data/formats.py: a new one reads
+    files named for it and files with its suffix under auto; other files keep theirs."""
+    from pretrainx.data import formats
+    monkeypatch.setitem(formats.TEXT_FORMATS, "lines", None)
+    del formats.TEXT_FORMATS["lines"]  # restored without it at the end, whatever happens
+    with pytest.raises(UserError, match="'data.format' is 'lines'; expected one of auto"):
+        formats.check_format("lines")
+    book = (REPO / "pretrainx" / "assets" / "text" / "pg11_alice_in_wonderland.txt").read_text()
+    lines = [ln.strip() for ln in book.splitlines() if ln.strip()]
+    formats.register_format("lines", lambda path, text, field, skip, stats: [
+        [ln.strip()] for ln in text.splitlines() if ln.strip()], suffixes=(".lines",))
+    formats.check_format("lines")
+    (tmp_path / "alice.txt").write_text(book)
+    with gzip.open(tmp_path / "alice.lines.gz", "wt") as f:
+        f.write(book)
+    named, _ = sources.read_documents(str(tmp_path / "alice.txt"), "lines")
+    by_suffix, _ = sources.read_documents(str(tmp_path / "alice.lines.gz"))
+    as_prose, _ = sources.read_documents(str(tmp_path / "alice.txt"))
+    assert named == by_suffix == [[ln] for ln in lines]
+    assert len(as_prose) < len(lines) / 10  # the book's own documents, many lines each
