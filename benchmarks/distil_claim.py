@@ -46,7 +46,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--eval_steps", type=int, default=4)
-    parser.add_argument("--teacher", default=os.path.join(REPO, "tests", "data",
+    parser.add_argument("--teacher", default=os.path.join(REPO, "tests", "fixtures",
                                                           "quickstart_teacher_900"))
     parser.add_argument("--workdir", default="")
     args = parser.parse_args()
