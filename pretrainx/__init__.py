@@ -1,7 +1,7 @@
 """pretrainx: TPU-first pretraining of BERT- and T5-style models in JAX/Flax.
 
 The package is laid out by role: the core here (config, phasing, registry, sharding,
-errors, main, cli, jobs, pretrain), then data/, models/, objectives/, train/,
+errors, main, cli, pretrain), then data/, models/, objectives/, train/,
 interop/, families/, finetune/, and the tools above them: plan/, evaluate/, trained/,
 prepare/, compare/ (docs/architecture.md draws the floors).
 
@@ -30,7 +30,7 @@ MOVED = {
     "data_cli": "prepare.data_cli", "tokenizer": "prepare.tokenizer",
     "extend_vocab": "prepare.extend_vocab",
     "sweep": "compare.sweep", "json_files": "compare.json_files",
-    "notebook": "compare.notebook",
+    "notebook": "compare.notebook", "jobs": "pretrain",
 }
 
 

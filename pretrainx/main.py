@@ -14,7 +14,7 @@ import sys  # noqa: E402
 
 from absl import flags  # noqa: E402
 
-from pretrainx import cli, jobs  # noqa: E402
+from pretrainx import cli, pretrain  # noqa: E402
 from pretrainx.errors import UserError  # noqa: E402
 from pretrainx.train import interrupt, phases as phases_lib  # noqa: E402
 
@@ -67,7 +67,7 @@ def run(argv) -> int:
 def _run(argv) -> int:
     cfg = cli.config(argv)
     _init_distributed()
-    loop = jobs.loop_for(cfg)
+    loop = pretrain.loop_for(cfg)
     if _DESCRIBE.value:
         described = loop.describe(cfg)
         print(json.dumps(described))

@@ -77,7 +77,11 @@ def phases(cfg) -> list:
 
 
 def phase_at(cfg, step: int) -> Phase:
-    every = phases(cfg)
+    return at(phases(cfg), step)
+
+
+def at(every: list, step: int) -> Phase:
+    """Of a run's phases (`phases(cfg)`, computed once), the one that trains `step`."""
     for phase in every:
         if step < phase.end:
             return phase

@@ -1,15 +1,20 @@
-"""Pretraining as the CLI, notebooks and sweeps start it: the train loop, with
-`init_from` (an HF directory, a google-research checkpoint or another run's workdir)
-read through interop, which the loop itself never imports."""
+"""A run as the CLI, notebooks and sweeps start it: `loop_for(cfg)` says which loop runs
+a config (fine-tuning's for a fine-tuning config, this module for every objective's),
+and this module's `train` is the pretraining loop with `init_from` (an HF directory, a
+google-research checkpoint or another run's workdir) read through interop, which the
+loop itself never imports."""
 
 import dataclasses
 import functools
 import os
+import sys
 
 import jax
 
 from pretrainx import interop, objectives
 from pretrainx.errors import UserError
+from pretrainx.finetune import config as finetune_config
+from pretrainx.finetune import loop as finetune_loop
 from pretrainx.train import loop
 from pretrainx.train import metrics as metrics_lib
 
@@ -17,6 +22,12 @@ describe = loop.describe
 
 # How a run computes, not what the model is: the recipe's, never the folder's.
 RUNTIME_KEYS = ("dtype", "remat", "scan_layers", "float32_attention_logits", "attention_impl")
+
+
+def loop_for(cfg):
+    """The module whose `train(cfg, workdir)` and `describe(cfg)` run `cfg`: asked here
+    by the CLI and the sweep runner, so that the choice is made in one place."""
+    return finetune_loop if finetune_config.is_finetuning(cfg) else sys.modules[__name__]
 
 
 def train(cfg, workdir: str, **kwargs) -> dict:

@@ -24,7 +24,7 @@ from typing import Callable
 import ml_collections
 import numpy as np
 
-from pretrainx import jobs
+from pretrainx import pretrain
 from pretrainx.errors import UserError
 
 RESULT_FILE = "trial.json"
@@ -135,7 +135,7 @@ def _final_metrics(result: dict) -> dict:
 
 
 def _default_train(cfg, workdir):
-    return jobs.loop_for(cfg).train(cfg, workdir)
+    return pretrain.loop_for(cfg).train(cfg, workdir)
 
 
 def run(trials, train_fn: Callable | None = None, metric: str = "eval_loss",

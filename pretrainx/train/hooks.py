@@ -10,7 +10,6 @@ import time
 import jax
 import numpy as np
 
-from pretrainx import config as config_lib
 from pretrainx.errors import UserError
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import phases as phases_lib, preemption, profile as profile_lib, wandb_log
@@ -186,7 +185,7 @@ class PhaseSwitch(Hook):
 
     def after_step(self, run, step_metrics):
         if phase_ends(run):
-            run.phase = config_lib.phase_at(run.cfg, run.step)
+            run.phase = run.phases.at(run.step)
             run.iterator = run.phases.train_iterator(run.phase)
             self.metrics.phase_started(run)
         return []

@@ -150,15 +150,20 @@ class Phases:
     `build(cfg)`: its model reads the phase's RoPE bases, its batches the phase's mix
     and masking rate."""
 
-    def __init__(self, cfg, objective, mesh, rules, tx, shardings, schedule, build=None,
+    def __init__(self, cfg, every, objective, mesh, rules, tx, shardings, schedule, build=None,
                  zero=None):
         self.cfg, self.objective, self.mesh, self.rules = cfg, objective, mesh, rules
+        self.all = every  # the run's phases (phasing.phases), computed once by its Run
         self.batch_sharding = sharding.batch_sharding(mesh, rules)
         self._train_ds, self._eval_ds, self._steps, self._evals = {}, {}, {}, {}
         self._eval_batches = {}  # (phase index, source): whole batches in one pass
         self._objectives, self._fns = {}, {}
         self._build, self._tx, self._shardings, self._zero = build, tx, shardings, zero
         self.schedule = schedule  # learning_rate(cfg), which tx follows too
+
+    def at(self, step: int):
+        """The phase that trains `step`."""
+        return phasing.at(self.all, step)
 
     def objective_of(self, phase):
         """The objective that trains `phase`: the run's, or one built from its config."""

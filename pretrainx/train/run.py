@@ -88,7 +88,7 @@ def _check_phase_shapes(cfg, phases, abstract) -> None:
     through all phases)."""
     want = jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), nn.unbox(abstract.params))
     run_key = _shape_key(cfg)
-    for phase in config_lib.phases(cfg):
+    for phase in phases.all:
         if not any(c.startswith("model.") for c in phase.changes):
             continue
         key = (run_key, _shape_key(phase.cfg))
@@ -153,13 +153,14 @@ class Run:
         schedule = phases_lib.learning_rate(cfg)
         tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps, getattr(objective, "frozen", ()),
                                   cfg.optimizer.ema_decay, schedule)
-        init_batch = objective.example_batch(1, config_lib.phases(cfg)[0])
+        every = config_lib.phases(cfg)  # the run's phases, once: the loop and hooks ask self.phases
+        init_batch = objective.example_batch(1, every[0])
         abstract = state_lib.abstract_state(objective.model, tx, init_batch)
         self.n_params = state_lib.count_params(abstract)
         zero = cfg.mesh.shard_optimizer
         shardings = state_lib.state_shardings(abstract, mesh, rules, zero)
         build = functools.partial(objectives.build, tokenizer=self.tokenizer, imported=imported)
-        self.phases = Phases(cfg, objective, mesh, rules, tx, shardings, schedule, build,
+        self.phases = Phases(cfg, every, objective, mesh, rules, tx, shardings, schedule, build,
                              state_lib.zero_of(abstract, shardings, mesh, rules, zero))
         _check_phase_shapes(cfg, self.phases, abstract)
         self._log_start(state_lib.count_frozen(abstract, getattr(objective, "frozen", ())))
@@ -192,7 +193,7 @@ class Run:
                                 f"from {cfg.init_from}: a fresh optimizer state, the "
                                 "schedule and data at that phase")
             self.iterator = self._data_at(self.step, train_data)
-        self.phase = config_lib.phase_at(cfg, self.step)
+        self.phase = self.phases.at(self.step)
         self.phases.eval_datasets(self.phase)  # a bad eval corpus fails now
         # Written only once the run is sure to start: a refused run changes nothing, nor
         # does one whose checkpoint is already past total_steps (nothing to train).
@@ -214,7 +215,7 @@ class Run:
                         + (f", {frozen:,} of them frozen" if frozen else "")
                         + f") on mesh {dict(mesh.shape)} of "
                         f"{jax.device_count()} {jax.devices()[0].platform} devices")
-        for p in config_lib.phases(cfg):
+        for p in self.phases.all:
             changes = ", ".join(f"{k}={v}" for k, v in phases_lib.sets(p).items())
             metrics_lib.log(f"  phase {p.index}{' ' + p.name if p.name else ''}: steps "
                             f"[{p.start}, {p.end}) seq_len {p.seq_len} "
@@ -262,7 +263,7 @@ class Run:
 
     def _data_at(self, step: int, train_data: bool):
         """The train iterator for a run at `step` (None for a run without train data)."""
-        return (self.phases.train_iterator(config_lib.phase_at(self.cfg, step), step)
+        return (self.phases.train_iterator(self.phases.at(step), step)
                 if train_data else None)
 
     # seconds the loop has waited on the input pipeline (next_batch), for the logs
