@@ -52,8 +52,8 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass  # the real module ran when it was imported
 
     def get_code(self, fullname):  # python -m pretrainx.OLD runs NEW's code as __main__
-        return importlib.util.find_spec(self._real(fullname)).loader.get_code(
-            self._real(fullname))
+        real = self._real(fullname)
+        return importlib.util.find_spec(real).loader.get_code(real)
 
     @staticmethod
     def _real(fullname):

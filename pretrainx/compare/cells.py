@@ -14,8 +14,7 @@ import os
 import statistics
 
 from pretrainx import models, objectives, pretrain
-from pretrainx.compare import json_files
-from pretrainx.compare import grid as grid_lib
+from pretrainx.compare import grid as grid_lib, json_files
 from pretrainx.finetune import loop as finetune_loop
 from pretrainx.finetune.config import finetune_config
 from pretrainx.train import loop

@@ -29,14 +29,13 @@ import time
 
 import ml_collections
 
-from pretrainx.evaluate import cloze
-from pretrainx.trained import inference
-from pretrainx.evaluate import retrieval, similarity
 from pretrainx import config as config_lib
 from pretrainx.compare import json_files
 from pretrainx.errors import UserError
+from pretrainx.evaluate import cloze, retrieval, similarity
 from pretrainx.finetune import loop as finetune
 from pretrainx.finetune.config import finetune_config
+from pretrainx.trained import inference
 
 # Tasks scored on the checkpoint's sentence embeddings, with no fine-tuning
 EMBEDDING_TASKS = ("sts", "retrieval")

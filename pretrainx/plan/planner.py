@@ -33,15 +33,14 @@ import jax  # noqa: E402
 from absl import flags  # noqa: E402
 from flax import linen as nn  # noqa: E402
 
+from pretrainx import cli, objectives, sharding  # noqa: E402
 from pretrainx import config as config_lib  # noqa: E402
-from pretrainx import objectives, sharding  # noqa: E402
-from pretrainx.plan import dcn_traffic, hlo_bytes, kernel_cost
-from pretrainx.train.chips import CHIPS, GIB  # noqa: E402
 from pretrainx.errors import UserError  # noqa: E402
-from pretrainx import cli  # noqa: E402
 from pretrainx.models import attention, target  # noqa: E402
+from pretrainx.plan import dcn_traffic, hlo_bytes, kernel_cost  # noqa: E402
 from pretrainx.train import optim, phases as phases_lib, state as state_lib  # noqa: E402
 from pretrainx.train import step as step_lib  # noqa: E402
+from pretrainx.train.chips import CHIPS, GIB  # noqa: E402
 
 _TOPOLOGY = flags.DEFINE_string("topology", None, "TPU topology, e.g. v3:4x4, v5e:4x4, v4:2x2x2.")
 _PHASE = flags.DEFINE_integer("phase", None, "Plan only this phase (1, 2, ...: --describe's).")

@@ -21,13 +21,12 @@ import time
 import numpy as np
 from absl import flags
 
+from pretrainx import cli, objectives, phasing
 from pretrainx import config as config_lib
-from pretrainx import objectives, phasing
-from pretrainx.prepare import examples as prepare
 from pretrainx.data import pipeline, sources, tfds_text
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
-from pretrainx import cli
+from pretrainx.prepare import examples as prepare
 from pretrainx.train import phases as phases_lib
 
 _STATS = flags.DEFINE_bool("stats", False, "Print batch statistics as one JSON object.")

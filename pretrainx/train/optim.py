@@ -231,7 +231,8 @@ def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = (),
     (a pretraining run's optimizer.ema_decay) keeps an average of the trained parameters
     (ema_of_params). `schedule`: the run's learning rate by step where its phases
     give it in segments (train/phases.learning_rate); else opt_cfg's over total_steps."""
-    tx = _recipe_optimizer(opt_cfg, schedule or schedules.learning_rate_schedule(opt_cfg, total_steps))
+    schedule = schedule or schedules.learning_rate_schedule(opt_cfg, total_steps)
+    tx = _recipe_optimizer(opt_cfg, schedule)
     if ema_decay:
         tx = optax.chain(tx, ema_of_params(float(ema_decay)))
     if int(opt_cfg.get("accumulate_to", 1)) > 1 or opt_cfg.get("batch_ramp", 0.0):
@@ -356,11 +357,7 @@ def check_names(opt_cfg) -> None:
         raise UserError(f"config key 'optimizer.name' is {opt_cfg.name!r}; expected one of "
                         f"{', '.join(OPTIMIZERS)}")
     schedules.check(opt_cfg)
-    for key in OPTIMIZERS[opt_cfg.name].needs:
-        if key not in opt_cfg:
-            raise UserError(f"optimizer.name={opt_cfg.name!r} needs config key "
-                            f"'optimizer.{key}', which this config does not set (set it "
-                            "in the config file, as the recipes that use it do)")
+    schedules.require_keys(opt_cfg, "name", OPTIMIZERS[opt_cfg.name].needs)
 
 
 def check(cfg) -> None:

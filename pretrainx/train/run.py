@@ -153,7 +153,7 @@ class Run:
         schedule = phases_lib.learning_rate(cfg)
         tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps, getattr(objective, "frozen", ()),
                                   cfg.optimizer.ema_decay, schedule)
-        every = config_lib.phases(cfg)  # the run's phases, once: the loop and hooks ask self.phases
+        every = config_lib.phases(cfg)  # once: the run and its hooks ask self.phases
         init_batch = objective.example_batch(1, every[0])
         abstract = state_lib.abstract_state(objective.model, tx, init_batch)
         self.n_params = state_lib.count_params(abstract)

@@ -128,16 +128,22 @@ def learning_rate_schedule(opt_cfg, total_steps: int):
     return rate
 
 
+def require_keys(opt_cfg, field: str, needs) -> None:
+    """The optimizer keys that `optimizer.FIELD`'s choice reads, present (one line naming
+    the first missing one)."""
+    for key in needs:
+        if key not in opt_cfg:
+            raise UserError(f"optimizer.{field}={opt_cfg[field]!r} needs config key "
+                            f"'optimizer.{key}', which this config does not set (set it "
+                            "in the config file, as the recipes that use it do)")
+
+
 def check(opt_cfg) -> None:
     """optimizer.schedule is one of SCHEDULES, with the keys it reads (one line)."""
     if opt_cfg.schedule not in SCHEDULES:
         raise UserError(f"config key 'optimizer.schedule' is {opt_cfg.schedule!r}; expected "
                         f"one of {', '.join(SCHEDULES)}")
-    for key in SCHEDULES[opt_cfg.schedule].needs:
-        if key not in opt_cfg:
-            raise UserError(f"optimizer.schedule={opt_cfg.schedule!r} needs config key "
-                            f"'optimizer.{key}', which this config does not set (set it "
-                            "in the config file, as the recipes that use it do)")
+    require_keys(opt_cfg, "schedule", SCHEDULES[opt_cfg.schedule].needs)
     if opt_cfg.get("stlr_ratio", 1) < 1:
         raise UserError(f"config key 'optimizer.stlr_ratio' is {opt_cfg.stlr_ratio}; the "
                         "slanted triangle's peak / lowest rate must be >= 1 (ULMFiT: 32)")
