@@ -17,6 +17,7 @@ from pretrainx.finetune import config as finetune_config
 from pretrainx.finetune import loop as finetune_loop
 from pretrainx.train import loop
 from pretrainx.train import metrics as metrics_lib
+from pretrainx.train import optim
 
 describe = loop.describe
 
@@ -61,7 +62,10 @@ def _train_one(cfg, workdir: str, **kwargs) -> dict:
         cfg = with_model_of(cfg, pretrained)
         init = functools.partial(continue_from, pretrained)
     objectives.validate(cfg)
-    return loop.train(cfg, workdir, init=init, imported=imported_models(cfg) or None, **kwargs)
+    optim.check(cfg)
+    imported = imported_models(cfg) or None
+    return loop.train(cfg, workdir, init=init, imported=imported,
+                      built=objectives.for_run(cfg, imported), **kwargs)
 
 
 def imported_models(cfg) -> dict:

@@ -58,6 +58,9 @@ class Family:
     # this family's checkpoints are not run that way yet
     outputs: Callable | None = None
     objectives: tuple = ()  # objectives.Entry, one per config `objective` it trains
+    # the family this one extends (its model keys, objective or adapters start from that
+    # family's): the only other family its modules import, with that one's base in turn
+    base: str = ""
     hf: tuple = ()  # interop.hf.Adapter: how HF holds its models (none: HF has none)
     # how a sentence embedding reads the last hidden states, as the family's fine-tuning
     # pools: "cls" (the first token's) or "mean" (of the real tokens), or (model_cfg) ->

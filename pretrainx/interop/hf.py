@@ -28,6 +28,10 @@ from pretrainx.models import layers, peft as peft_lib
 from pretrainx import registry
 
 ADAPTERS = registry.View("HF adapter", registry.FAMILIES, "hf")
+# our model.hidden_act <-> an HF config.json's hidden_act
+ACT_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "tanh": "tanh"}
+ACT_FROM_HF = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+               "gelu_fast": "gelu_tanh", "gelu": "gelu", "relu": "relu", "tanh": "tanh"}
 OUTPUT_KERNEL = ("output", "kernel")  # layers.output_layer's kernel, [embed, vocab]
 
 

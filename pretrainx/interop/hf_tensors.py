@@ -24,7 +24,8 @@ BERT_LAYER = {"query": "attention.self.query", "key": "attention.self.key",
 
 
 def layer_pairs(ours: tuple, hf: str, names: dict = None) -> list:
-    """One encoder layer: our BertLayer at path `ours`, HF's at prefix `hf`."""
+    """One encoder layer: the shared EncoderLayer (models/transformer_encoder.py) at
+    path `ours`, HF's at prefix `hf`."""
     n = names or BERT_LAYER
     pairs = []
     for proj in ("query", "key", "value"):

@@ -29,6 +29,21 @@ def build(cfg, tokenizer, imported: dict | None = None):
     return entry.build(cfg, tokenizer, imported) if imported else entry.build(cfg, tokenizer)
 
 
+def for_run(cfg, imported: dict | None = None) -> tuple:
+    """(tokenizer, objective) that a run of `cfg` trains: its data and vocabulary
+    required, the tokenizer loaded and checked against model.vocab_size, the objective
+    built. pretrainx.pretrain calls it and hands both to the loop, so a key reaches the
+    code that reads it through the entry point, this package and the family."""
+    config_lib.require_data(cfg)
+    tokenizer = load_tokenizer(cfg)
+    # ELMo reads any listed word by its characters; only its softmax is model.vocab_size
+    if tokenizer.vocab_size > cfg.model.vocab_size and not getattr(
+            tokenizer, "softmax_may_be_smaller", False):
+        raise UserError(f"tokenizer {cfg.data.tokenizer} has {tokenizer.vocab_size} ids but "
+                        f"model.vocab_size={cfg.model.vocab_size}")
+    return tokenizer, build(cfg, tokenizer, imported)
+
+
 def stages(cfg) -> list:
     """[(folder, config)] that `cfg` trains in turn: its entry's `stages` (a distillation's
     layer-by-layer transfer, then the distillation), else [("", cfg)] (one run)."""

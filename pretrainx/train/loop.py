@@ -45,7 +45,7 @@ def describe(cfg) -> dict:
 
 
 def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=None,
-          init=None, imported=None) -> dict:
+          init=None, imported=None, built=None) -> dict:
     """Train (or resume) to cfg.total_steps. Returns the last train and eval records,
     the step reached and `complete` (False when a signal or `stop_at` stopped it first).
     `devices` restricts the mesh (tests compare 1 device with 8); `stop_at` ends the
@@ -53,8 +53,9 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
     records)`, if given, is called after every step with the records logged at it
     (usually none): what drives a notebook's progress bar (pretrainx.compare.notebook).
     `init(cfg, state, shardings) -> state` reads cfg.init_from and `imported` holds the
-    models the objective reads (pretrainx.pretrain gives both)."""
-    run = Run(cfg, workdir, devices, stop_at, init, imported)
+    models the objective reads, `built` the run's (tokenizer, objective)
+    (pretrainx.pretrain gives all three; Run builds the last when not given)."""
+    run = Run(cfg, workdir, devices, stop_at, init, imported, built=built)
     try:
         metrics = hooks_lib.Metrics(run)  # W&B may refuse to start (no login)
     except BaseException:

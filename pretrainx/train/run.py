@@ -110,27 +110,22 @@ class Run:
     `init(cfg, state, shardings) -> state` starts a fresh run from other weights
     (cfg.init_from); pretrainx.pretrain passes the one that reads them through interop.
     `imported` holds the models the objective reads (objectives.imports: a teacher),
-    loaded by pretrainx.pretrain too. `train_data=False` (an evaluation) reads no train
-    data and leaves a checkpoint's data position, so it evaluates under any config.
+    loaded by pretrainx.pretrain too, as is `built`: the (tokenizer, objective) of
+    objectives.for_run (built here when not given). `train_data=False` (an evaluation)
+    reads no train data and leaves a checkpoint's data position, so it evaluates under
+    any config.
     """
 
     def __init__(self, cfg, workdir: str, devices=None, stop_at=None, init=None,
-                 imported=None, train_data: bool = True):
+                 imported=None, train_data: bool = True, built=None):
         objectives.validate(cfg)
         optim.check(cfg)
         wanted = objectives.imports(cfg)
         if wanted and not imported:
             raise UserError(f"{', '.join(wanted)} is read by pretrainx.pretrain.train (or "
                             "python -m pretrainx.main); this call gave no imported models")
-        config_lib.require_data(cfg)
-        tokenizer = objectives.load_tokenizer(cfg)
-        # ELMo reads any listed word by its characters; only its softmax is model.vocab_size
-        if tokenizer.vocab_size > cfg.model.vocab_size and not getattr(
-                tokenizer, "softmax_may_be_smaller", False):
-            raise UserError(f"tokenizer {cfg.data.tokenizer} has {tokenizer.vocab_size} ids but "
-                            f"model.vocab_size={cfg.model.vocab_size}")
-        self.cfg, self.workdir, self.tokenizer = cfg, workdir, tokenizer
-        self.objective = objectives.build(cfg, tokenizer, imported)
+        self.tokenizer, self.objective = built or objectives.for_run(cfg, imported)
+        self.cfg, self.workdir = cfg, workdir
         self.mesh = mesh = sharding.make_mesh(cfg.mesh, devices)
         rules = sharding.rules_of(cfg)
         _check_batches(cfg, mesh, rules)

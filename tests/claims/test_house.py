@@ -122,6 +122,32 @@ def test_every_family_is_one_entry_registered_by_its_folders_spec():
     assert not registers, f"registered outside a family's spec.py: {registers}"
 
 
+def test_a_family_imports_another_only_along_its_declared_base():
+    """What families share sits in role packages (models/transformer_encoder.py,
+    objectives/seq2seq.py, interop/hf_tokenizer_files.py); a family that extends another
+    (RoBERTa on BERT, NeoBERT on ModernBERT) says so once, as its spec's `base`, and
+    imports only that family and the bases above it."""
+    from pretrainx import registry
+    bases = {f.name: f.base for f in registry.FAMILIES.entries()}
+    assert all(b in bases for b in bases.values() if b), bases
+
+    def ancestors(name):
+        out = []
+        while bases.get(name):
+            name = bases[name]
+            out.append(name)
+        return out
+
+    stray = sorted(f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets
+                   if _role(a) == _role(b) == "families" and a.count(".") > 2
+                   and b.split(".")[2] != a.split(".")[2]
+                   and b.split(".")[2] not in ancestors(a.split(".")[2]))
+    assert not stray, f"a family imports one it does not declare as its base: {stray}"
+    users_of_bert = {a.split(".")[2] for a, targets in GRAPH.items()
+                     for b in targets if b.startswith("pretrainx.families.bert.")} - {"bert"}
+    assert users_of_bert == {n for n in bases if "bert" in ancestors(n)}
+
+
 def test_no_module_is_over_400_lines():
     sizes = {n: len(p.read_text(encoding="utf-8").splitlines()) for n, p in MODULES.items()}
     assert not {n: k for n, k in sizes.items() if k > 400}

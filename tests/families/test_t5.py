@@ -346,7 +346,7 @@ def test_adafactor_with_t5_schedule_trains(tmp_path):
 
 
 def test_z_loss_is_added_per_target_token():
-    from pretrainx.families.t5.span_corruption import cross_entropy_sums
+    from pretrainx.objectives.seq2seq import cross_entropy_sums
     logits = jnp.array([[[2.0, 0.0, -1.0], [0.5, 0.5, 3.0]]])
     targets = jnp.array([[0, 2]])
     weights = jnp.array([[1.0, 1.0]])

@@ -36,7 +36,7 @@ length in words (`ngram_words`), for `--stats`; the model does not read them.
 import numpy as np
 
 from pretrainx.errors import UserError
-from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 from pretrainx.objectives import assembled, encoder, mlm, nsp, packed_pairs, pairs
 
 IN_ORDER = 0
@@ -199,12 +199,12 @@ class AlbertMlmSop(assembled.Assembled):
         rows = pairs.PairRows(cfg, tokenizer, make_pairs=create_sop_examples,
                               mask=ngram_masking(tokenizer, cfg.data), label_key=_LABEL,
                               prediction_keys=_NGRAM_KEYS, offset_keys=("ngram_start",))
-        super().__init__(cfg, tokenizer, bert.BertForPreTraining(cfg.model),
+        super().__init__(cfg, tokenizer, enc.EncoderForPreTraining(cfg.model),
                          encoder.masked_corpus(cfg, tokenizer), data=rows,
                          losses=pairs.PairLoss(_LABEL, "sop"))
 
     def flops_per_token(self, phase) -> float:
-        return bert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
+        return enc.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
 
     # ---- statistics (python -m pretrainx.data --stats) ----------------------
     def batch_stats(self, batch) -> dict:

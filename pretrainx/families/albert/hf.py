@@ -15,10 +15,11 @@ import numpy as np
 
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
+from pretrainx.interop import hf_tokenizer_files
 import pretrainx.families.bert.hf as hf_bert
 import pretrainx.interop.hf_tensors as t
 from pretrainx.families.albert import model as albert
-from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 
 ARCHITECTURES = {"pretrain": "AlbertForPreTraining", "mlm": "AlbertForMaskedLM",
                  "classify": "AlbertForSequenceClassification",
@@ -31,7 +32,7 @@ _PROJECTION = "albert.encoder.embedding_hidden_mapping_in"
 
 def name_pairs(model_cfg, head: str) -> list:
     pairs = t.embedding_pairs(("bert",), "albert.embeddings.")
-    if bert.factorised(model_cfg):
+    if enc.factorised(model_cfg):
         pairs += t.dense_pairs(("bert", "embedding_projection"), _PROJECTION)
     shared = model_cfg.share_layers
     for i in range(1 if shared else model_cfg.num_layers):
@@ -67,7 +68,7 @@ def _read(hf: dict, state: dict, path: str) -> dict:
     params = t.from_hf(state, name_pairs(model, head), model.num_heads, path,
                        f"a {ARCHITECTURES.get(head, 'AlbertModel')} with {layers} layers in "
                        f"{groups} group(s)", optional=lambda name: name.startswith("albert.pooler"))
-    if not bert.factorised(model):
+    if not enc.factorised(model):
         mapping = state.get(_PROJECTION + ".weight")
         if mapping is not None and not (np.array_equal(mapping, np.eye(len(mapping)))
                                         and not np.any(state[_PROJECTION + ".bias"])):
@@ -81,7 +82,7 @@ def _read(hf: dict, state: dict, path: str) -> dict:
 def _write(pretrained, params, tokenizer):
     m, head = pretrained.model, pretrained.head
     state = t.to_hf(params, name_pairs(m, head))
-    if not bert.factorised(m):  # HF always projects E -> hidden
+    if not enc.factorised(m):  # HF always projects E -> hidden
         state[_PROJECTION + ".weight"] = np.eye(m.hidden_size, dtype=np.float32)
         state[_PROJECTION + ".bias"] = np.zeros(m.hidden_size, np.float32)
     if head in ("pretrain", "mlm"):
@@ -90,7 +91,7 @@ def _write(pretrained, params, tokenizer):
     config = hf_bert.to_hf_config(m, head, tokenizer.pad_id,
                                   pretrained.labels if head in ("classify", "tokens") else None)
     config.update(model_type="albert", architectures=[ARCHITECTURES.get(head, "AlbertModel")],
-                  embedding_size=bert.embedding_size(m), inner_group_num=1,
+                  embedding_size=enc.embedding_size(m), inner_group_num=1,
                   num_hidden_groups=1 if m.get("share_layers") else m.num_layers,
                   classifier_dropout_prob=m.dropout_rate,
                   bos_token_id=int(tokenizer.cls_id), eos_token_id=int(tokenizer.sep_id))
@@ -104,5 +105,5 @@ TIED = (("predictions.decoder.weight",
 ADAPTER = hf_lib.Adapter(name="albert", tied=TIED, model_type="albert", read=_read,
                          write=_write, check=hf_bert.check_architecture,
                          write_tokenizer=functools.partial(
-                             hf_bert.write_tokenizer, spm_class="AlbertTokenizer",
+                             hf_tokenizer_files.write_encoder_tokenizer, spm_class="AlbertTokenizer",
                              spm_file="spiece.model"))

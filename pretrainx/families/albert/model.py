@@ -1,7 +1,7 @@
 """ALBERT's model keys (Lan et al. 2020; google-research/albert's albert_base v2):
 BERT's modules with 128-wide factorised embeddings, one layer's parameters shared by
-all 12 (bert.py's embedding_size and share_layers), dropout 0 and 30,000 SentencePiece
-pieces. The pretraining model is bert.BertForPreTraining, its two-way head read as
+all 12 (the shared encoder's embedding_size and share_layers), dropout 0 and 30,000 SentencePiece
+pieces. The pretraining model is the shared EncoderForPreTraining, its two-way head read as
 sentence-order prediction."""
 
 from pretrainx.families.bert import model as bert

@@ -5,7 +5,7 @@ from pretrainx import config as config_lib
 from pretrainx import objectives, registry
 from pretrainx.families.albert import albert_mlm_sop, hf
 from pretrainx.families.albert import model as albert
-from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 from pretrainx.objectives import encoder
 
 
@@ -36,9 +36,9 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="albert", outputs=bert.outputs, sentence_pooling="cls",
-    default_config=albert.default_config, finetune_model=bert.finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model,
+    name="albert", base="bert", outputs=enc.outputs, sentence_pooling="cls",
+    default_config=albert.default_config, finetune_model=enc.finetune_model,
+    peft=True, max_positions="max_position_embeddings", fill_mask=enc.fill_mask_model,
     objectives=(objectives.Entry(name="albert", build=albert_mlm_sop.AlbertMlmSop,
                                  defaults=defaults, validate=validate,
                                  as_pretrained=encoder.pretrained_encoder),),

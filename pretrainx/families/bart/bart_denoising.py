@@ -20,9 +20,9 @@ import numpy as np
 from pretrainx.data import bpe, corpus, packing
 from pretrainx.errors import UserError
 from pretrainx.families.bart import model as bart
-from pretrainx.families.t5 import span_corruption
+from pretrainx.objectives import seq2seq
 
-FEATURES = span_corruption.FEATURES + ("noise_counts",)
+FEATURES = seq2seq.FEATURES + ("noise_counts",)
 # noise_counts, per row: noised tokens, spans, permuted examples, examples of 2+ sentences
 _COUNTS = 4
 
@@ -63,7 +63,7 @@ def infill(tokens, rng, mask_ratio: float, poisson_lambda: float, mask_id: int,
     return np.concatenate(out).astype(np.int32), target, lengths
 
 
-class BartDenoising:
+class BartDenoising(seq2seq.PerTargetToken):
     flops_formula = ("3 * 2 * (L_enc * S * (4*d^2 + 2*d*mlp + 2*S*d) + L_dec * "
                      "(S * (6*d^2 + 4*S*d + 2*d*mlp) + S * 2*d^2) + S*d*V) / S")
 
@@ -146,19 +146,14 @@ class BartDenoising:
     def example_batch(self, batch_size: int, phase) -> dict:
         out = {name: np.ones((batch_size, phase.seq_len),
                              np.float32 if name == "decoder_loss_weights" else np.int32)
-               for name in span_corruption.FEATURES}
+               for name in seq2seq.FEATURES}
         out["noise_counts"] = np.zeros((batch_size, _COUNTS), np.int32)
         return out
 
     # ---- loss: per target token, as T5's ---------------------------------
     def loss_sums(self, outputs, batch) -> dict:
-        return span_corruption.cross_entropy_sums(
+        return seq2seq.cross_entropy_sums(
             outputs["logits"], batch["decoder_target_tokens"], batch["decoder_loss_weights"], 0.0)
-
-    normalizers = span_corruption.SpanCorruption.normalizers
-    loss = span_corruption.SpanCorruption.loss
-    metrics = span_corruption.SpanCorruption.metrics
-    eval_metrics = span_corruption.SpanCorruption.eval_metrics
 
     def flops_per_token(self, phase) -> float:
         return bart.flops_per_example(self.cfg.model, phase.seq_len, phase.seq_len) / phase.seq_len
@@ -178,7 +173,7 @@ class BartDenoising:
         return "".join(parts + [self.tokenizer.decode(piece)])
 
     def show(self, batch, count: int) -> list:
-        return span_corruption.show_segments(batch, count, self.decode,
+        return seq2seq.show_segments(batch, count, self.decode,
                                              ("noised:  ", "original:"))
 
     def batch_stats(self, batch) -> dict:

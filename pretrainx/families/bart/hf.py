@@ -14,8 +14,8 @@ import numpy as np
 
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
+from pretrainx.interop import hf_tokenizer_files
 from pretrainx.interop import hf_tensors as t
-from pretrainx.families.roberta import hf as hf_roberta
 from pretrainx.families.bart import model as bart
 
 
@@ -150,7 +150,7 @@ def _write(pretrained, params, tokenizer):
 
 
 def _write_tokenizer(pretrained, tokenizer, output) -> list:
-    return hf_roberta.write_fairseq_bpe(pretrained, tokenizer, output, "BartTokenizer",
+    return hf_tokenizer_files.write_fairseq_bpe(pretrained, tokenizer, output, "BartTokenizer",
                                         pretrained.model.max_position_embeddings)
 
 

@@ -8,17 +8,14 @@ BertForMaskedLM: its span-boundary head has no place in HF's classes and stays o
 """
 
 import os
-import shutil
 
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
 import pretrainx.interop.hf_tensors as t
-from pretrainx.interop import tokenizer_json
+from pretrainx.interop import hf_tokenizer_files
 from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 
-ACT_TO_HF = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "tanh": "tanh"}
-_ACT_FROM_HF = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
-                "gelu": "gelu", "relu": "relu", "tanh": "tanh"}
 ARCHITECTURES = {"pretrain": "BertForPreTraining", "mlm": "BertForMaskedLM",
                  "classify": "BertForSequenceClassification",
                  "tokens": "BertForTokenClassification", "span": "BertForQuestionAnswering"}
@@ -97,7 +94,7 @@ def to_hf_config(model_cfg, head: str, pad_id: int, labels=None) -> dict:
         "architectures": [ARCHITECTURES.get(head, "BertModel")], "model_type": "bert",
         "vocab_size": c.vocab_size, "hidden_size": c.hidden_size,
         "num_hidden_layers": c.num_layers, "num_attention_heads": c.num_heads,
-        "intermediate_size": c.mlp_dim, "hidden_act": ACT_TO_HF[c.hidden_act],
+        "intermediate_size": c.mlp_dim, "hidden_act": hf_lib.ACT_TO_HF[c.hidden_act],
         "hidden_dropout_prob": c.dropout_rate,
         "attention_probs_dropout_prob": c.attention_dropout_rate,
         "max_position_embeddings": c.max_position_embeddings,
@@ -111,9 +108,9 @@ def to_hf_config(model_cfg, head: str, pad_id: int, labels=None) -> dict:
 def model_config_from_hf(hf: dict, base, source: str):
     """Our model keys from an HF BERT-like config.json (`base` supplies the rest)."""
     act = hf.get("hidden_act", "gelu")
-    if act not in _ACT_FROM_HF:
+    if act not in hf_lib.ACT_FROM_HF:
         raise UserError(f"{source}: hidden_act {act!r} is not supported "
-                        f"(expected one of {', '.join(_ACT_FROM_HF)})")
+                        f"(expected one of {', '.join(hf_lib.ACT_FROM_HF)})")
     if hf.get("position_embedding_type", "absolute") != "absolute":
         raise UserError(f"{source}: position_embedding_type "
                         f"{hf['position_embedding_type']!r} is not supported (absolute only)")
@@ -125,7 +122,7 @@ def model_config_from_hf(hf: dict, base, source: str):
     m.vocab_size = hf["vocab_size"]
     m.max_position_embeddings = hf.get("max_position_embeddings", 512)
     m.type_vocab_size = hf.get("type_vocab_size", 2)
-    m.hidden_act = _ACT_FROM_HF[act]
+    m.hidden_act = hf_lib.ACT_FROM_HF[act]
     m.dropout_rate = hf.get("hidden_dropout_prob", 0.1)
     m.attention_dropout_rate = hf.get("attention_probs_dropout_prob", 0.1)
     m.layer_norm_eps = hf.get("layer_norm_eps", 1e-12)
@@ -144,7 +141,7 @@ def _read(hf: dict, state: dict, path: str) -> dict:
 
 def _check(pretrained) -> None:
     m = pretrained.model
-    if bert.factorised(m) or m.get("share_layers"):
+    if enc.factorised(m) or m.get("share_layers"):
         raise UserError(f"{pretrained.source} has factorised embeddings or shared layers "
                         "(model.embedding_size / model.share_layers), which an HF BERT "
                         "cannot hold; train it as family albert to export an ALBERT")
@@ -154,7 +151,7 @@ def _check(pretrained) -> None:
 def check_architecture(pretrained) -> None:
     """Refuses a model with BERT's architecture modified (model.norm, ...): an HF
     BERT-like class has post-LayerNorm, learned positions and an ungated feed-forward."""
-    changed = bert.modified(pretrained.model)
+    changed = enc.modified(pretrained.model)
     if changed:
         raise UserError(f"{pretrained.source} sets {', '.join(changed)}, which no HF "
                         "BERT-like class holds (post-LayerNorm, learned positions, an "
@@ -167,47 +164,10 @@ def _write(pretrained, params, tokenizer):
             to_hf_config(pretrained.model, pretrained.head, tokenizer.pad_id, labels))
 
 
-def write_tokenizer(pretrained, tokenizer, output, extra: dict | None = None,
-                    spm_class: str = "PreTrainedTokenizerFast", spm_file: str = "") -> list:
-    """The tokenizer files for a [CLS] text [SEP] encoder: vocab.txt as BertTokenizer
-    reads it; a tokenizer.json (an imported fast-only one) as it is; a SentencePiece
-    unigram model as a tokenizer.json of it in the run's ids, read by the class that
-    takes the file as it is (transformers 5's BertTokenizer, ElectraTokenizer and
-    DebertaV2Tokenizer rebuild their own pipeline and give other ids; ALBERT's
-    `spm_class` keeps the file's), with the model itself as `spm_file` where a
-    family's slow class reads one (ALBERT's spiece.model, DeBERTa's spm.model). A
-    SentencePiece BPE model has no exact tokenizer.json here: it is written as
-    spiece.model under AlbertTokenizer, which reads it in transformers 4. `extra` adds
-    to tokenizer_config.json."""
-    max_len = int(pretrained.model.max_position_embeddings)
-    source = pretrained.tokenizer
-    if source.endswith(".txt"):
-        shutil.copyfile(source, os.path.join(output, "vocab.txt"))
-        config = {"tokenizer_class": "BertTokenizer", "do_lower_case": pretrained.lower_case}
-        names = ["vocab.txt"]
-    elif source.endswith("tokenizer.json"):
-        shutil.copyfile(source, os.path.join(output, "tokenizer.json"))
-        config = {"tokenizer_class": "PreTrainedTokenizerFast"}
-        names = ["tokenizer.json"]
-    elif tokenizer_json.is_unigram(source):
-        names = tokenizer_json.write(tokenizer, output, tokenizer_json.BERT_FRAMING)
-        if spm_file:
-            shutil.copyfile(source, os.path.join(output, spm_file))
-            names.append(spm_file)
-        config = {"tokenizer_class": spm_class, "do_lower_case": False, "keep_accents": True}
-    else:
-        shutil.copyfile(source, os.path.join(output, "spiece.model"))
-        config = {"tokenizer_class": "AlbertTokenizer", "do_lower_case": False,
-                  "keep_accents": True, "remove_space": True}
-        names = ["spiece.model"]
-    config.update(model_max_length=max_len, **(extra or {}))
-    return names + hf_lib.write_tokenizer_config(output, config, hf_lib.special_tokens(tokenizer))
-
-
 # (output layer, word table): tied unless config.json says tie_word_embeddings=false
 TIED = (("cls.predictions.decoder.weight",
          "bert.embeddings.word_embeddings.weight"),)
 
 ADAPTER = hf_lib.Adapter(name="bert", tied=TIED, model_type="bert", read=_read,
-                         write=_write, write_tokenizer=write_tokenizer,
+                         write=_write, write_tokenizer=hf_tokenizer_files.write_encoder_tokenizer,
                          check=_check)

@@ -6,7 +6,7 @@ by the example's global position, so every epoch sees fresh masks and a resumed
 run sees the same ones.
 """
 
-from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 from pretrainx.objectives import assembled, encoder, mlm, nsp, packed_pairs, pairs
 
 _LABEL = "next_sentence_label"
@@ -33,7 +33,7 @@ class MlmNsp(assembled.Assembled):
     def __init__(self, cfg, tokenizer):
         rows = pairs.PairRows(cfg, tokenizer, make_pairs=nsp.create_pair_examples,
                               mask=piece_or_word_masking(tokenizer, cfg.data), label_key=_LABEL)
-        super().__init__(cfg, tokenizer, bert.BertForPreTraining(cfg.model),
+        super().__init__(cfg, tokenizer, enc.EncoderForPreTraining(cfg.model),
                          encoder.masked_corpus(cfg, tokenizer), data=rows,
                          losses=pairs.PairLoss(_LABEL, "nsp"))
 
@@ -58,4 +58,4 @@ class MlmNsp(assembled.Assembled):
             batch, _LABEL, lambda label: "IsNext" if label == 0 else "NotNext"))
 
     def flops_per_token(self, phase) -> float:
-        return bert.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)
+        return enc.flops_per_token(self.cfg.model, phase.seq_len, phase.max_predictions)

@@ -8,6 +8,7 @@ from pretrainx import config as config_lib
 from pretrainx import objectives, registry
 from pretrainx.families.bert import hf, mlm_nsp, tf
 from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 from pretrainx.objectives import encoder
 
 
@@ -35,9 +36,9 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="bert", outputs=bert.outputs, sentence_pooling="cls",
-    default_config=bert.default_config, finetune_model=bert.finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model,
+    name="bert", outputs=enc.outputs, sentence_pooling="cls",
+    default_config=bert.default_config, finetune_model=enc.finetune_model,
+    peft=True, max_positions="max_position_embeddings", fill_mask=enc.fill_mask_model,
     objectives=(objectives.Entry(name="bert", build=mlm_nsp.MlmNsp, defaults=defaults,
                                  validate=validate,
                                  as_pretrained=encoder.pretrained_encoder),),

@@ -15,6 +15,7 @@ import os
 
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
+from pretrainx.interop import hf_tokenizer_files
 import pretrainx.families.bert.hf as hf_bert
 import pretrainx.interop.hf_tensors as t
 from pretrainx.families.deberta import model as deberta
@@ -108,7 +109,7 @@ def _config(m, head: str, tokenizer, labels=None) -> dict:
                   max_relative_positions=m.max_relative_positions,
                   share_att_key=bool(m.share_att_key), norm_rel_ebd="layer_norm",
                   pooler_hidden_size=m.hidden_size, pooler_dropout=m.dropout_rate,
-                  pooler_hidden_act=hf_bert.ACT_TO_HF[m.hidden_act], legacy=True)
+                  pooler_hidden_act=hf_lib.ACT_TO_HF[m.hidden_act], legacy=True)
     config.pop("position_embedding_type")
     return config
 
@@ -145,7 +146,7 @@ TIED = (("cls.predictions.decoder.weight",
 ADAPTER = hf_lib.Adapter(
     name="deberta", tied=TIED, model_type="deberta-v2", read=_read,
     write=_write, write_tokenizer=functools.partial(
-        hf_bert.write_tokenizer, spm_file="spm.model"),
+        hf_tokenizer_files.write_encoder_tokenizer, spm_file="spm.model"),
     companions=_companions, caveat=_caveat,
     refuses={"deberta": "DeBERTa v1 (DebertaForMaskedLM, whose attention keeps q, k and v in "
                         "one in_proj matrix with separate q and v biases, and relative "

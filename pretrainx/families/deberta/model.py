@@ -30,6 +30,7 @@ from flax import linen as nn
 
 from pretrainx.models import heads, layers
 from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 
 
 def default_config(enhanced_mask_decoder: bool = False,
@@ -44,7 +45,7 @@ def default_config(enhanced_mask_decoder: bool = False,
         # True: the v2 MLM recipe's EMD before the head
         enhanced_mask_decoder=enhanced_mask_decoder,
         # disentangled attention and its own layer: BERT's architecture keys do not apply
-        **{key: bert.OMIT for key in (*bert.MODIFICATIONS, "rope_theta")}, **objective)
+        **{key: bert.OMIT for key in (*enc.MODIFICATIONS, "rope_theta")}, **objective)
 
 
 def flops_per_layer(cfg, seq_len: int) -> float:

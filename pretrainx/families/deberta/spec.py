@@ -58,7 +58,7 @@ def rtd_validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="deberta", outputs=deberta.outputs, sentence_pooling="cls",
+    name="deberta", base="electra", outputs=deberta.outputs, sentence_pooling="cls",
     default_config=deberta.default_config, finetune_model=deberta.finetune_model,
     max_positions="max_position_embeddings",
     objectives=(

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from pretrainx import models
 from pretrainx.data import bpe, corpus
 from pretrainx.errors import UserError
-from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 from pretrainx.families.distilbert import model as distilbert
 from pretrainx.models import imported as imported_lib
 from pretrainx.objectives import assembled, encoder, mlm, rows
@@ -62,7 +62,7 @@ def check_teacher(cfg, teacher) -> None:
             raise UserError(f"distill.teacher {where} has model.{key}={t.get(key, 0)}, the "
                             f"student {m.get(key, 0)}: teacher and student vocabularies and "
                             "positions must be the same")
-    if t.get("share_layers") or m.get("share_layers") or bert.factorised(t) or bert.factorised(m):
+    if t.get("share_layers") or m.get("share_layers") or enc.factorised(t) or enc.factorised(m):
         raise UserError(f"distill.teacher {where}: distillation reads each layer of a BERT "
                         "or RoBERTa; shared layers or factorised embeddings (ALBERT) are not "
                         "supported")
@@ -109,7 +109,7 @@ class DistilMlm(assembled.Assembled):
         self.layer_map = parse_layer_map(cfg.distill.layer_map)
         self.all_positions = cfg.distill.soft_targets == "all"
         if self.teacher is None:  # --describe, --stats, the planner: the student alone
-            model = bert.BertForMaskedLM(cfg.model)
+            model = enc.EncoderForMaskedLM(cfg.model)
         else:
             check_teacher(cfg, self.teacher)
             project = cfg.model.hidden_size != self.teacher.model.hidden_size
@@ -140,7 +140,7 @@ class DistilMlm(assembled.Assembled):
         return out
 
     def describe(self, phase) -> dict:
-        shapes = jax.eval_shape(lambda: bert.BertForMaskedLM(self.cfg.model).init(
+        shapes = jax.eval_shape(lambda: enc.EncoderForMaskedLM(self.cfg.model).init(
             jax.random.key(0), self.example_batch(1, phase)))["params"]
         size = lambda tree: int(sum(x.size for x in jax.tree_util.tree_leaves(tree)))
         out = {"max_predictions_per_seq": phase.max_predictions,

@@ -12,6 +12,7 @@ import os
 
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
+from pretrainx.interop import hf_tokenizer_files
 import pretrainx.families.bert.hf as hf_bert
 import pretrainx.interop.hf_tensors as t
 from pretrainx.families.distilbert import model as distilbert
@@ -90,7 +91,7 @@ def _write(pretrained, params, tokenizer):
               "sinusoidal_pos_embds": False, "n_layers": m.num_layers, "n_heads": m.num_heads,
               "dim": m.hidden_size, "hidden_dim": m.mlp_dim, "dropout": m.dropout_rate,
               "attention_dropout": m.attention_dropout_rate,
-              "activation": hf_bert.ACT_TO_HF[m.hidden_act],
+              "activation": hf_lib.ACT_TO_HF[m.hidden_act],
               "initializer_range": m.initializer_range, "qa_dropout": m.dropout_rate,
               "seq_classif_dropout": m.dropout_rate, "pad_token_id": int(tokenizer.pad_id),
               "tie_weights_": True, "torch_dtype": "float32"}
@@ -100,7 +101,7 @@ def _write(pretrained, params, tokenizer):
 
 def _write_tokenizer(pretrained, tokenizer, output) -> list:
     # DistilBERT takes no token_type_ids: its tokenizer must not hand them over.
-    return hf_bert.write_tokenizer(pretrained, tokenizer, output,
+    return hf_tokenizer_files.write_encoder_tokenizer(pretrained, tokenizer, output,
                                    {"model_input_names": ["input_ids", "attention_mask"]})
 
 

@@ -5,15 +5,15 @@ type_vocab_size = 0), no pooler and no NSP head; its MLM head is BERT's (dense, 
 LayerNorm, the tied word table). HF's DistilBertForSequenceClassification puts a dense
 + ReLU on [CLS] where BERT's pooler applies tanh: model.pooler_activation = "relu".
 
-`Distillation` runs a frozen teacher (a BERT or RoBERTa: bert.BertForMaskedLM over the
-teacher's keys) and the student side by side on the same batch. It is not a Flax
+`Distillation` runs a frozen teacher (a BERT or RoBERTa: the shared EncoderForMaskedLM over
+the teacher's keys) and the student side by side on the same batch. It is not a Flax
 module but has a module's init/apply, so the train step treats it as any model: its
 parameters are {"student", "teacher", "projection"}, each initialised by its own
 module with logical axis names, so the same sharding rules place the teacher. The
 teacher runs under stop_gradient in the compute dtype; the objective keeps it out of
 the optimizer (`frozen`). Each network's per-layer hidden states and attention
-probabilities come out through Flax's "intermediates" collection (bert.BertLayer and
-mha.MultiHeadAttention sow them; a run that does not ask pays nothing).
+probabilities come out through Flax's "intermediates" collection (the shared EncoderLayer
+and mha.MultiHeadAttention sow them; a run that does not ask pays nothing).
 """
 
 import jax
@@ -23,6 +23,7 @@ from flax import linen as nn
 
 from pretrainx.models import layers
 from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -79,12 +80,12 @@ class Distillation:
         if read_probs:  # attention probabilities exist only on XLA's path (no kernel)
             student_cfg.attention_impl = "xla"
         self.student_cfg, self.teacher_cfg = student_cfg, teacher_cfg
-        self.student = bert.BertForMaskedLM(student_cfg)
+        self.student = enc.EncoderForMaskedLM(student_cfg)
         teacher = ml_collections.ConfigDict(teacher_cfg.to_dict())
         teacher.dtype = student_cfg.dtype  # the teacher computes in the student's dtype
         teacher.attention_impl = student_cfg.attention_impl
         teacher.scan_layers, teacher.remat = False, "none"
-        self.teacher = bert.BertForMaskedLM(teacher)
+        self.teacher = enc.EncoderForMaskedLM(teacher)
         self.projections = (Projections(teacher.hidden_size, jnp.dtype(student_cfg.dtype))
                             if project else None)
 

@@ -6,7 +6,7 @@ import ml_collections
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
 from pretrainx.errors import UserError
-from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 from pretrainx.families.distilbert import distil_mlm, hf
 from pretrainx.families.distilbert import model as distilbert
 from pretrainx.objectives import encoder
@@ -64,10 +64,10 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="distilbert", outputs=bert.outputs, sentence_pooling="cls",
+    name="distilbert", base="bert", outputs=enc.outputs, sentence_pooling="cls",
     default_config=distilbert.default_config,
-    finetune_model=bert.finetune_model, peft=True, max_positions="max_position_embeddings",
-    fill_mask=bert.fill_mask_model,
+    finetune_model=enc.finetune_model, peft=True, max_positions="max_position_embeddings",
+    fill_mask=enc.fill_mask_model,
     objectives=(objectives.Entry(
         name="distil", build=distil_mlm.DistilMlm, defaults=defaults, validate=validate,
         as_pretrained=lambda model_cfg, params: (model_cfg, params["student"], "mlm"),

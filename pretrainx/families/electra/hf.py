@@ -19,10 +19,11 @@ import os
 
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
+from pretrainx.interop import hf_tokenizer_files
 import pretrainx.families.bert.hf as hf_bert
 import pretrainx.interop.hf_tensors as t
 from pretrainx.interop.pretrained import read_json
-from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 from pretrainx.families.electra import model as electra
 
 ARCHITECTURES = {"pretrain": "ElectraForPreTraining", "mlm": "ElectraForMaskedLM",
@@ -33,7 +34,7 @@ GENERATOR_DIR = "generator"
 def encoder_pairs(model_cfg) -> list:
     """Embeddings, E -> hidden projection and layers of one network."""
     pairs = hf_bert.encoder_pairs(model_cfg.num_layers, "electra.")
-    if bert.factorised(model_cfg):
+    if enc.factorised(model_cfg):
         pairs += t.dense_pairs(("bert", "embedding_projection"), "electra.embeddings_project")
     return pairs
 
@@ -95,7 +96,7 @@ def _check(pretrained) -> None:
 def _config(model_cfg, head: str, tokenizer, labels=None) -> dict:
     config = hf_bert.to_hf_config(model_cfg, head, tokenizer.pad_id, labels)
     config.update(model_type="electra", architectures=[ARCHITECTURES.get(head, "ElectraModel")],
-                  embedding_size=bert.embedding_size(model_cfg))
+                  embedding_size=enc.embedding_size(model_cfg))
     return config
 
 
@@ -132,6 +133,6 @@ TIED = (("generator_lm_head.weight",
 
 ADAPTER = hf_lib.Adapter(
     name="electra", tied=TIED, can_untie=False, model_type="electra", read=_read, write=_write,
-    write_tokenizer=hf_bert.write_tokenizer,
+    write_tokenizer=hf_tokenizer_files.write_encoder_tokenizer,
     check=_check, companions=_companions,
     caveat=_caveat)

@@ -5,7 +5,7 @@ discriminator, trained together.
   `model.embedding_size`, 0 meaning the discriminator's hidden size) feeds both
   networks, as google-research/electra builds both under the scope
   "electra/embeddings". Each network projects E to its own width when that differs
-  (BertEncoder's `embedding_projection`).
+  (the shared Encoder's `embedding_projection`).
 * The generator is BERT's encoder `model.generator_size` as wide (1/4 for Small and
   Large, 1/3 for Base): hidden g = round(H x size), FFN 4g, g / 64 heads (at least
   one), `model.generator_layers` x L layers (ELECTRA's get_generator_config), with
@@ -33,6 +33,7 @@ from flax import linen as nn
 
 from pretrainx.models import dropout, heads, layers
 from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 
 _EVAL_SEEDS = (0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35)
 
@@ -46,7 +47,7 @@ def default_config() -> ml_collections.ConfigDict:
         generator_size=0.25,  # of hidden size, FFN size and heads (1/3 for Base)
         generator_layers=1.0,  # of num_layers
         # the embedding block is shared by two towers: BERT's architecture keys stay out
-        **{key: bert.OMIT for key in (*bert.MODIFICATIONS, "rope_theta")})
+        **{key: bert.OMIT for key in (*enc.MODIFICATIONS, "rope_theta")})
 
 
 def generator_config(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
@@ -57,18 +58,18 @@ def generator_config(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDic
     g.mlp_dim = 4 * g.hidden_size
     g.num_heads = max(1, g.hidden_size // 64)
     g.num_layers = max(1, int(round(cfg.num_layers * cfg.generator_layers)))
-    g.embedding_size = bert.embedding_size(cfg)
+    g.embedding_size = enc.embedding_size(cfg)
     return g
 
 
 def discriminator_config(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     d = ml_collections.ConfigDict(cfg.to_dict())
-    d.embedding_size = bert.embedding_size(cfg)
+    d.embedding_size = enc.embedding_size(cfg)
     return d
 
 
-class _Embeddings(bert.BertEncoder):
-    """BertEncoder's embedding block alone (its layers are never built)."""
+class _Embeddings(enc.Encoder):
+    """The shared Encoder's embedding block alone (its layers are never built)."""
 
     def __call__(self, input_ids, token_type_ids, deterministic):
         x = self.token_embed(input_ids)
@@ -78,14 +79,14 @@ class _Embeddings(bert.BertEncoder):
         return layers.constrain(x, ("batch", "length", "embed"))
 
 
-class _Tower(bert.BertEncoder):
-    """BertEncoder's E -> hidden projection and layer stack over embeddings computed
-    elsewhere (its own tables are never built): the parameter names are BertEncoder's,
-    so the discriminator's load into BertForFineTuning as they are."""
+class _Tower(enc.Encoder):
+    """The shared Encoder's E -> hidden projection and layer stack over embeddings computed
+    elsewhere (its own tables are never built): the parameter names are the Encoder's,
+    so the discriminator's load into EncoderForFineTuning as they are."""
 
     def __call__(self, embedded, attention_mask, deterministic):
         x = embedded
-        if bert.factorised(self.cfg):
+        if enc.factorised(self.cfg):
             x = layers.constrain(self.embedding_projection(x), ("batch", "length", "embed"))
         return layers.apply_stack(self.layers, x, layers.Mask(attention_mask, attention_mask),
                                   None, deterministic)
@@ -187,7 +188,7 @@ class ElectraForPreTraining(nn.Module):
         self.embeddings = _Embeddings(disc)
         self.generator = _Tower(gen)
         self.discriminator = _Tower(disc)
-        declare_heads(self, bert.embedding_size(cfg))
+        declare_heads(self, enc.embedding_size(cfg))
 
     def __call__(self, batch, deterministic: bool = True):
         ids, types, mask = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
@@ -219,13 +220,13 @@ def split_counts(params) -> dict:
 
 def as_pretrained(model_cfg, params: dict) -> dict:
     """An ELECTRA run's parameters laid out as the models others take:
-    "bert" is the discriminator as BertEncoder's tree (the shared embeddings and its
+    "bert" is the discriminator as the shared Encoder's tree (the shared embeddings and its
     layers: what BertForFineTuning reads), "discriminator_dense"/"_out" its head, and
     "generator" the generator as BertForMaskedLM's tree (the same embeddings, its
     layers, its MLM head). `model_cfg` keeps the ELECTRA keys, with embedding_size
     made explicit."""
     model = ml_collections.ConfigDict(model_cfg.to_dict())
-    model.embedding_size = bert.embedding_size(model_cfg)
+    model.embedding_size = enc.embedding_size(model_cfg)
     generator = {"bert": {**params["embeddings"], **params["generator"]}}
     generator.update({k: params[k] for k in ("mlm_transform", "mlm_norm", "mlm_bias")})
     return model, {"bert": {**params["embeddings"], **params["discriminator"]},
@@ -258,23 +259,23 @@ def outputs(cfg, params, batch) -> dict:
     ElectraForPreTraining folder with generator/, or an ElectraForMaskedLM folder, which
     is a generator alone: its own states and logits)."""
     if "mlm_transform" in params:  # ElectraForMaskedLM: a generator alone
-        return heads.mlm_outputs(bert.BertForMaskedLM(discriminator_config(cfg)), params, batch)
-    states = bert.BertEncoder(discriminator_config(cfg)).apply(
+        return heads.mlm_outputs(enc.EncoderForMaskedLM(discriminator_config(cfg)), params, batch)
+    states = enc.Encoder(discriminator_config(cfg)).apply(
         {"params": params["bert"]}, batch["input_ids"], batch["token_type_ids"],
         batch["attention_mask"], True)
     if "generator" not in params:  # a released discriminator alone
         return {"hidden_states": states}
-    generated = heads.mlm_outputs(bert.BertForMaskedLM(generator_config(cfg)),
+    generated = heads.mlm_outputs(enc.EncoderForMaskedLM(generator_config(cfg)),
                                   params["generator"], batch)
     return {"hidden_states": states, "logits": generated["logits"]}
 
 
 def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
-    """Training FLOPs per token: both encoders (bert.flops_per_token's per-layer terms),
-    their E -> width projections, the generator's MLM head at max_predictions rows
+    """Training FLOPs per token: both encoders (the shared encoder's per-layer
+    terms), their E -> width projections, the generator's MLM head at max_predictions rows
     (g x E transform, E x V decoder) and the discriminator's head (H x H + H) per
     token. The sampling's elementwise work is left out."""
-    e = bert.embedding_size(cfg)
+    e = enc.embedding_size(cfg)
     total = 0.0
     for tower in (generator_config(cfg), discriminator_config(cfg)):
         h, n = tower.hidden_size, tower.num_layers

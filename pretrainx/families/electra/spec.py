@@ -4,7 +4,7 @@ replaced token detection objective at ELECTRA-Small's run, HF's two directories.
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
 from pretrainx.errors import UserError
-from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 from pretrainx.families.electra import electra_rtd, hf
 from pretrainx.families.electra import model as electra
 from pretrainx.objectives import encoder
@@ -35,8 +35,8 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="electra", outputs=electra.outputs, default_config=electra.default_config,
-    finetune_model=bert.finetune_model,
+    name="electra", base="bert", outputs=electra.outputs, default_config=electra.default_config,
+    finetune_model=enc.finetune_model,
     peft=True, max_positions="max_position_embeddings",
     objectives=(objectives.Entry(name="electra", build=electra_rtd.ElectraRtd,
                                  defaults=defaults, validate=validate,

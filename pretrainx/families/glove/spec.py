@@ -47,7 +47,7 @@ def as_pretrained(model, params):
 
 
 registry.register(registry.Family(
-    name="glove", default_config=glove.default_config, export=vectors.export,
+    name="glove", base="word2vec", default_config=glove.default_config, export=vectors.export,
     # W + W~ (glove.c's -model 2 output) under a task network
     finetune_model=static_vectors.finetune_model(("words", "contexts")),
     objectives=(objectives.Entry(name="glove", build=cooccurrence.GloVeObjective,

@@ -10,6 +10,7 @@ import os
 from pretrainx.errors import UserError
 import pretrainx.families.bert.hf as hf_bert
 import pretrainx.interop.hf as hf_lib
+from pretrainx.interop import hf_tokenizer_files
 import pretrainx.interop.hf_tensors as t
 from pretrainx.families.mobilebert import model as mobilebert
 
@@ -84,7 +85,7 @@ def to_hf_config(cfg, head: str, labels=None) -> dict:
         "intra_bottleneck_size": cfg.intra_size, "embedding_size": cfg.embedding_size,
         "num_hidden_layers": cfg.num_layers, "num_attention_heads": cfg.num_heads,
         "intermediate_size": cfg.mlp_dim, "num_feedforward_networks": cfg.num_ffn,
-        "hidden_act": hf_bert.ACT_TO_HF[cfg.hidden_act],
+        "hidden_act": hf_lib.ACT_TO_HF[cfg.hidden_act],
         "hidden_dropout_prob": cfg.dropout_rate,
         "attention_probs_dropout_prob": cfg.attention_dropout_rate,
         "max_position_embeddings": cfg.max_position_embeddings,
@@ -125,7 +126,7 @@ def model_config_from_hf(hf: dict, source: str):
     m.bottleneck_attention = hf.get("use_bottleneck_attention", False)
     m.classifier_activation = hf.get("classifier_activation", True)
     act = hf.get("hidden_act", "relu")
-    acts = {v: k for k, v in hf_bert.ACT_TO_HF.items()}
+    acts = {v: k for k, v in hf_lib.ACT_TO_HF.items()}
     if act not in acts:
         raise UserError(f"{source}: hidden_act {act!r} is not supported "
                         f"(expected one of {', '.join(acts)})")
@@ -161,5 +162,5 @@ def _write(pretrained, params, tokenizer):
 TIED = (("cls.predictions.decoder.weight", _PREFIX + "embeddings.word_embeddings.weight"),)
 
 ADAPTER = hf_lib.Adapter(name="mobilebert", tied=TIED, model_type="mobilebert", read=_read,
-                         write=_write, write_tokenizer=hf_bert.write_tokenizer,
+                         write=_write, write_tokenizer=hf_tokenizer_files.write_encoder_tokenizer,
                          check=_check, can_untie=False)

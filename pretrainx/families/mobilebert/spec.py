@@ -103,7 +103,7 @@ def _fill_mask(cfg, head: str):
 
 
 registry.register(registry.Family(
-    name="mobilebert", outputs=mobilebert.outputs, sentence_pooling="cls",
+    name="mobilebert", base="bert", outputs=mobilebert.outputs, sentence_pooling="cls",
     default_config=mobilebert.default_config, finetune_model=mobilebert.finetune_model,
     max_positions="max_position_embeddings", fill_mask=_fill_mask,
     objectives=(objectives.Entry(name="mobilebert", build=mobilebert_mlm_nsp.MobileBertMlmNsp,

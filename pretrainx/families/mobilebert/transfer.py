@@ -16,7 +16,7 @@ import numpy as np
 from flax import traverse_util
 
 from pretrainx.errors import UserError
-from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 from pretrainx.families.mobilebert import model as mobilebert
 
 def _unscanned(cfg, dtype=None):
@@ -49,7 +49,7 @@ class Teacher:
 TEACHERS = {
     "mobilebert": Teacher(mobilebert.MobileBertForPreTraining, lambda layer: layer["probs"],
                           gives_embeddings=True),
-    "bert": Teacher(bert.BertForMaskedLM, lambda layer: layer["attention"]["probs"],
+    "bert": Teacher(enc.EncoderForMaskedLM, lambda layer: layer["attention"]["probs"],
                     gives_embeddings=False),
 }
 

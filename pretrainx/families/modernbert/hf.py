@@ -16,8 +16,7 @@ import numpy as np
 from pretrainx.data import bpe
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
-import pretrainx.families.bert.hf as hf_bert
-import pretrainx.families.roberta.hf as hf_roberta
+from pretrainx.interop import hf_tokenizer_files
 import pretrainx.interop.hf_tensors as t
 from pretrainx.families.modernbert import model as modernbert
 
@@ -135,7 +134,7 @@ def model_config(hf: dict, config_file: str, causal: bool = False):
     if hf.get("embedding_dropout", 0.0) != hf.get("mlp_dropout", 0.0):
         raise UserError(f"{config_file}: embedding_dropout and mlp_dropout differ; pretrainx's "
                         "model.dropout_rate is both")
-    acts = {v: k for k, v in hf_bert.ACT_TO_HF.items()}
+    acts = {v: k for k, v in hf_lib.ACT_TO_HF.items()}
     if act not in acts:
         raise UserError(f"{config_file}: hidden_activation={act!r} is not supported")
     m = modernbert.default_config(causal)
@@ -186,7 +185,7 @@ def _write(pretrained, params, tokenizer):
 
 def config_json(m, tokenizer, architecture: str, model_type: str) -> dict:
     """config.json of model keys `m` (an encoder's or a decoder's)."""
-    act = hf_bert.ACT_TO_HF[m.hidden_act]
+    act = hf_lib.ACT_TO_HF[m.hidden_act]
     ids = {"pad_token_id": int(tokenizer.pad_id), "cls_token_id": int(tokenizer.cls_id),
            "bos_token_id": int(tokenizer.cls_id), "sep_token_id": int(tokenizer.sep_id),
            "eos_token_id": int(tokenizer.sep_id)}
@@ -215,11 +214,11 @@ def write_tokenizer(pretrained, tokenizer, output) -> list:
     no token_type_ids: its tokenizer must not hand them over."""
     no_types = {"model_input_names": ["input_ids", "attention_mask"]}
     if bpe.files_in(pretrained.tokenizer):  # transformers 5 reads its tokenizer.json
-        return hf_roberta.write_fairseq_bpe(
+        return hf_tokenizer_files.write_fairseq_bpe(
             pretrained, tokenizer, output, "RobertaTokenizer",
             int(pretrained.model.max_position_embeddings), no_types) + (
-                hf_roberta.write_tokenizer_json(output))
-    return hf_bert.write_tokenizer(pretrained, tokenizer, output, no_types)
+                hf_tokenizer_files.write_tokenizer_json(output))
+    return hf_tokenizer_files.write_encoder_tokenizer(pretrained, tokenizer, output, no_types)
 
 
 # (output layer, word table): tied unless config.json says tie_word_embeddings=false

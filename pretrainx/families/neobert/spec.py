@@ -41,7 +41,8 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="neobert", outputs=neobert.outputs, default_config=neobert.default_config,
+    name="neobert", base="modernbert", outputs=neobert.outputs,
+    default_config=neobert.default_config,
     finetune_model=neobert.finetune_model, max_positions="max_position_embeddings",
     objectives=(objectives.Entry(name="neobert", build=neobert_mlm.NeoBertMlm,
                                  defaults=defaults, validate=validate,

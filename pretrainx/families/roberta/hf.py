@@ -22,13 +22,12 @@ import shutil
 
 import numpy as np
 
-from pretrainx.data import bpe
 from pretrainx.data.sentencepiece_tokenizer import FairseqSentencePiece
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
 import pretrainx.families.bert.hf as hf_bert
 import pretrainx.interop.hf_tensors as t
-from pretrainx.interop import tokenizer_json
+from pretrainx.interop import hf_tokenizer_files, tokenizer_json
 from pretrainx.families.roberta import model as roberta
 
 ARCHITECTURES = {"encoder": "RobertaModel", "mlm": "RobertaForMaskedLM",
@@ -104,55 +103,13 @@ def _write(pretrained, params, tokenizer, model_type="roberta", architectures=AR
     return state, config
 
 
-def write_fairseq_bpe(pretrained, tokenizer, output, tokenizer_class: str,
-                      max_length: int, extra: dict | None = None) -> list:
-    """vocab.json in the ids the run trained with (fairseq's layout of GPT-2's files),
-    merges.txt, and the special tokens <s> </s> <pad> <unk> <mask>: RoBERTa's and BART's.
-    A run on a folder's tokenizer.json alone (what transformers 5 saves for them) writes
-    that file as it is: it holds those ids already. `extra` adds to tokenizer_config.json."""
-    if pretrained.tokenizer.endswith("tokenizer.json"):
-        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "tokenizer.json"))
-        files = ["tokenizer.json"]
-    else:
-        _, merges = bpe.files_in(pretrained.tokenizer)
-        with open(os.path.join(output, "vocab.json"), "w", encoding="utf-8") as f:
-            json.dump(bpe.vocab_json(tokenizer), f, ensure_ascii=False)
-        shutil.copyfile(merges, os.path.join(output, "merges.txt"))
-        files = ["vocab.json", "merges.txt"]
-    special = hf_lib.special_tokens(tokenizer)
-    special.update(bos_token=special["cls_token"], eos_token=special["sep_token"])
-    config = dict(tokenizer_class=tokenizer_class, model_max_length=int(max_length),
-                  add_prefix_space=False, **(extra or {}))
-    return files + hf_lib.write_tokenizer_config(output, config, special)
-
-
-def write_tokenizer_json(output: str) -> list:
-    """tokenizer.json of the vocab.json, merges.txt and special tokens just written to
-    `output` (tokenizers' byte-level BPE, framed `cls text sep`): for classes that
-    transformers 5 builds from tokenizer.json alone (ModernBERT's)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
-    with open(os.path.join(output, "special_tokens_map.json"), encoding="utf-8") as f:
-        special = json.load(f)
-    built = Tokenizer(models.BPE.from_file(os.path.join(output, "vocab.json"),
-                                           os.path.join(output, "merges.txt")))
-    built.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    built.decoder = decoders.ByteLevel()
-    built.add_special_tokens(sorted(set(special.values())))
-    cls, sep = special["cls_token"], special["sep_token"]
-    ids = [(t, built.token_to_id(t)) for t in dict.fromkeys((cls, sep))]
-    built.post_processor = processors.TemplateProcessing(
-        single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}", special_tokens=ids)
-    built.save(os.path.join(output, "tokenizer.json"))
-    return ["tokenizer.json"]
-
-
 def _max_length(pretrained) -> int:
     return int(pretrained.model.max_position_embeddings) - pretrained.model.get(
         "position_offset", 0)
 
 
 def _write_tokenizer(pretrained, tokenizer, output) -> list:
-    return write_fairseq_bpe(pretrained, tokenizer, output, "RobertaTokenizer",
+    return hf_tokenizer_files.write_fairseq_bpe(pretrained, tokenizer, output, "RobertaTokenizer",
                              _max_length(pretrained))
 
 

@@ -1,7 +1,7 @@
 """RoBERTa's model keys (Liu et al. 2019; fairseq's roberta.base): BERT's modules with
 exact GeLU, LayerNorm eps 1e-5, one token type, and 514 learned positions numbered
 from padding_idx + 1 = 2, as fairseq and HF's RobertaModel number them. The
-pretraining model is bert.BertForMaskedLM (no pooler, no NSP)."""
+pretraining model is the shared EncoderForMaskedLM (no pooler, no NSP)."""
 
 from pretrainx.families.bert import model as bert
 

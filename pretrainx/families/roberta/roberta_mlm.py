@@ -13,7 +13,7 @@ static copies. 15% of the non-special tokens are chosen; of those 80% become
 
 
 from pretrainx.data import bpe, corpus
-from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 from pretrainx.objectives import assembled, encoder, rows
 
 
@@ -27,7 +27,7 @@ class RobertaMlm(assembled.Assembled):
             tokenizer = bpe.roberta_ids(tokenizer)
             encoder.require_mask(tokenizer, "mask")
             encoder.require_vocab_fits(tokenizer, cfg)
-        super().__init__(cfg, tokenizer, bert.BertForMaskedLM(cfg.model),
+        super().__init__(cfg, tokenizer, enc.EncoderForMaskedLM(cfg.model),
                          corpus.Corpus(cfg, tokenizer),
                          data=rows.FullSentencesRows(cfg, tokenizer), losses=encoder.MlmLoss())
 

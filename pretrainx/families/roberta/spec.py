@@ -2,7 +2,7 @@
 byte-level vocabulary), MLM on FULL-SENTENCES rows at the paper's run, HF's layout."""
 
 from pretrainx import objectives, registry
-from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 from pretrainx.families.roberta import hf, roberta_mlm
 from pretrainx.families.roberta import model as roberta
 from pretrainx.objectives import encoder
@@ -29,9 +29,9 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="roberta", outputs=bert.outputs, sentence_pooling="cls",
-    default_config=roberta.default_config, finetune_model=bert.finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model,
+    name="roberta", base="bert", outputs=enc.outputs, sentence_pooling="cls",
+    default_config=roberta.default_config, finetune_model=enc.finetune_model,
+    peft=True, max_positions="max_position_embeddings", fill_mask=enc.fill_mask_model,
     tokenizer_layout="fairseq",
     objectives=(objectives.Entry(name="roberta", build=roberta_mlm.RobertaMlm,
                                  defaults=defaults, validate=validate,

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 
 from pretrainx.models import layers
 from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 
 
 def default_config():
@@ -22,7 +23,7 @@ def default_config():
                                hidden_act="gelu", sbo_max_span_tokens=32)
 
 
-class SpanBertForPreTraining(bert.BertForMaskedLM):
+class SpanBertForPreTraining(enc.EncoderForMaskedLM):
     """mlm_logits and sbo_logits at the gathered masked positions."""
 
     def setup(self):
@@ -56,7 +57,7 @@ class SpanBertForPreTraining(bert.BertForMaskedLM):
 
 
 def flops_per_token(cfg, seq_len: int, max_predictions: int) -> float:
-    """BERT's encoder and MLM head (bert.flops_per_token without pooler and NSP) plus
+    """BERT's encoder and MLM head (transformer_encoder.flops_per_token without pooler and NSP) plus
     the SBO head: 3h x h and h x h, then the h x V decoder, per prediction."""
     h, n = cfg.hidden_size, cfg.num_layers
     per_layer = 2 * (4 * h * h + 2 * h * cfg.mlp_dim) + 2 * 2 * seq_len * h

@@ -3,7 +3,7 @@ objective at the paper's run, and a BERT directory for HF."""
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
-from pretrainx.families.bert import model as bert
+from pretrainx.models import transformer_encoder as enc
 from pretrainx.families.spanbert import hf, span_mlm
 from pretrainx.families.spanbert import model as spanbert
 from pretrainx.objectives import encoder
@@ -28,9 +28,9 @@ def validate(cfg) -> None:
 
 
 registry.register(registry.Family(
-    name="spanbert", outputs=bert.outputs, sentence_pooling="cls",
-    default_config=spanbert.default_config, finetune_model=bert.finetune_model,
-    peft=True, max_positions="max_position_embeddings", fill_mask=bert.fill_mask_model,
+    name="spanbert", base="bert", outputs=enc.outputs, sentence_pooling="cls",
+    default_config=spanbert.default_config, finetune_model=enc.finetune_model,
+    peft=True, max_positions="max_position_embeddings", fill_mask=enc.fill_mask_model,
     objectives=(objectives.Entry(name="spanbert", build=span_mlm.SpanMlm, defaults=defaults,
                                  validate=validate, as_pretrained=encoder.pretrained_mlm),),
     hf=(hf.ADAPTER,)))
