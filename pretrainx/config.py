@@ -74,13 +74,51 @@ def probe_missing(probe) -> str:
         f"probe.glue_dir is empty: task {probe.task} reads its data there")
 
 
+def optimizer_config(learning_rate: float, schedule: str, **given) -> ml_collections.ConfigDict:
+    """The optimizer keys every run has, pretraining's and fine-tuning's, with the values
+    `given` instead; a key given that is not one of them is the caller's own (what a
+    family's schedule or optimizer `needs`, fine-tuning's layer-wise keys)."""
+    o = ml_collections.ConfigDict()
+    # one of train/optim.py's OPTIMIZERS (adamw, adafactor, lamb, ...)
+    o.name = given.pop("name", "adamw")
+    o.learning_rate = learning_rate
+    # one of train/schedules.py's SCHEDULES (bert_linear, cosine, rsqrt, ...), with the keys
+    # it needs set by the recipes that use it
+    o.schedule = schedule
+    o.b1 = given.pop("b1", 0.9)
+    o.b2 = given.pop("b2", 0.999)
+    o.eps = given.pop("eps", 1e-6)
+    # Adam's moments divided by 1 - b^t (Kingma and Ba; optax, fairseq, HF); False is
+    # google-research/bert's AdamWeightDecayOptimizer, which has no correction.
+    o.bias_correction = given.pop("bias_correction", True)
+    o.weight_decay = given.pop("weight_decay", 0.01)
+    o.grad_clip = given.pop("grad_clip", 1.0)
+    # schedule slanted_triangular: peak / lowest rate (ULMFiT)
+    o.stlr_ratio = given.pop("stlr_ratio", 32.0)
+    # > 0: a wall-clock budget (train/budget.py): the schedule runs over this many hours
+    # of elapsed time, total_steps only bounds the run, which ends when the time is spent
+    o.budget_hours = given.pop("budget_hours", 0.0)
+    # A batch-size ramp by accumulation (train/ramp.py): an update averages up to
+    # accumulate_to steps (global_batch_size is then the micro-batch), reached at
+    # batch_ramp of the run (of the budget's time, or of total_steps); 0: from the start.
+    # batch_ramp_shape: linear (the crammed BERT's) | equal_updates (ModernBERT's).
+    o.accumulate_to = given.pop("accumulate_to", 1)
+    o.batch_ramp = given.pop("batch_ramp", 0.0)
+    o.batch_ramp_shape = given.pop("batch_ramp_shape", "linear")
+    # > 0: a moving average of the parameters (0.999: about the last 1,000 updates) in the
+    # optimizer state; `python -m pretrainx.merge --from_ema` makes a workdir of it.
+    o.ema_decay = given.pop("ema_decay", 0.0)
+    o.update(given)
+    return o
+
+
 def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
                      learning_rate: float, schedule: str,
                      **optimizer) -> ml_collections.ConfigDict:
     """The keys every run has (run length and logging, mesh, optimizer, data files),
     with the values given; an objective's defaults add its model and data keys.
-    `optimizer` holds the family's values of the optimizer keys below (its paper's),
-    so that each key is set once, to its value."""
+    `optimizer` holds the family's values of optimizer_config's keys and of
+    warmup_steps (its paper's), so that each key is set once, to its value."""
     opt = dict(optimizer)
     c = ml_collections.ConfigDict()
     c.seed = 0
@@ -127,38 +165,9 @@ def shared_config(objective: str, total_steps: int, batch: int, seq_len: int,
     c.mesh.shard_optimizer = False
     c.sharding_rules = DEFAULT_SHARDING_RULES
 
-    c.optimizer = ml_collections.ConfigDict()
-    # one of train/optim.py's OPTIMIZERS (adamw, adafactor, lamb, ...)
-    c.optimizer.name = opt.pop("name", "adamw")
-    c.optimizer.learning_rate = learning_rate
-    c.optimizer.warmup_steps = opt.pop("warmup_steps", 10_000)
-    # one of train/schedules.py's SCHEDULES (bert_linear, cosine, rsqrt, ...), with the keys
-    # it needs set by the recipes that use it
-    c.optimizer.schedule = schedule
-    c.optimizer.b1 = opt.pop("b1", 0.9)
-    c.optimizer.b2 = opt.pop("b2", 0.999)
-    c.optimizer.eps = opt.pop("eps", 1e-6)
-    # Adam's moments divided by 1 - b^t (Kingma and Ba; optax, fairseq, HF); False is
-    # google-research/bert's AdamWeightDecayOptimizer, which has no correction.
-    c.optimizer.bias_correction = opt.pop("bias_correction", True)
-    c.optimizer.weight_decay = opt.pop("weight_decay", 0.01)
-    c.optimizer.grad_clip = opt.pop("grad_clip", 1.0)
-    # schedule slanted_triangular: peak / lowest rate (ULMFiT)
-    c.optimizer.stlr_ratio = opt.pop("stlr_ratio", 32.0)
-    # > 0: a wall-clock budget (train/budget.py): the schedule runs over this many hours
-    # of elapsed time, total_steps only bounds the run, which ends when the time is spent
-    c.optimizer.budget_hours = opt.pop("budget_hours", 0.0)
-    # A batch-size ramp by accumulation (train/ramp.py): an update averages up to
-    # accumulate_to steps (global_batch_size is then the micro-batch), reached at
-    # batch_ramp of the run (of the budget's time, or of total_steps); 0: from the start.
-    # batch_ramp_shape: linear (the crammed BERT's) | equal_updates (ModernBERT's).
-    c.optimizer.accumulate_to = opt.pop("accumulate_to", 1)
-    c.optimizer.batch_ramp = opt.pop("batch_ramp", 0.0)
-    c.optimizer.batch_ramp_shape = opt.pop("batch_ramp_shape", "linear")
-    # > 0: a moving average of the parameters (0.999: about the last 1,000 updates) in the
-    # optimizer state; `python -m pretrainx.merge --from_ema` makes a workdir of it.
-    c.optimizer.ema_decay = opt.pop("ema_decay", 0.0)
-    c.optimizer.update(opt)  # the keys a family's schedule or optimizer adds (their `needs`)
+    warmup_steps = opt.pop("warmup_steps", 10_000)
+    c.optimizer = optimizer_config(learning_rate, schedule, **opt)
+    c.optimizer.warmup_steps = warmup_steps
     c.probe = probe_defaults()
     # Weights & Biases (train/wandb_log.py): metrics.jsonl's records and this config from
     # process 0. Entity "": W&B's default; run name "": the workdir's; tags comma-separated.
@@ -275,7 +284,7 @@ def validate_shared(cfg) -> None:
             raise UserError(f"config key '{name}' must be a positive integer or -1, got {value!r}")
     if cfg.optimizer.learning_rate <= 0:
         raise UserError(f"optimizer.learning_rate={cfg.optimizer.learning_rate} must be positive")
-    budget = cfg.optimizer.get("budget_hours", 0.0)
+    budget = cfg.optimizer.budget_hours
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget < 0:
         raise UserError(f"optimizer.budget_hours={budget!r} must be a number >= 0 (0: no "
                         "budget; the schedule runs over total_steps)")
@@ -313,8 +322,8 @@ def _check_ramp(cfg) -> None:
 
 
 def _check_probe(cfg) -> None:
-    probe = cfg.get("probe")
-    if probe is None or not probe.every_steps:
+    probe = cfg.probe
+    if not probe.every_steps:
         return
     if probe.every_steps < 0 or probe.every_steps % cfg.checkpoint_every:
         raise UserError(f"probe.every_steps={probe.every_steps} must be a multiple of "

@@ -58,7 +58,7 @@ class Phase:
 
 def named(cfg) -> bool:
     """The run states its phases by name (phase_order)."""
-    return bool(cfg.get("phase_order", ""))
+    return bool(cfg.phase_order)
 
 
 def phases(cfg) -> list:

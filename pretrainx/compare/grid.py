@@ -231,7 +231,7 @@ def cell_config(grid: Grid, name: str, root: str = ".") -> ml_collections.Config
             objectives.stages(cfg)[-1][1], imported)
     else:
         steps = int(budget["steps"])
-    if "minutes" not in budget and cfg.optimizer.get("budget_hours"):
+    if "minutes" not in budget and cfg.optimizer.budget_hours:
         # the recipe's own clock (crammed BERT's 10 minutes) would end the run before the
         # budget's steps on a slow machine: its schedule and batch ramp follow steps here
         cfg.optimizer.budget_hours = 0.0

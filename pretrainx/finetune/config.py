@@ -47,17 +47,10 @@ def finetune_config() -> ml_collections.ConfigDict:
     c.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "tensor": 1})
     c.sharding_rules = config_lib.DEFAULT_SHARDING_RULES
 
-    c.optimizer = ml_collections.ConfigDict()
-    c.optimizer.name = "adamw"
-    c.optimizer.learning_rate = 2e-5  # the paper searches 5e-5, 3e-5, 2e-5
+    # BERT's: AdamW at 2e-5 (the paper searches 5e-5, 3e-5, 2e-5), linear decay after a
+    # warmup over the first 10% of the steps
+    c.optimizer = config_lib.optimizer_config(2e-5, "bert_linear")
     c.optimizer.warmup_fraction = 0.1
-    c.optimizer.schedule = "bert_linear"
-    c.optimizer.b1 = 0.9
-    c.optimizer.b2 = 0.999
-    c.optimizer.eps = 1e-6
-    c.optimizer.weight_decay = 0.01
-    c.optimizer.grad_clip = 1.0
-    c.optimizer.stlr_ratio = 32.0  # schedule slanted_triangular: peak / lowest rate (ULMFiT)
     # ULMFiT (Howard and Ruder 2018) and ELECTRA / DeBERTa fine-tuning: a layer's rate is
     # the head's times layer_lr_decay^(layers above it); embeddings lowest. 1: off.
     c.optimizer.layer_lr_decay = 1.0
@@ -119,6 +112,12 @@ def _known_keys(cfg) -> set:
     return keys | {f"model.{k}" for k in config_lib.flatten(family.default_config())}
 
 
+# optimizer keys every run has that fine-tuning's loop does not read yet (a budget, a
+# batch ramp, a parameter average): a value set is refused rather than ignored
+_PRETRAINING_ONLY = {"budget_hours": 0.0, "batch_ramp": 0.0, "ema_decay": 0.0,
+                     "accumulate_to": 1}
+
+
 def validate(cfg) -> ml_collections.ConfigDict:
     known = _known_keys(cfg)
     groups = {k.rsplit(".", 1)[0] for k in known if "." in k}
@@ -134,6 +133,10 @@ def validate(cfg) -> ml_collections.ConfigDict:
     if not 0.0 < cfg.optimizer.layer_lr_decay <= 1.0:
         raise UserError(f"config key 'optimizer.layer_lr_decay' is "
                         f"{cfg.optimizer.layer_lr_decay}; expected (0, 1] (ELECTRA: 0.8)")
+    for key, off in _PRETRAINING_ONLY.items():
+        if cfg.optimizer[key] != off:
+            raise UserError(f"optimizer.{key}={cfg.optimizer[key]!r} is read by pretraining "
+                            f"runs only; a fine-tuning run leaves it at {off}")
     if not 0.0 <= cfg.optimizer.warmup_fraction < 1.0:
         raise UserError(f"optimizer.warmup_fraction={cfg.optimizer.warmup_fraction} must be "
                         "in [0, 1)")

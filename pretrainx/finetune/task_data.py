@@ -19,7 +19,7 @@ def build(cfg, tokenizer, as_text: bool = False, framing: str = "eos") -> TaskDa
     if as_text and name == "contrastive":
         raise UserError("task contrastive trains an encoder's embeddings; a text-to-text "
                         "model has none to pool (fine-tune an encoder)")
-    if cfg.data.get("holdout_examples", 0) and (as_text or name == "squad"):
+    if cfg.data.holdout_examples and (as_text or name == "squad"):
         raise UserError(f"data.holdout_examples is for GLUE and CoNLL-2003 with a task head; "
                         f"{'text-to-text' if as_text else 'SQuAD'} fine-tuning chooses on dev")
     if as_text:

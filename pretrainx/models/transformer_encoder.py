@@ -166,7 +166,7 @@ class Encoder(nn.Module):
         length = x.shape[1]
         # RoBERTa (fairseq, HF) numbers positions from padding_idx + 1 = 2: rows 0 and 1
         # of its 514-row table are never used by a real token.
-        offset = self.cfg.get("position_offset", 0)
+        offset = self.cfg.position_offset
         if positions is None or prompt:
             positions = jnp.broadcast_to(jnp.arange(length), x.shape[:2])
         if self.positions == "learned":
@@ -281,7 +281,7 @@ class EncoderForFineTuning(heads.TaskModel):
             deterministic=deterministic, dtype=jnp.dtype(cfg.dtype),
             init=layers.truncated_normal(cfg.initializer_range), dropout_rate=cfg.dropout_rate,
             pooler_width=cfg.hidden_size,
-            pooler_activation=cfg.get("pooler_activation", "tanh"))
+            pooler_activation=cfg.pooler_activation)
 
 
 def flops_per_token(cfg: ml_collections.ConfigDict, seq_len: int, max_predictions: int) -> float:

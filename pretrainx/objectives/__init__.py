@@ -55,7 +55,7 @@ def load_tokenizer(cfg):
     """data.tokenizer in the ids cfg's model family trains it under (its
     tokenizer_layout: RoBERTa's fairseq ids over GPT-2's files or XLM-R's
     SentencePiece model); the objective may wrap it further."""
-    family = registry.FAMILIES.find(cfg.model.get("family", ""))
+    family = registry.FAMILIES.find(cfg.model.family)
     return tokenizers.load_tokenizer(cfg.data.tokenizer, lower_case=cfg.data.lower_case,
                                      layout=family.tokenizer_layout if family else "")
 

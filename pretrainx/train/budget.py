@@ -26,7 +26,7 @@ from jax.experimental import multihost_utils
 
 
 def enabled(cfg) -> bool:
-    return bool(cfg.optimizer.get("budget_hours", 0.0))
+    return bool(cfg.optimizer.budget_hours)
 
 
 class Budget:

@@ -24,14 +24,14 @@ from pretrainx.train.hooks import Hook
 
 
 def enabled(cfg) -> bool:
-    return bool(cfg.get("probe") is not None and cfg.probe.every_steps)
+    return bool(cfg.probe.every_steps)
 
 
 class Probe(Hook):
     def __init__(self, run, metrics):
         self.run, self.writer = run, metrics.writer
-        self.cfg = run.cfg.get("probe")
-        self.every = self.cfg.every_steps if self.cfg is not None else 0
+        self.cfg = run.cfg.probe
+        self.every = self.cfg.every_steps
         self.enabled = bool(self.every) and jax.process_index() == 0
         self.folder = os.path.join(run.workdir, "probe")
         self.pending = {}  # checkpoint step -> the probe's process

@@ -19,7 +19,8 @@ def describe(cfg) -> dict:
     optim.check(cfg)
     objective = objectives.build(cfg, tokenizer=None)
     mesh = sharding.make_mesh(cfg.mesh)
-    phase = config_lib.phases(cfg)[0]
+    every = config_lib.phases(cfg)
+    phase = every[0]
     tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps, getattr(objective, "frozen", ()),
                               cfg.optimizer.ema_decay)
     abstract = state_lib.abstract_state(objective.model, tx, objective.example_batch(1, phase))
@@ -32,7 +33,7 @@ def describe(cfg) -> dict:
         "per_device_batch_size": cfg.global_batch_size / jax.device_count(),
         "seq_len": cfg.seq_len,
         "total_steps": cfg.total_steps,
-        "phases": phases_lib.describe(cfg, lambda c: objectives.build(c, tokenizer=None)),
+        "phases": phases_lib.describe(cfg, every, lambda c: objectives.build(c, tokenizer=None)),
         "flops_per_token": objective.flops_per_token(phase),
         "flops_per_token_formula": objective.flops_formula,
         **({"flops_per_token_symbols": objective.flops_symbols(phase)}

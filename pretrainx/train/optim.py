@@ -90,7 +90,7 @@ def scale_by_stable_adam(b1: float, b2: float, eps: float, weight_decay: float,
 
 
 def _scale_by_adam(opt_cfg):
-    if opt_cfg.get("bias_correction", True):
+    if opt_cfg.bias_correction:
         return optax.scale_by_adam(b1=opt_cfg.b1, b2=opt_cfg.b2, eps=opt_cfg.eps)
     return scale_by_adam_uncorrected(opt_cfg.b1, opt_cfg.b2, opt_cfg.eps)
 
@@ -235,7 +235,7 @@ def make_optimizer(opt_cfg, total_steps: int, frozen: tuple = (),
     tx = _recipe_optimizer(opt_cfg, schedule)
     if ema_decay:
         tx = optax.chain(tx, ema_of_params(float(ema_decay)))
-    if int(opt_cfg.get("accumulate_to", 1)) > 1 or opt_cfg.get("batch_ramp", 0.0):
+    if int(opt_cfg.accumulate_to) > 1 or opt_cfg.batch_ramp:
         tx = accumulating(tx)  # train/ramp.py sets how many steps an update takes
     if not frozen:
         return tx

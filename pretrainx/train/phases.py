@@ -82,13 +82,14 @@ def sets(phase) -> dict:
     return {k: flat[k] for k in phase.changes}
 
 
-def describe(cfg, build) -> list:
+def describe(cfg, every, build) -> list:
     """One row a phase for --describe: its steps and tokens, length and batch, the
     schedule segment it is in, its data mix and masking rate, FLOPs a token (of the
-    objective `build(phase cfg)` makes) and what a named phase sets."""
+    objective `build(phase cfg)` makes) and what a named phase sets; `every`: the run's
+    phases (config.phases)."""
     rows, segment = [], None
     starts = {first.index: steps for first, steps in phasing.segments(cfg)}
-    for p in phasing.phases(cfg):
+    for p in every:
         c = p.cfg or cfg
         if p.index in starts:
             o = c.optimizer

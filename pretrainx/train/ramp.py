@@ -25,17 +25,17 @@ SHAPES = ("linear", "equal_updates")
 
 def accumulating(opt_cfg) -> bool:
     """Whether updates accumulate whole steps (the optimizer is wrapped and a clock runs)."""
-    return int(opt_cfg.get("accumulate_to", 1)) > 1 or bool(opt_cfg.get("batch_ramp", 0.0))
+    return int(opt_cfg.accumulate_to) > 1 or bool(opt_cfg.batch_ramp)
 
 
 def accumulation_at(progress: float, opt_cfg) -> int:
     """Micro-batches an update takes at `progress` (0..1) of the run."""
-    full = int(opt_cfg.get("accumulate_to", 1))
-    ramp = float(opt_cfg.get("batch_ramp", 0.0))
+    full = int(opt_cfg.accumulate_to)
+    ramp = float(opt_cfg.batch_ramp)
     if not ramp or progress >= ramp:
         return full
     fraction = progress / ramp
-    if opt_cfg.get("batch_ramp_shape", "linear") == "linear":
+    if opt_cfg.batch_ramp_shape == "linear":
         return max(1, min(full, math.ceil(full * fraction)))
     # equal_updates: size k ends where sizes 1..k have used their share of the ramp
     total = full * (full - 1) / 2

@@ -29,9 +29,9 @@ _RESUMABLE_CHANGES = ("total_steps", "global_batch_size", "micro_batches", "mesh
                       "mesh.shard_optimizer")
 
 
-def _check_batches(cfg, mesh, rules):
+def _check_batches(cfg, every, mesh, rules):
     dp = sharding.data_parallel_size(mesh, rules)
-    for phase in config_lib.phases(cfg):
+    for phase in every:
         for divisor, what in ((dp, f"the {dp} data-parallel devices"),
                               (jax.process_count(), f"{jax.process_count()} processes"),
                               (dp * cfg.micro_batches, f"{cfg.micro_batches} micro-batches "
@@ -128,7 +128,8 @@ class Run:
         self.cfg, self.workdir = cfg, workdir
         self.mesh = mesh = sharding.make_mesh(cfg.mesh, devices)
         rules = sharding.rules_of(cfg)
-        _check_batches(cfg, mesh, rules)
+        self.every = config_lib.phases(cfg)  # once: the checks, the state and Phases read it
+        _check_batches(cfg, self.every, mesh, rules)
         self.layout = sharding.layout(mesh, rules, cfg.mesh)
         _writable(workdir, lambda: epath.Path(workdir).mkdir(parents=True, exist_ok=True))
         self.lock = WorkdirLock(workdir)
@@ -148,7 +149,7 @@ class Run:
         schedule = phases_lib.learning_rate(cfg)
         tx = optim.make_optimizer(cfg.optimizer, cfg.total_steps, getattr(objective, "frozen", ()),
                                   cfg.optimizer.ema_decay, schedule)
-        every = config_lib.phases(cfg)  # once: the run and its hooks ask self.phases
+        every = self.every
         init_batch = objective.example_batch(1, every[0])
         abstract = state_lib.abstract_state(objective.model, tx, init_batch)
         self.n_params = state_lib.count_params(abstract)

@@ -144,6 +144,6 @@ def check(opt_cfg) -> None:
         raise UserError(f"config key 'optimizer.schedule' is {opt_cfg.schedule!r}; expected "
                         f"one of {', '.join(SCHEDULES)}")
     require_keys(opt_cfg, "schedule", SCHEDULES[opt_cfg.schedule].needs)
-    if opt_cfg.get("stlr_ratio", 1) < 1:
+    if opt_cfg.stlr_ratio < 1:
         raise UserError(f"config key 'optimizer.stlr_ratio' is {opt_cfg.stlr_ratio}; the "
                         "slanted triangle's peak / lowest rate must be >= 1 (ULMFiT: 32)")

@@ -82,3 +82,65 @@ def test_the_one_place_test_finds_a_key_set_twice():
         c.optimizer.b2 = 0.98
         return c
     assert _sets_while_building(overridden)["optimizer.b2"] == [0.999, 0.98]
+
+
+# Reads that keep a fallback for a key every config has, each for a stored file an older
+# version wrote (a checkpoint's config, a fine-tuned model's record) or for a config
+# of another kind passing through (file: keys)
+_STORED_FILE_READS = {
+    "interop/workdir.py": {"objective", "init_from"},  # a checkpoint's stored config
+    "finetune/config.py": {"objective"},  # any config: is it a fine-tuning one?
+    "compare/notebook.py": {"objective"},  # the message for a config of another objective
+    "train/run.py": {"optimizer"},  # a checkpoint's stored config
+    "models/__init__.py": {"family"},  # a stored model config from before families
+}
+
+
+def _fallback_reads():
+    """[(module, line, receiver, key)] of every `X.get("key", ...)` in pretrainx whose
+    receiver names a config (cfg, opt_cfg, model_cfg, cfg.data, ...)."""
+    import ast
+    import re
+    found = []
+    package = REPO / "pretrainx"
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "get" and node.args
+                    and isinstance(node.args[0], ast.Constant)
+                    and isinstance(node.args[0].value, str)):
+                continue
+            receiver = ast.unparse(node.func.value)
+            if re.search(r"(^|\.|_)(cfg|config|optimizer|model|data|opt)$", receiver):
+                found.append((str(path.relative_to(package)), node.lineno, receiver,
+                              node.args[0].value))
+    return found
+
+
+def test_no_config_read_falls_back_for_a_key_every_config_has():
+    """`cfg.get(key, fallback)` repeats a default where every config has the key: the
+    fallback can drift from the default it shadows. A key every pretraining objective's
+    defaults and the fine-tuning config both hold (or, for a model config, every
+    family's model keys) is read directly; what remains reads a key only some families
+    or objectives have, or a file an older version wrote."""
+    from pretrainx import config as config_lib
+    from pretrainx import models, objectives
+    from pretrainx.finetune import config as finetune_config
+    flat = [config_lib.flatten(objectives.default_config(n)) for n in _objectives()]
+    flat.append(config_lib.flatten(finetune_config.finetune_config()))
+    everywhere = set.intersection(*(set(f) | {k.rsplit(".", 1)[0] for k in f if "." in k}
+                                    for f in flat))
+    model_keys = set.intersection(*(set(f.default_config()) for f in models.FAMILIES.entries()))
+    shadowing = []
+    for module, line, receiver, key in _fallback_reads():
+        if key in _STORED_FILE_READS.get(module, ()):
+            continue
+        section = receiver.rsplit(".", 1)[-1]
+        sections = {"optimizer": ["optimizer."], "opt_cfg": ["optimizer."], "opt": ["optimizer."],
+                    "data": ["data."], "data_cfg": ["data."]}.get(section, ["", "model."])
+        if any(p + key in everywhere for p in sections) or (
+                "model." in sections and key in model_keys) or (
+                section in ("model", "model_cfg") and key in model_keys):
+            shadowing.append(f"{module}:{line} {receiver}.get({key!r})")
+    assert not shadowing, shadowing

@@ -127,7 +127,9 @@ def test_three_phases_resume_bit_for_bit_a_step_before_and_at_a_boundary(tmp_pat
 
 
 def test_describe_tables_the_phases():
-    rows = phases_lib.describe(_lifecycle(), lambda c: objectives.build(c, tokenizer=None))
+    cfg = _lifecycle()
+    rows = phases_lib.describe(cfg, config_lib.phases(cfg),
+                               lambda c: objectives.build(c, tokenizer=None))
     assert [(r["name"], r["steps"], r["tokens"], r.get("mask_prob")) for r in rows] == [
         ("pretrain", [0, 3], 3 * 8 * 32, 0.3), ("extension", [3, 6], 3 * 4 * 64, 0.3),
         ("decay", [6, 8], 2 * 4 * 64, 0.15)]

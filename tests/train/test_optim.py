@@ -9,6 +9,7 @@ import optax
 import pytest
 from flax import linen as nn
 
+from pretrainx import config as config_lib
 from pretrainx.train import optim, schedules
 from pretrainx.train import step as step_lib
 from pretrainx.train.state import TrainState
@@ -44,9 +45,9 @@ def _adam_count(opt_state):
 
 
 def test_a_skipped_step_moves_the_schedule_on_and_nothing_else():
-    cfg = ml_collections.ConfigDict(dict(name="adamw", learning_rate=1e-2, warmup_steps=0,
-                                         schedule="warmup_linear", b1=0.9, b2=0.999, eps=1e-6,
-                                         weight_decay=0.0, grad_clip=0.0))
+    cfg = config_lib.optimizer_config(1e-2, "warmup_linear", name="adamw", warmup_steps=0,
+                                      b1=0.9, b2=0.999, eps=1e-6,
+                                      weight_decay=0.0, grad_clip=0.0)
     model, objective = _Linear(), _Squares()
     good = {"x": np.ones((4, 3), np.float32)}
     bad = {"x": np.full((4, 3), np.nan, np.float32)}
@@ -80,10 +81,10 @@ def test_a_skipped_step_moves_the_schedule_on_and_nothing_else():
 def test_uncorrected_adam_is_google_research_berts_update():
     """AdamWeightDecayOptimizer: m and v as Adam's, no division by 1 - b^t, decay added
     to the direction (masked), all times the learning rate."""
-    cfg = ml_collections.ConfigDict(dict(name="adamw", learning_rate=0.1, warmup_steps=0,
-                                         schedule="constant", b1=0.9, b2=0.999, eps=1e-6,
-                                         weight_decay=0.01, grad_clip=0.0,
-                                         bias_correction=False))
+    cfg = config_lib.optimizer_config(0.1, "constant", name="adamw", warmup_steps=0,
+                                      b1=0.9, b2=0.999, eps=1e-6,
+                                      weight_decay=0.01, grad_clip=0.0,
+                                      bias_correction=False)
     params = {"kernel": np.array([[1.0, -2.0]], np.float32), "bias": np.array([0.5], np.float32)}
     grads = [{"kernel": np.array([[0.3, -0.1]], np.float32), "bias": np.array([0.2], np.float32)},
              {"kernel": np.array([[-0.2, 0.4]], np.float32), "bias": np.array([-0.1], np.float32)}]
@@ -135,9 +136,9 @@ def _named(tree):
 def test_weight_decay_reaches_kernels_and_embeddings_never_norms_or_biases(scan):
     """With zero gradients AdamW's update is the decay alone: -lr x wd x p on what decays
     and exactly 0 on every LayerNorm scale and every bias, stacked (scan) or not."""
-    cfg = ml_collections.ConfigDict(dict(name="adamw", learning_rate=0.1, warmup_steps=0,
-                                         schedule="constant", b1=0.9, b2=0.999, eps=1e-6,
-                                         weight_decay=0.01, grad_clip=0.0))
+    cfg = config_lib.optimizer_config(0.1, "constant", name="adamw", warmup_steps=0,
+                                      b1=0.9, b2=0.999, eps=1e-6,
+                                      weight_decay=0.01, grad_clip=0.0)
     params = _bert_params(scan)
     tx = optim.make_optimizer(cfg, 10)
     zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
@@ -154,9 +155,9 @@ def test_weight_decay_reaches_kernels_and_embeddings_never_norms_or_biases(scan)
 def test_lamb_trust_ratio_skips_norms_and_biases():
     """LAMB (ALBERT): a kernel's update is scaled to lr x ||p|| (the trust ratio); a
     LayerNorm scale's or a bias's is plain Adam's, lr x m / (sqrt(v) + eps)."""
-    cfg = ml_collections.ConfigDict(dict(name="lamb", learning_rate=0.1, warmup_steps=0,
-                                         schedule="constant", b1=0.9, b2=0.999, eps=1e-6,
-                                         weight_decay=0.01, grad_clip=0.0))
+    cfg = config_lib.optimizer_config(0.1, "constant", name="lamb", warmup_steps=0,
+                                      b1=0.9, b2=0.999, eps=1e-6,
+                                      weight_decay=0.01, grad_clip=0.0)
     params = _bert_params(False)
     grads = jax.tree_util.tree_map(lambda p: 0.5 * jnp.ones_like(p), params)
     tx = optim.make_optimizer(cfg, 10)

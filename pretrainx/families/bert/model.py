@@ -46,6 +46,12 @@ def default_config(**family) -> ml_collections.ConfigDict:
     # False: the MLM decoder has a kernel of its own (output/kernel), as an HF
     # checkpoint saved with tie_word_embeddings=False has; True ties it to the word table
     put("tie_output", True)
+    # learned positions are read from row position_offset on (RoBERTa: 2, as fairseq
+    # numbers them from padding_idx + 1)
+    put("position_offset", 0)
+    # the fine-tuning pooler's activation: tanh (BERT's pooler), relu (DistilBERT's
+    # pre_classifier)
+    put("pooler_activation", "tanh")
     for key, value in given.items():  # keys of the family's own (position_offset, ...)
         m[key] = value
     return m

@@ -132,7 +132,7 @@ def _caveat(pretrained) -> str:
                 "E_delta, as GDES computes it) and the generator as generator/ "
                 "DebertaV2ForMaskedLM; the replaced-token head has no HF class and is not "
                 "written")
-    if pretrained.head == "mlm" and pretrained.model.get("enhanced_mask_decoder"):
+    if pretrained.head == "mlm" and pretrained.model.enhanced_mask_decoder:
         return ("HF's DebertaV2ForMaskedLM has no enhanced mask decoder: the encoder and MLM "
                 "head are written exactly, the decoder's position table (emd_position) is not, "
                 "and HF's MLM logits are the head on the last layer without it")

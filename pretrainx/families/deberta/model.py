@@ -45,7 +45,8 @@ def default_config(enhanced_mask_decoder: bool = False,
         # True: the v2 MLM recipe's EMD before the head
         enhanced_mask_decoder=enhanced_mask_decoder,
         # disentangled attention and its own layer: BERT's architecture keys do not apply
-        **{key: bert.OMIT for key in (*enc.MODIFICATIONS, "rope_theta")}, **objective)
+        **{key: bert.OMIT for key in (*enc.MODIFICATIONS, "rope_theta", "position_offset",
+                                      "pooler_activation")}, **objective)
 
 
 def flops_per_layer(cfg, seq_len: int) -> float:

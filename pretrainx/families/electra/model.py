@@ -73,7 +73,7 @@ class _Embeddings(enc.Encoder):
 
     def __call__(self, input_ids, token_type_ids, deterministic):
         x = self.token_embed(input_ids)
-        positions = jnp.arange(x.shape[1]) + self.cfg.get("position_offset", 0)
+        positions = jnp.arange(x.shape[1]) + self.cfg.position_offset
         x = x + self.type_embed(token_type_ids) + self.position_embed(positions)[None]
         x = self.embed_dropout(self.embed_norm(x), deterministic=deterministic)
         return layers.constrain(x, ("batch", "length", "embed"))

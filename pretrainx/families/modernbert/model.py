@@ -65,7 +65,7 @@ def default_config(causal: bool = False) -> ml_collections.ConfigDict:
 
 def causal(cfg) -> bool:
     """Whether `cfg` is the decoder (configs saved before the key existed are encoders)."""
-    return bool(cfg.get("causal", False))
+    return bool(cfg.causal)
 
 
 def window(cfg, index: int) -> int:

@@ -104,8 +104,7 @@ def _write(pretrained, params, tokenizer, model_type="roberta", architectures=AR
 
 
 def _max_length(pretrained) -> int:
-    return int(pretrained.model.max_position_embeddings) - pretrained.model.get(
-        "position_offset", 0)
+    return int(pretrained.model.max_position_embeddings) - pretrained.model.position_offset
 
 
 def _write_tokenizer(pretrained, tokenizer, output) -> list:
