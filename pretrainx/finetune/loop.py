@@ -1,13 +1,14 @@
 """Fine-tuning on a GLUE task: epochs of shuffled batches, dev metrics after each
 epoch, the best epoch's parameters kept, test predictions in GLUE's format.
 
-The train step, sharding and optimizer are the pretraining loop's; what differs
-is the data (whole epochs of one task, dropping the last partial batch as
-run_classifier.py does) and what is kept (the best epoch, not the last).
+The loop (train/loop.py's `run_steps`), its hook protocol, the train step, sharding
+and optimizer are pretraining's; what differs is the run (finetune/epochs.py: whole
+epochs of one task, dropping the last partial batch as run_classifier.py does), its
+hooks (the progress line, the scores at each epoch's end) and what is kept (the best
+epoch, not the last).
 """
 
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -20,8 +21,9 @@ from pretrainx import interop, models, sharding
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.finetune import config as ft_config
-from pretrainx.finetune import contrastive, layerwise, task_data
+from pretrainx.finetune import contrastive, epochs as epochs_lib, layerwise, task_data
 from pretrainx.models import heads, peft as peft_lib
+from pretrainx.train import loop as loop_lib
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, schedules, state as state_lib, step as step_lib
 
@@ -68,16 +70,12 @@ class TaskLoss:
         return {} if self.regression else {"accuracy": sums["correct_sum"] / norms["n"]}
 
 
-def _rows(arrays, index):
-    return {k: v[index] for k, v in arrays.items()}
-
-
 def _padded_batches(arrays, batch_size):
     """Every row once, the last batch padded with copies of the last row."""
     n = len(next(iter(arrays.values())))
     for start in range(0, n, batch_size):
         index = np.arange(start, start + batch_size)
-        yield _rows(arrays, np.minimum(index, n - 1)), min(batch_size, n - start)
+        yield epochs_lib.rows(arrays, np.minimum(index, n - 1)), min(batch_size, n - start)
 
 
 def graft(fresh: dict, pretrained, take_head: bool) -> tuple:
@@ -203,7 +201,7 @@ def train(cfg, workdir: str, devices=None) -> dict:
     if batch % dp or cfg.eval_batch_size % dp:
         raise UserError(f"global_batch_size={batch} and eval_batch_size={cfg.eval_batch_size} "
                         f"must divide over {dp} data-parallel devices")
-    example = _rows(data.train, np.zeros(1, np.int64))
+    example = epochs_lib.rows(data.train, np.zeros(1, np.int64))
     model = setup.model(data.head, data.num_labels)
     embeds = data.head.startswith("embed_")  # rows of texts -> their embeddings
     if embeds:
@@ -274,54 +272,31 @@ def train(cfg, workdir: str, devices=None) -> dict:
     with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
         f.write(cfg.to_json(sort_keys=True))
     writer = metrics_lib.MetricsWriter(workdir, total_steps)
-    base_key, repl = jax.random.key(cfg.seed + 1), sharding.replicated(mesh)
-    history, best, best_params, step, skipped_run = [], None, None, 0, 0
-    interval = time.perf_counter()
+    chooser = "dev" if data.holdout is None else "holdout"
+
+    def score(params):
+        if data.holdout is None:  # dev chooses the epoch: scored every epoch
+            scores = dev_scores(params)
+            return scores, scores[main_key]
+        # the held-out training rows choose; dev is scored at the chosen epoch
+        got = data.holdout.score(outputs(params, data.holdout.arrays))
+        scores = {f"holdout_{k}": v for k, v in got.items()}
+        return scores, scores[f"holdout_{data.holdout_metric or data.metrics[0]}"]
+
+    def keep(result, best, params):
+        if data.holdout is None:
+            best["dev_main"] = result[main_key]
+            interop.save_finetuned(workdir, contrastive.without_scale(params),
+                                   _info(cfg, setup, data, result))
+
+    run = epochs_lib.Epochs(data.train, batch, cfg.epochs, cfg.seed, state, train_step,
+                            to_global, sharding.replicated(mesh))
+    progress = epochs_lib.Progress(writer, cfg.log_every, cfg.max_skipped_steps)
+    epoch_end = epochs_lib.EpochEnd(writer, chooser, score, keep, progress)
     try:
-        for epoch in range(1, cfg.epochs + 1):
-            order = np.random.default_rng([cfg.seed, epoch]).permutation(n_train)
-            buffer = []
-            for i in range(steps_per_epoch):
-                index = order[i * batch:(i + 1) * batch]
-                state, m = train_step(state, to_global(_rows(data.train, index)), base_key,
-                                      step_lib.clock(step, 1, repl))
-                step += 1
-                buffer.append(m)
-                if step % cfg.log_every == 0 or i == steps_per_epoch - 1:
-                    host = jax.device_get(buffer)
-                    skipped_run = _count_skips(host, skipped_run, cfg.max_skipped_steps, step)
-                    record = {k: float(np.mean([h[k] for h in host])) for k in host[0]}
-                    record.update(step=step, epoch=epoch,
-                                  learning_rate=float(host[-1]["learning_rate"]),
-                                  steps_per_sec=len(host) / (time.perf_counter() - interval))
-                    writer.write(record)
-                    extra = f" | accuracy {record['accuracy']:.4f}" if "accuracy" in record else ""
-                    print(f"epoch {epoch} step {step}/{total_steps} | loss {record['loss']:.4f}"
-                          f"{extra} | lr {record['learning_rate']:.2e} | "
-                          f"{record['steps_per_sec']:.1f} steps/s", flush=True)
-                    buffer, interval = [], time.perf_counter()
-            chooser = "dev" if data.holdout is None else "holdout"
-            result = {"epoch": epoch, "step": step, "split": chooser}
-            if data.holdout is None:  # dev chooses the epoch: scored every epoch
-                result.update(dev_scores(state.params))
-                main = result[main_key]
-            else:  # the held-out training rows choose; dev is scored at the chosen epoch
-                got = data.holdout.score(outputs(state.params, data.holdout.arrays))
-                result.update({f"holdout_{k}": v for k, v in got.items()})
-                main = result[f"holdout_{data.holdout_metric or data.metrics[0]}"]
-            history.append(result)
-            writer.write(result)
-            log(f"{chooser:<8}epoch {epoch} | " + " | ".join(
-                f"{k} {v:.4f}" for k, v in result.items() if k not in ("epoch", "step", "split")))
-            if best is None or main > best["main"]:
-                best = dict(result, main=main)
-                best_params = jax.device_get(state.params)
-                if data.holdout is None:
-                    best["dev_main"] = result[main_key]
-                    interop.save_finetuned(workdir, contrastive.without_scale(best_params),
-                                           _info(cfg, setup, data, result))
-            interval = time.perf_counter()
-        on_device = jax.device_put(best_params, shardings.params)
+        loop_lib.run_steps(run, [progress, epoch_end], clock=lambda r: (r.step, 1))
+        history, best = epoch_end.history, epoch_end.best
+        on_device = jax.device_put(epoch_end.best_params, shardings.params)
         if data.holdout is not None:  # dev once, at the epoch the held-out rows chose
             chosen = dev_scores(on_device)
             history[best["epoch"] - 1].update(chosen)
@@ -330,7 +305,7 @@ def train(cfg, workdir: str, devices=None) -> dict:
                           **chosen})
             log(f"dev     chosen epoch {best['epoch']} | " + " | ".join(
                 f"{k} {v:.4f}" for k, v in chosen.items()))
-            interop.save_finetuned(workdir, contrastive.without_scale(best_params),
+            interop.save_finetuned(workdir, contrastive.without_scale(epoch_end.best_params),
                                    _info(cfg, setup, data, history[best["epoch"] - 1]))
     finally:
         writer.close()
@@ -351,15 +326,6 @@ def train(cfg, workdir: str, devices=None) -> dict:
             "steps": total_steps}
 
 
-def _count_skips(host, run, limit, step):
-    for m in host:
-        run = run + 1 if m["skipped"] else 0
-        if run >= limit:
-            raise UserError(f"loss or gradient not finite for {run} consecutive steps up to "
-                            f"step {step} (max_skipped_steps={limit})")
-    return run
-
-
 def _info(cfg, setup, data, dev: dict) -> dict:
     """What the kept parameters are, with the dev scores that chose them (`dev`)."""
     dev = {k: v.item() if hasattr(v, "item") else v for k, v in dev.items()}
@@ -376,7 +342,7 @@ def describe(cfg) -> dict:
     setup = _Setup(cfg)
     data = setup.data
     model = setup.model(data.head, data.num_labels)
-    batch = _rows(data.train, np.zeros(1, np.int64))
+    batch = epochs_lib.rows(data.train, np.zeros(1, np.int64))
     params = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.key(0), batch))["params"])
     labels = peft_lib.trainable_labels(params, setup.peft, TASK_PARAMS)
     n_train = len(data.train["weight"])

@@ -77,30 +77,45 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None, on_step=N
              hooks_lib.SaveBeforeEvaluation(checkpoint), evaluate,
              hooks_lib.PhaseSwitch(metrics), checkpoint, probe]
     run.end = budget.last_step(run) if budget else run.end  # a resumed run may be spent
+
+    def clock(run):  # from the step, or from the budget's elapsed share
+        return ramp.clock_at(cfg, run.step, budget.progress() if budget else None)
+
+    def settle(run):
+        if budget and budget.time_is_up(run):
+            run.end = run.step  # the hooks below evaluate and save this last step
+        run.finished = run.step == cfg.total_steps or (budget is not None and budget.spent)
     try:
         if cfg.init_from and not run.resumed and run.step < run.end:  # the imported model
             evaluate.now(run)
-        while run.step < run.end:
-            batch = run.next_batch()
-            for hook in hooks:
-                hook.before_step(run)
-            schedule_step, every = ramp.clock_at(
-                cfg, run.step, budget.progress() if budget else None)
-            step_metrics = run.train_step(batch, schedule_step, every)
-            if budget and budget.time_is_up(run):
-                run.end = run.step  # the hooks below evaluate and save this last step
-            run.finished = run.step == cfg.total_steps or (budget is not None and budget.spent)
-            logged = [record for hook in hooks for record in hook.after_step(run, step_metrics)]
-            if on_step is not None:
-                on_step(run.step, logged)
-            if run.stopping:
-                break
+        run_steps(run, hooks, clock, settle, on_step)
     finally:
         _close(run, profile, checkpoint, probe, metrics)
     metrics_lib.log(_ending(run, cfg, checkpoint, budget))
     return {"train": metrics.last, "eval": evaluate.last, "params": run.n_params,
             "peak_flops_source": run.peak_source, "step": run.step,
             "complete": run.step >= cfg.total_steps or bool(budget and budget.spent)}
+
+
+def run_steps(run, hooks, clock, settle=None, on_step=None) -> None:
+    """The one loop every training runs, pretraining (`train` above) and fine-tuning
+    (finetune/loop.py): from run.step to run.end, a batch, the hooks' before_step, one
+    step at `clock(run)` = (the step the schedules read, steps an update averages),
+    `settle(run)` (what the step decides before the hooks see it: a budget's end), the
+    hooks' after_step in their order, `on_step(step, records)`; a hook that sets
+    run.stopping ends it after that step."""
+    while run.step < run.end:
+        batch = run.next_batch()
+        for hook in hooks:
+            hook.before_step(run)
+        step_metrics = run.train_step(batch, *clock(run))
+        if settle is not None:
+            settle(run)
+        logged = [record for hook in hooks for record in hook.after_step(run, step_metrics)]
+        if on_step is not None:
+            on_step(run.step, logged)
+        if run.stopping:
+            break
 
 
 def _close(run, profile, checkpoint, probe, metrics) -> None:
