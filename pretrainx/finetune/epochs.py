@@ -1,13 +1,18 @@
 """Fine-tuning as train/loop.py's `run_steps` runs it: a run over epochs of the task's
 shuffled rows (what the loop asks of a run: `step`, `end`, `next_batch`, `train_step`,
-`stopping`), and the two hooks fine-tuning has: the progress line and metrics every
-`log_every` steps, and the scores at each epoch's end that choose the kept epoch."""
+`stopping`; what train/hooks.py's Checkpoint asks: `checkpoint_due`,
+`save_checkpoint`), and the two hooks of fine-tuning's own: the progress line and
+metrics every `log_every` steps, and the scores at each epoch's end that choose the
+kept epoch. A checkpoint at each epoch's end (and when a signal stops the run) holds
+the state, the step and the epochs scored so far, so a rerun resumes there."""
 
+import json
 import time
 
 import jax
 import numpy as np
 
+from pretrainx import config as config_lib
 from pretrainx.errors import UserError
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import step as step_lib
@@ -24,13 +29,18 @@ class Epochs:
     so the batch at a step is a function of the step); the last partial batch is
     dropped, as run_classifier.py does. `step_fn` is the compiled train step."""
 
-    def __init__(self, train, batch, epochs, seed, state, step_fn, to_global, mesh_replicated):
+    def __init__(self, train, batch, epochs, seed, state, step_fn, to_global, mesh_replicated,
+                 ckpt=None, config_json: str = ""):
         self.train, self.batch, self.seed = train, batch, seed
         self.per_epoch = len(train["weight"]) // batch
         self.state, self.step_fn, self.to_global = state, step_fn, to_global
         self.key, self.replicated = jax.random.key(seed + 1), mesh_replicated
         self.step, self.end, self.stopping = 0, self.per_epoch * epochs, False
+        self.ckpt, self.config_json = ckpt, config_json
         self.order = None
+        # where the run stands besides its step: the epochs scored (EpochEnd's records)
+        # and the best of them, with its parameters
+        self.history, self.best, self.best_params = [], None, None
 
     def epoch(self, step: int) -> int:
         """The epoch (from 1) that step `step` (from 0) belongs to."""
@@ -44,11 +54,36 @@ class Epochs:
         index = self.order[within * self.batch:(within + 1) * self.batch]
         return self.to_global(rows(self.train, index))
 
+    def checkpoint_due(self) -> bool:
+        return self.step % self.per_epoch == 0 or self.step == self.end
+
+    def save_checkpoint(self, force: bool) -> None:
+        best = self.best_params if self.best_params is not None else self.state.params
+        self.ckpt.save(self.step, {"state": self.state, "best": best}, self, self.config_json,
+                       force=force)
+
+    def get_state(self) -> dict:
+        """The data position a checkpoint holds: the step, and the epochs scored."""
+        return {"step": self.step, "history": _plain(self.history), "best": _plain(self.best)}
+
+    def set_state(self, saved: dict) -> None:
+        self.step, self.history, self.best = saved["step"], saved["history"], saved["best"]
+        self.order = None
+
     def train_step(self, batch, schedule_step: int, every: int = 1):
         self.state, metrics = self.step_fn(self.state, batch, self.key,
                                            step_lib.clock(schedule_step, every, self.replicated))
         self.step += 1
         return metrics
+
+
+def _plain(value):
+    """JSON's types for a record's numpy scalars."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value.item() if hasattr(value, "item") else value
 
 
 class Progress(Hook):
@@ -90,13 +125,13 @@ class Progress(Hook):
 
 class EpochEnd(Hook):
     """At each epoch's end the split that chooses (dev, or the held-out training rows)
-    is scored; the best epoch so far is kept (`keep(result, best, params)`: its scores,
-    `best` to add to, its parameters). `score(params) -> (scores, the one that chooses)`."""
+    is scored into run.history; the best epoch so far becomes run.best (with
+    run.best_params) and is kept (`keep(result, best, params)`: its scores, `best` to
+    add to, its parameters). `score(params) -> (scores, the one that chooses)`."""
 
     def __init__(self, writer, chooser: str, score, keep, progress: Progress):
         self.writer, self.chooser, self.score, self.keep = writer, chooser, score, keep
         self.progress = progress
-        self.history, self.best, self.best_params = [], None, None
 
     def after_step(self, run, step_metrics):
         if run.step % run.per_epoch:
@@ -104,13 +139,44 @@ class EpochEnd(Hook):
         result = {"epoch": run.epoch(run.step - 1), "step": run.step, "split": self.chooser}
         scores, main = self.score(run.state.params)
         result.update(scores)
-        self.history.append(result)
+        run.history.append(result)
         self.writer.write(result)
         metrics_lib.log(f"{self.chooser:<8}epoch {result['epoch']} | " + " | ".join(
             f"{k} {v:.4f}" for k, v in result.items() if k not in ("epoch", "step", "split")))
-        if self.best is None or main > self.best["main"]:
-            self.best = dict(result, main=main)
-            self.best_params = jax.device_get(run.state.params)
-            self.keep(result, self.best, self.best_params)
+        if run.best is None or main > run.best["main"]:
+            run.best = dict(result, main=main)
+            run.best_params = jax.device_get(run.state.params)
+            self.keep(result, run.best, run.best_params)
         self.progress.restart()  # the scoring's time is not the next interval's
         return [result]
+
+
+# Keys a resumed fine-tuning run may change (they change no step it trains; the
+# state restores onto another mesh)
+_RESUMABLE = ("log_every", "eval_batch_size", "predict_test", "mesh", "sharding_rules")
+
+
+def resume(run, state, shardings, cfg) -> None:
+    """The run at its newest checkpoint, if the workdir has one of this run: the state,
+    the step, the epochs scored and the best epoch's parameters (kept in the checkpoint
+    beside the state, so a resume needs nothing else). One of another run is refused."""
+    ckpt = run.ckpt
+    def check(saved: dict) -> None:
+        old = config_lib.flatten(saved)
+        new = config_lib.flatten(json.loads(cfg.to_json(sort_keys=True)))
+        differ = [f"{k}: checkpoint {old.get(k)!r} vs config {new.get(k)!r}"
+                  for k in sorted(set(old) | set(new))
+                  if k.split(".")[0] not in _RESUMABLE and old.get(k) != new.get(k)]
+        if differ:
+            raise UserError(f"checkpoint in {ckpt.directory} was written by another "
+                            f"fine-tuning run ({differ[0]}); use another workdir")
+    restored = ckpt.restore({"state": state, "best": state.params},
+                            {"state": shardings, "best": shardings.params}, lambda _: run, check)
+    if restored is None:
+        return
+    saved = restored[1]
+    run.state = saved["state"]
+    if run.best is not None:
+        run.best_params = jax.device_get(saved["best"])
+    metrics_lib.log(f"resumed from {ckpt.directory}/{run.step}: epoch {run.epoch(run.step)}, "
+                    f"{len(run.history)} epoch(s) scored")

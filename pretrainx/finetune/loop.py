@@ -9,6 +9,7 @@ epoch, not the last).
 """
 
 import os
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +24,7 @@ from pretrainx.errors import UserError
 from pretrainx.finetune import config as ft_config
 from pretrainx.finetune import contrastive, epochs as epochs_lib, layerwise, task_data
 from pretrainx.models import heads, peft as peft_lib
+from pretrainx.train import checkpoint as checkpoint_lib, hooks as hooks_lib
 from pretrainx.train import loop as loop_lib
 from pretrainx.train import metrics as metrics_lib
 from pretrainx.train import optim, schedules, state as state_lib, step as step_lib
@@ -183,8 +185,11 @@ def _state_size(opt_state) -> int:
                    if hasattr(x, "shape") and np.ndim(x) > 0))
 
 
-def train(cfg, workdir: str, devices=None) -> dict:
-    """Fine-tune for cfg.epochs; returns the best dev result, the history and sizes."""
+def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
+    """Fine-tune for cfg.epochs; returns the best dev result, the history and sizes.
+    A checkpoint at each epoch's end (and when a signal stops the run) lets the same
+    call resume; `stop_at` ends the run early at that step with a checkpoint, as a
+    signal would (`complete` False)."""
     ft_config.validate(cfg)
     setup = _Setup(cfg)
     data = setup.data
@@ -283,32 +288,51 @@ def train(cfg, workdir: str, devices=None) -> dict:
         scores = {f"holdout_{k}": v for k, v in got.items()}
         return scores, scores[f"holdout_{data.holdout_metric or data.metrics[0]}"]
 
-    def keep(result, best, params):
+    def keep(result, best, params):  # held-out rows choose: dev is scored at the end
         if data.holdout is None:
             best["dev_main"] = result[main_key]
             interop.save_finetuned(workdir, contrastive.without_scale(params),
                                    _info(cfg, setup, data, result))
 
+    ckpt = checkpoint_lib.Checkpointer(workdir, keep=1, save_every=0)
     run = epochs_lib.Epochs(data.train, batch, cfg.epochs, cfg.seed, state, train_step,
-                            to_global, sharding.replicated(mesh))
+                            to_global, sharding.replicated(mesh), ckpt,
+                            cfg.to_json(sort_keys=True))
+    epochs_lib.resume(run, state, shardings, cfg)
+    if stop_at is not None:
+        run.end = min(run.end, stop_at)
     progress = epochs_lib.Progress(writer, cfg.log_every, cfg.max_skipped_steps)
-    epoch_end = epochs_lib.EpochEnd(writer, chooser, score, keep, progress)
+    checkpoint = hooks_lib.Checkpoint()
+    hooks = [progress, epochs_lib.EpochEnd(writer, chooser, score, keep, progress), checkpoint]
     try:
-        loop_lib.run_steps(run, [progress, epoch_end], clock=lambda r: (r.step, 1))
-        history, best = epoch_end.history, epoch_end.best
-        on_device = jax.device_put(epoch_end.best_params, shardings.params)
-        if data.holdout is not None:  # dev once, at the epoch the held-out rows chose
-            chosen = dev_scores(on_device)
-            history[best["epoch"] - 1].update(chosen)
+        loop_lib.run_steps(run, hooks, clock=lambda r: (r.step, 1))
+        complete = run.step == total_steps
+        if complete and data.holdout is not None:  # dev once, at the epoch it chose
+            best = run.best
+            chosen = dev_scores(jax.device_put(run.best_params, shardings.params))
+            run.history[best["epoch"] - 1].update(chosen)
             best.update(chosen, dev_main=chosen[main_key])
             writer.write({"epoch": best["epoch"], "step": best["step"], "split": "dev",
                           **chosen})
             log(f"dev     chosen epoch {best['epoch']} | " + " | ".join(
                 f"{k} {v:.4f}" for k, v in chosen.items()))
-            interop.save_finetuned(workdir, contrastive.without_scale(epoch_end.best_params),
-                                   _info(cfg, setup, data, history[best["epoch"] - 1]))
+            interop.save_finetuned(workdir, contrastive.without_scale(run.best_params),
+                                   _info(cfg, setup, data, run.history[best["epoch"] - 1]))
     finally:
+        checkpoint.close()
         writer.close()
+        ckpt.close()
+    sizes = {"params": n_params, "trainable_params": n_trainable,
+             "optimizer_state_size": opt_size, "steps": total_steps}
+    if not complete:
+        log(f"stopped by {checkpoint.signal_name or 'stop_at'} at step {run.step}/"
+            f"{total_steps}; checkpoint {run.step} saved in {ckpt.directory}; run the same "
+            "command to resume")
+        return {"best": run.best, "history": run.history, "test": {}, "complete": False,
+                "step": run.step, **sizes}
+    if jax.process_index() == 0:  # the run's product is best/: a resume needs no more
+        shutil.rmtree(ckpt.directory, ignore_errors=True)
+    on_device = jax.device_put(run.best_params, shardings.params)
     written, test_results = [], {}
     for test in data.test if cfg.predict_test else ():
         out = outputs(on_device, test.arrays)
@@ -318,12 +342,11 @@ def train(cfg, workdir: str, devices=None) -> dict:
             written.append(test.write(workdir, out))
     if test_results:
         log("test   best epoch | " + " | ".join(f"{k} {v:.4f}" for k, v in test_results.items()))
-    log(f"best {chooser} epoch {best['epoch']}: {main_key} {best['dev_main']:.4f} on dev; "
-        f"parameters in {workdir}/best"
+    log(f"best {chooser} epoch {run.best['epoch']}: {main_key} {run.best['dev_main']:.4f} on "
+        f"dev; parameters in {workdir}/best"
         + (f"; predictions {', '.join(written)}" if written else ""))
-    return {"best": best, "history": history, "test": test_results, "params": n_params,
-            "trainable_params": n_trainable, "optimizer_state_size": opt_size,
-            "steps": total_steps}
+    return {"best": run.best, "history": run.history, "test": test_results, "complete": True,
+            "step": run.step, **sizes}
 
 
 def _info(cfg, setup, data, dev: dict) -> dict:

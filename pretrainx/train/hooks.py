@@ -192,21 +192,21 @@ class PhaseSwitch(Hook):
 
 
 class Checkpoint(Hook):
-    """Every `checkpoint_every` steps, at the end, and when a preemption notice or a
-    signal (SIGTERM, Ctrl-C) asks the run to stop: then it saves and the loop ends.
-    A save due at an evaluation step is made before it (`SaveBeforeEvaluation`)."""
+    """When the run says a save is due (`run.checkpoint_due()`: pretraining's every
+    `checkpoint_every` steps and at the end, fine-tuning's at each epoch's end), and when
+    a preemption notice or a signal (SIGTERM, Ctrl-C) asks the run to stop: then it
+    saves (`run.save_checkpoint(force)`) and the loop ends. A save due at an evaluation
+    step is made before it (`SaveBeforeEvaluation`)."""
 
     def __init__(self):
         self.stop = preemption.StopRequest().install()
         self.saved_at = None
 
     def _due(self, run) -> bool:
-        return (run.step % run.cfg.checkpoint_every == 0 or run.step == run.end
-                or bool(run.phase.name) and run.step == run.phase.start)  # a named phase's end
+        return run.checkpoint_due()
 
     def _save(self, run, force: bool) -> None:
-        run.ckpt.save(run.step, run.state, run.iterator, run.cfg.to_json(sort_keys=True),
-                      force=force, layout=run.layout, phase=run.phase.name)
+        run.save_checkpoint(force)
         self.saved_at = run.step
 
     def before_evaluation(self, run) -> None:

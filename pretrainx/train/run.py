@@ -228,6 +228,17 @@ class Run:
                                f"first {o.batch_ramp:.1%} of the {clock}" if o.batch_ramp
                                else f"{o.accumulate_to} of them"))
 
+    def checkpoint_due(self) -> bool:
+        """Every checkpoint_every steps, at the run's end and at a named phase's end."""
+        return (self.step % self.cfg.checkpoint_every == 0 or self.step == self.end
+                or bool(self.phase.name) and self.step == self.phase.start)
+
+    def save_checkpoint(self, force: bool) -> None:
+        """The state, the data position (with the layout and the phase it is of) and
+        the config, at this step."""
+        self.ckpt.save(self.step, self.state, self.iterator, self.cfg.to_json(sort_keys=True),
+                       force=force, layout=self.layout, phase=self.phase.name)
+
     def _check_saved(self, saved_cfg):
         differ = _model_fields_differ(saved_cfg, self.cfg)
         if differ:

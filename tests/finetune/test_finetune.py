@@ -115,6 +115,39 @@ def test_finetune_learns_sst2_and_keeps_the_best_epoch(shared_data, tmp_path):
     assert saved.head == "classify" and saved.labels == ("0", "1") and saved.task == "sst2"
 
 
+@pytest.mark.parametrize("holdout", [0, 32])
+def test_a_stopped_finetune_resumes_to_the_same_result(shared_data, tmp_path, holdout):
+    """Stopped mid-epoch after an epoch was scored (as a signal stops it: a checkpoint
+    at that step), the same call resumes there: the best epoch, the saved parameters
+    and finetune.json are those of a run never stopped, chosen by dev or by held-out
+    rows; a finished run leaves no checkpoints behind, and a checkpoint of another
+    configuration is refused in one line."""
+    from pretrainx.finetune import loop
+    cfg = ft_config(shared_data, epochs=3, **{"data.max_train_examples": 64 + holdout,
+                                               "data.holdout_examples": holdout})
+    cfg.data.tokenizer = tiny_bert_config().data.tokenizer
+    cfg.model = tiny_bert_config().model
+    whole = loop.train(cfg, str(tmp_path / "whole"), devices=jax.devices()[:1])
+    part = loop.train(cfg, str(tmp_path / "part"), devices=jax.devices()[:1], stop_at=6)
+    assert not part["complete"] and part["step"] == 6 and len(part["history"]) == 1
+    assert (tmp_path / "part" / "checkpoints" / "6").is_dir()
+    changed = ft_config(shared_data, epochs=3, **{"data.max_train_examples": 64 + holdout,
+                                                   "data.holdout_examples": holdout,
+                                                   "optimizer.learning_rate": 5e-4})
+    changed.data.tokenizer, changed.model = cfg.data.tokenizer, cfg.model
+    with pytest.raises(UserError, match="another fine-tuning run .*optimizer.learning_rate"):
+        loop.train(changed, str(tmp_path / "part"), devices=jax.devices()[:1])
+    resumed = loop.train(cfg, str(tmp_path / "part"), devices=jax.devices()[:1])
+    assert resumed["complete"] and resumed["best"] == whole["best"]
+    assert resumed["history"] == whole["history"]
+    assert not (tmp_path / "part" / "checkpoints").exists()
+    assert ((tmp_path / "part" / "finetune.json").read_text()
+            == (tmp_path / "whole" / "finetune.json").read_text())
+    mine, theirs = interop.load(str(tmp_path / "part")), interop.load(str(tmp_path / "whole"))
+    for a, b in zip(jax.tree_util.tree_leaves(mine.params), jax.tree_util.tree_leaves(theirs.params)):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.slow
 def test_holdout_rows_leave_training_and_choose_the_epoch(shared_data, tmp_path):
     """data.holdout_examples keeps the last N training rows read out of training; they,
