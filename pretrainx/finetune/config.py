@@ -37,6 +37,9 @@ def finetune_config() -> ml_collections.ConfigDict:
     c.log_every = 100
     c.eval_batch_size = 64
     c.max_skipped_steps = 10
+    # > 0: stop once this many epochs in a row have not beaten the best one (the score
+    # that chooses: dev's, or the held-out rows'); the best epoch is kept as always
+    c.early_stopping_epochs = 0
     # the best epoch's test predictions (GLUE's submission files, CoNLL's test F1); a
     # comparison or a probe, which report dev, leaves them out
     c.predict_test = True
@@ -125,6 +128,9 @@ def validate(cfg) -> ml_collections.ConfigDict:
         if name not in known and name not in groups:
             raise UserError(f"unknown config key '{name}'")
     task_data.check_name(cfg.task)
+    if not isinstance(cfg.early_stopping_epochs, int) or cfg.early_stopping_epochs < 0:
+        raise UserError(f"early_stopping_epochs={cfg.early_stopping_epochs!r} must be an "
+                        "integer >= 0 (0: train every epoch)")
     config_lib.check_positive(cfg, "epochs", "global_batch_size", "seq_len", "log_every",
                          "eval_batch_size", "max_skipped_steps")
     if cfg.optimizer.learning_rate <= 0:

@@ -36,6 +36,7 @@ class Epochs:
         self.state, self.step_fn, self.to_global = state, step_fn, to_global
         self.key, self.replicated = jax.random.key(seed + 1), mesh_replicated
         self.step, self.end, self.stopping = 0, self.per_epoch * epochs, False
+        self.stopped_early = False  # set by EpochEnd: no better epoch for its patience
         self.ckpt, self.config_json = ckpt, config_json
         self.order = None
         # where the run stands besides its step: the epochs scored (EpochEnd's records)
@@ -127,11 +128,14 @@ class EpochEnd(Hook):
     """At each epoch's end the split that chooses (dev, or the held-out training rows)
     is scored into run.history; the best epoch so far becomes run.best (with
     run.best_params) and is kept (`keep(result, best, params)`: its scores, `best` to
-    add to, its parameters). `score(params) -> (scores, the one that chooses)`."""
+    add to, its parameters). `score(params) -> (scores, the one that chooses)`. With
+    `patience` (early_stopping_epochs), that many epochs without a better score end
+    the run at this step."""
 
-    def __init__(self, writer, chooser: str, score, keep, progress: Progress):
+    def __init__(self, writer, chooser: str, score, keep, progress: Progress,
+                 patience: int = 0):
         self.writer, self.chooser, self.score, self.keep = writer, chooser, score, keep
-        self.progress = progress
+        self.progress, self.patience = progress, patience
 
     def after_step(self, run, step_metrics):
         if run.step % run.per_epoch:
@@ -147,6 +151,10 @@ class EpochEnd(Hook):
             run.best = dict(result, main=main)
             run.best_params = jax.device_get(run.state.params)
             self.keep(result, run.best, run.best_params)
+        elif self.patience and result["epoch"] - run.best["epoch"] >= self.patience:
+            metrics_lib.log(f"early stop: {self.patience} epoch(s) without a better "
+                            f"{self.chooser} score than epoch {run.best['epoch']}'s")
+            run.end, run.stopped_early = run.step, True  # the run ends here, complete
         self.progress.restart()  # the scoring's time is not the next interval's
         return [result]
 

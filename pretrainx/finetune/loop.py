@@ -303,10 +303,11 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
         run.end = min(run.end, stop_at)
     progress = epochs_lib.Progress(writer, cfg.log_every, cfg.max_skipped_steps)
     checkpoint = hooks_lib.Checkpoint()
-    hooks = [progress, epochs_lib.EpochEnd(writer, chooser, score, keep, progress), checkpoint]
+    hooks = [progress, epochs_lib.EpochEnd(writer, chooser, score, keep, progress,
+                                           cfg.early_stopping_epochs), checkpoint]
     try:
         loop_lib.run_steps(run, hooks, clock=lambda r: (r.step, 1))
-        complete = run.step == total_steps
+        complete = run.step == total_steps or run.stopped_early
         if complete and data.holdout is not None:  # dev once, at the epoch it chose
             best = run.best
             chosen = dev_scores(jax.device_put(run.best_params, shardings.params))

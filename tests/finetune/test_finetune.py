@@ -148,6 +148,24 @@ def test_a_stopped_finetune_resumes_to_the_same_result(shared_data, tmp_path, ho
         np.testing.assert_array_equal(a, b)
 
 
+def test_early_stopping_ends_after_its_patience_and_keeps_the_best(shared_data, tmp_path):
+    """early_stopping_epochs=1: an epoch that does not beat the best ends the run there
+    (a rate of 1e-9 leaves dev's score where the first epoch put it); the run is
+    complete, its best epoch the first, and a negative patience is refused."""
+    from pretrainx.finetune import loop
+    cfg = ft_config(shared_data, epochs=4, early_stopping_epochs=1,
+                    **{"optimizer.learning_rate": 1e-9})
+    cfg.data.tokenizer = tiny_bert_config().data.tokenizer
+    cfg.model = tiny_bert_config().model
+    out = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
+    assert out["complete"] and [h["epoch"] for h in out["history"]] == [1, 2]
+    assert out["best"]["epoch"] == 1 and out["step"] == 8
+    assert not (tmp_path / "checkpoints").exists() and (tmp_path / "finetune.json").is_file()
+    cfg.early_stopping_epochs = -1
+    with pytest.raises(UserError, match="early_stopping_epochs=-1 must be an integer >= 0"):
+        loop.train(cfg, str(tmp_path / "bad"), devices=jax.devices()[:1])
+
+
 @pytest.mark.slow
 def test_holdout_rows_leave_training_and_choose_the_epoch(shared_data, tmp_path):
     """data.holdout_examples keeps the last N training rows read out of training; they,
