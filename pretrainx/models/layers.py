@@ -245,13 +245,16 @@ def rotary(x, positions, theta: float):
 
 
 class RMSNorm(nn.Module):
-    """T5's LayerNorm: scale only, no mean subtraction, no bias; float32 statistics."""
+    """T5's LayerNorm: scale only, no mean subtraction, no bias; float32 statistics.
+    `axis`: the logical name of the normed dimension ("kv" for a per-head norm)."""
     eps: float = 1e-6
     dtype: Dtype = jnp.float32
+    axis: str = "embed"
 
     @nn.compact
     def __call__(self, x):
-        scale = self.param("scale", nn.with_logical_partitioning(nn.initializers.ones, ("embed",)),
+        scale = self.param("scale", nn.with_logical_partitioning(nn.initializers.ones,
+                                                                 (self.axis,)),
                            (x.shape[-1],), jnp.float32)
         x32 = x.astype(jnp.float32)
         y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + self.eps)

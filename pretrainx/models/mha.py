@@ -92,18 +92,29 @@ class MultiHeadAttention(nn.Module):
     rotary: Rotary | None = None
     decoding: Decoding | None = None
     tuning: peft.Peft = peft.Peft()
+    # grouped-query attention (Ainslie et al. 2023): keys and values of this many heads,
+    # each shared by num_heads / kv_heads query heads (0: one per query head)
+    kv_heads: int = 0
+    # > 0: queries and keys RMS-normed over each head, with this epsilon, before the
+    # rotary positions (QK-norm: Qwen3, Gemma 3)
+    qk_norm_eps: float = 0.0
 
     @nn.compact
     def __call__(self, x_q, x_kv, bias, deterministic: bool, positions=None):
-        def project(name, x, init=None):
-            return layers.Dense(features=(self.num_heads, self.head_dim),
+        def project(name, x, init=None, heads=self.num_heads):
+            return layers.Dense(features=(heads, self.head_dim),
                                 kernel_axes=("embed", "heads", "kv"), use_bias=self.use_bias,
                                 dtype=self.dtype, kernel_init=init or self.kernel_init,
                                 lora=self.tuning.lora_on(name), name=name)(x, deterministic)
 
         q = project("query", x_q, self.query_init)
+        kv_heads = self.kv_heads or self.num_heads
         k, v = ((self.decoding or Decoding()).keys_values(
-            self, lambda: (project("key", x_kv), project("value", x_kv))))
+            self, lambda: (project("key", x_kv, heads=kv_heads),
+                           project("value", x_kv, heads=kv_heads))))
+        if self.qk_norm_eps:
+            q = layers.RMSNorm(self.qk_norm_eps, self.dtype, "kv", name="query_norm")(q)
+            k = layers.RMSNorm(self.qk_norm_eps, self.dtype, "kv", name="key_norm")(k)
         if self.rotary is not None:
             q, k = self.rotary(q, k, positions)
         dense_only = self.tuning.prefix_length or self.decoding is not None
@@ -120,6 +131,8 @@ class MultiHeadAttention(nn.Module):
                                           self.dtype)
         if self.decoding is not None:
             k, v, bias = self.decoding.extend(self, k, v, bias, self.dtype)
+        if kv_heads != self.num_heads:  # each key/value head serves its group of queries
+            k, v = (jnp.repeat(t, self.num_heads // kv_heads, axis=2) for t in (k, v))
         # Head-major [batch, heads, length, kv] for the two batched matmuls: 12% faster
         # on XLA:CPU than contracting in the projection's [batch, length, heads, kv].
         q, k, v = (layers.constrain(jnp.swapaxes(t, 1, 2), ("batch", "heads", "length", "kv"))

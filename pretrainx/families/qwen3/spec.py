@@ -1,0 +1,47 @@
+"""Qwen3's entry (Qwen Team 2025, "Qwen3 Technical Report"): the decoder (GQA, QK-norm,
+SwiGLU, RoPE), causal LM, HF's Qwen3ForCausalLM layout both ways, sampled token by
+token from its key-value cache. Its main use here is continuing a released model
+(`init_from` an HF folder) and, later, deriving encoders from it."""
+
+from pretrainx import config as config_lib
+from pretrainx import objectives, registry
+from pretrainx.errors import UserError
+from pretrainx.families.qwen3 import hf, qwen3_clm
+from pretrainx.families.qwen3 import model as qwen3
+
+
+def defaults():
+    """The report gives the data (about 36T tokens in three stages: 30T at 4,096 tokens,
+    a reasoning stage, then long context at 32,768) but not the optimizer's values, so
+    these are the common open ones, named as a drift: AdamW (b2 0.95, eps 1e-8, weight
+    decay 0.1, clipping 1.0), peak 3e-4 after 2,000 steps, cosine to 10% of it, rows of
+    4,096 tokens, 1,024 a step (4M tokens), 1M steps (the first stage's ~4T of 30T)."""
+    c = config_lib.shared_config("qwen3_clm", total_steps=1_000_000, batch=1024,
+                                 seq_len=4096, learning_rate=3e-4, schedule="cosine_floor",
+                                 warmup_steps=2000, final_lr_fraction=0.1, b2=0.95, eps=1e-8,
+                                 weight_decay=0.1)
+    c.model = qwen3.default_config()
+    c.data.lower_case = False
+    return c
+
+
+def validate(cfg) -> None:
+    config_lib.check_positive(cfg, "model.hidden_size", "model.num_heads",
+                              "model.num_kv_heads", "model.head_dim", "model.mlp_dim")
+    m = cfg.model
+    if m.num_heads % m.num_kv_heads:
+        raise UserError(f"model.num_heads={m.num_heads} is not a multiple of "
+                        f"model.num_kv_heads={m.num_kv_heads} (each key/value head serves "
+                        "a group of query heads)")
+    if cfg.seq_len > m.max_position_embeddings:
+        raise UserError(f"seq_len={cfg.seq_len} exceeds model.max_position_embeddings="
+                        f"{m.max_position_embeddings}")
+
+
+registry.register(registry.Family(
+    name="qwen3", outputs=qwen3.outputs, default_config=qwen3.default_config,
+    causal_sampling=lambda cfg: qwen3.Qwen3(cfg, decode=True),
+    objectives=(objectives.Entry(
+        name="qwen3_clm", build=qwen3_clm.Qwen3Clm, defaults=defaults, validate=validate,
+        as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),),
+    hf=(hf.ADAPTER,)))
