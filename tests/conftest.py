@@ -408,3 +408,22 @@ if _PROFILE_DIR:
         out.mkdir(parents=True, exist_ok=True)
         with open(out / f"{worker}.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
+
+
+def greedy_without_cache(model, params, prompt: list, steps: int) -> list:
+    """The `steps` tokens a decoder writes greedily from `prompt` when it runs the whole
+    prefix again each step, padded to one length (one compilation; causal attention and
+    segment 0 keep the padding out of the prefix): what a key-value cache must match."""
+    import jax
+    import jax.numpy as jnp
+    total = len(prompt) + steps
+    forward = jax.jit(lambda p, b: model.apply({"params": p}, b)["logits"])
+    ids = list(prompt)
+    for _ in range(steps):
+        n = len(ids)
+        inputs, segments = np.zeros((1, total), np.int32), np.zeros((1, total), np.int32)
+        inputs[0, :n], segments[0, :n] = ids, 1
+        batch = {"inputs": inputs, "segment_ids": segments, "positions": np.arange(total)[None]}
+        ids.append(int(jnp.argmax(forward(params, batch)[0, n - 1])))
+    return ids[len(prompt):]
+

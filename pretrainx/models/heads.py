@@ -74,6 +74,21 @@ def task_logits(x, attention_mask, *, head: str, num_labels: int, deterministic:
     return {"logits": logits.astype(jnp.float32)}
 
 
+def decoder_outputs(network: nn.Module, params, batch) -> dict:
+    """{"hidden_states", "logits"}: a decoder's last states and next-token logits at every
+    position of a right-padded batch (input_ids, attention_mask), for pretrainx.load;
+    `network` reads rows of inputs, segment_ids and positions through `hidden(rows)`
+    and `logits(states)` (GPT-2's, Qwen3's)."""
+    ids = batch["input_ids"]
+    rows = {"inputs": ids, "segment_ids": batch["attention_mask"],
+            "positions": jnp.broadcast_to(jnp.arange(ids.shape[1]), ids.shape)}
+
+    def run(net, rows):
+        h = net.hidden(rows)
+        return {"hidden_states": h, "logits": net.logits(h)}
+    return network.apply({"params": params}, rows, method=run)
+
+
 def mlm_outputs(network: nn.Module, params, batch) -> dict:
     """{"hidden_states", "logits"}: the encoder's last states and the MLM head's logits at
     every position of a padded batch, for pretrainx.load; `network` is an MLM model with

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import REPO, load_config, override, read_metrics
+from conftest import REPO, greedy_without_cache, load_config, override, read_metrics
 from pretrainx import config as config_lib
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.families.gpt2 import model as gpt2
@@ -136,18 +136,7 @@ def test_kv_cache_sampling(vocab):
         "inputs": np.array([prompt]), "segment_ids": np.ones((1, len(prompt)), np.int32),
         "positions": np.arange(len(prompt))[None]})["params"]
     cached = sampling.generate(cfg, params, prompt, 12, temperature=0.0)[0]
-    # Greedy without a cache: the whole prefix every step, padded to one length (one
-    # compilation; causal attention and segment 0 keep the padding out of the prefix).
-    total = len(prompt) + 12
-    forward = jax.jit(lambda p, b: model.apply({"params": p}, b)["logits"])
-    ids = list(prompt)
-    for _ in range(12):
-        n = len(ids)
-        inputs, segments = np.zeros((1, total), np.int32), np.zeros((1, total), np.int32)
-        inputs[0, :n], segments[0, :n] = ids, 1
-        batch = {"inputs": inputs, "segment_ids": segments, "positions": np.arange(total)[None]}
-        ids.append(int(jnp.argmax(forward(params, batch)[0, n - 1])))
-    assert list(cached) == ids[len(prompt):]
+    assert list(cached) == greedy_without_cache(model, params, prompt, 12)
     assert list(sampling.generate(cfg, params, prompt, 12, top_k=1)[0]) == list(cached)
     logits = jnp.log(jnp.array([[0.5, 0.3, 0.15, 0.05]]))
     kept = sampling.filter_logits(logits, 1.0, 0, 0.75)  # 0.5 + 0.3 reach 0.75

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from conftest import ALICE, SENTENCES, load_config, override
+from conftest import SENTENCES, greedy_without_cache, load_config, override
 from pretrainx import interop
 from pretrainx.errors import UserError
 from pretrainx.families.qwen3 import model as qwen3
@@ -142,7 +142,6 @@ def test_loss_falls_and_a_mesh_of_8_gives_the_same_losses(tmp_path):
 def test_kv_cache_sampling_is_greedy_decoding_without_it(shared_data):
     """The cached decoder (grouped keys and values in the cache, rotary positions per
     step) writes what the whole prefix run again each step writes."""
-    import jax.numpy as jnp
     from pretrainx.data.tokenizers import load_tokenizer
     from pretrainx.trained import sampling
     cfg = _quickstart().model
@@ -153,16 +152,7 @@ def test_kv_cache_sampling_is_greedy_decoding_without_it(shared_data):
         "inputs": np.array([prompt]), "segment_ids": np.ones((1, len(prompt)), np.int32),
         "positions": np.arange(len(prompt))[None]})["params"]
     cached = sampling.generate(cfg, params, prompt, 10, temperature=0.0)[0]
-    total = len(prompt) + 10
-    forward = jax.jit(lambda p, b: model.apply({"params": p}, b)["logits"])
-    ids = list(prompt)
-    for _ in range(10):
-        n = len(ids)
-        inputs, segments = np.zeros((1, total), np.int32), np.zeros((1, total), np.int32)
-        inputs[0, :n], segments[0, :n] = ids, 1
-        batch = {"inputs": inputs, "segment_ids": segments, "positions": np.arange(total)[None]}
-        ids.append(int(jnp.argmax(forward(params, batch)[0, n - 1])))
-    assert list(cached) == ids[len(prompt):]
+    assert list(cached) == greedy_without_cache(model, params, prompt, 10)
 
 
 def test_bad_configs_are_refused_in_one_line():

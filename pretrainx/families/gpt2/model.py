@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
-from pretrainx.models import layers, mha
+from pretrainx.models import heads, layers, mha
 
 
 def default_config() -> ml_collections.ConfigDict:
@@ -110,14 +110,7 @@ class GPT2(nn.Module):
 def outputs(cfg, params, batch) -> dict:
     """The final LayerNorm's states and the next-token logits of a right-padded batch
     (input_ids, attention_mask), for pretrainx.load."""
-    rows = {"inputs": batch["input_ids"], "segment_ids": batch["attention_mask"],
-            "positions": jnp.broadcast_to(jnp.arange(batch["input_ids"].shape[1]),
-                                          batch["input_ids"].shape)}
-
-    def run(net, rows):
-        h = net.hidden(rows)
-        return {"hidden_states": h, "logits": net.logits(h)}
-    return GPT2(cfg).apply({"params": params}, rows, method=run)
+    return heads.decoder_outputs(GPT2(cfg), params, batch)
 
 
 def flops_per_token(cfg, seq_len: int) -> float:
