@@ -30,7 +30,7 @@ class Epochs:
     dropped, as run_classifier.py does. `step_fn` is the compiled train step."""
 
     def __init__(self, train, batch, epochs, seed, state, step_fn, to_global, mesh_replicated,
-                 ckpt=None, config_json: str = ""):
+                 ckpt, config_json: str):
         self.train, self.batch, self.seed = train, batch, seed
         self.per_epoch = len(train["weight"]) // batch
         self.state, self.step_fn, self.to_global = state, step_fn, to_global
@@ -65,7 +65,7 @@ class Epochs:
 
     def get_state(self) -> dict:
         """The data position a checkpoint holds: the step, and the epochs scored."""
-        return {"step": self.step, "history": _plain(self.history), "best": _plain(self.best)}
+        return {"step": self.step, "history": plain(self.history), "best": plain(self.best)}
 
     def set_state(self, saved: dict) -> None:
         self.step, self.history, self.best = saved["step"], saved["history"], saved["best"]
@@ -78,12 +78,12 @@ class Epochs:
         return metrics
 
 
-def _plain(value):
+def plain(value):
     """JSON's types for a record's numpy scalars."""
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value.item() if hasattr(value, "item") else value
 
 
@@ -94,7 +94,7 @@ class Progress(Hook):
 
     def __init__(self, writer, log_every: int, max_skipped: int):
         self.writer, self.log_every, self.max_skipped = writer, log_every, max_skipped
-        self.buffer, self.skipped_run = [], 0
+        self.skipped_run = 0
         self.restart()
 
     def restart(self):

@@ -352,8 +352,8 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
 
 def _info(cfg, setup, data, dev: dict) -> dict:
     """What the kept parameters are, with the dev scores that chose them (`dev`)."""
-    dev = {k: v.item() if hasattr(v, "item") else v for k, v in dev.items()}
-    return {"task": cfg.task, "head": data.head, "labels": list(data.labels), "dev": dev,
+    return {"task": cfg.task, "head": data.head, "labels": list(data.labels),
+            "dev": epochs_lib.plain(dev),
             "model": setup.model_cfg.to_dict(), "tokenizer": setup.tokenizer.path,
             "lower_case": setup.lower_case, "peft": cfg.peft.to_dict(),
             "init_from": cfg.init_from,
