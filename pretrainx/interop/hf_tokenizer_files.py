@@ -88,3 +88,20 @@ def write_tokenizer_json(output: str) -> list:
         single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}", special_tokens=ids)
     built.save(os.path.join(output, "tokenizer.json"))
     return ["tokenizer.json"]
+
+
+def write_decoder_tokenizer(pretrained, output: str, special: dict) -> list:
+    """A decoder's tokenizer files: an imported tokenizer.json (Qwen's, Gemma's) as it
+    is, read by PreTrainedTokenizerFast; GPT-2's byte-level files (a run trained here on
+    them) under GPT2Tokenizer, which splits text as they were trained to. `special`:
+    tokenizer_config.json's token entries (eos_token, pad_token, ...)."""
+    if pretrained.tokenizer.endswith("tokenizer.json"):
+        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "tokenizer.json"))
+        files, config = ["tokenizer.json"], {"tokenizer_class": "PreTrainedTokenizerFast"}
+    else:
+        files = ["vocab.json", "merges.txt"]
+        for source, name in zip(bpe.files_in(pretrained.tokenizer), files):
+            shutil.copyfile(source, os.path.join(output, name))
+        config = {"tokenizer_class": "GPT2Tokenizer", "add_prefix_space": False}
+    config.update(model_max_length=int(pretrained.model.max_position_embeddings))
+    return files + hf_lib.write_tokenizer_config(output, config, special)

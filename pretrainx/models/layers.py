@@ -246,19 +246,22 @@ def rotary(x, positions, theta: float):
 
 class RMSNorm(nn.Module):
     """T5's LayerNorm: scale only, no mean subtraction, no bias; float32 statistics.
-    `axis`: the logical name of the normed dimension ("kv" for a per-head norm)."""
+    `axis`: the logical name of the normed dimension ("kv" for a per-head norm).
+    `plus_one`: Gemma's form, which multiplies by (1 + scale) with the scale starting
+    at zero (the product taken in float32 before the cast, as Gemma's code does)."""
     eps: float = 1e-6
     dtype: Dtype = jnp.float32
     axis: str = "embed"
+    plus_one: bool = False
 
     @nn.compact
     def __call__(self, x):
-        scale = self.param("scale", nn.with_logical_partitioning(nn.initializers.ones,
-                                                                 (self.axis,)),
+        init = nn.initializers.zeros if self.plus_one else nn.initializers.ones
+        scale = self.param("scale", nn.with_logical_partitioning(init, (self.axis,)),
                            (x.shape[-1],), jnp.float32)
         x32 = x.astype(jnp.float32)
         y = x32 * jax.lax.rsqrt(jnp.mean(jnp.square(x32), axis=-1, keepdims=True) + self.eps)
-        return (y * scale).astype(self.dtype)
+        return (y * (1.0 + scale if self.plus_one else scale)).astype(self.dtype)
 
 
 class Embed(nn.Module):

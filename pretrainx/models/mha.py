@@ -6,6 +6,7 @@ projections, prefix-tuning's learned keys and values). Every family's attention 
 this module, so a change of kernel reaches them all."""
 
 import dataclasses
+import functools
 from typing import Callable
 
 import jax
@@ -96,8 +97,12 @@ class MultiHeadAttention(nn.Module):
     # each shared by num_heads / kv_heads query heads (0: one per query head)
     kv_heads: int = 0
     # > 0: queries and keys RMS-normed over each head, with this epsilon, before the
-    # rotary positions (QK-norm: Qwen3, Gemma 3)
+    # rotary positions (QK-norm: Qwen3, Gemma 3); qk_norm_plus_one: Gemma's (1 + scale)
     qk_norm_eps: float = 0.0
+    qk_norm_plus_one: bool = False
+    # > 0: the queries' scale instead of head_dim ** -0.5 (Gemma's
+    # query_pre_attn_scalar ** -0.5)
+    query_scale: float = 0.0
 
     @nn.compact
     def __call__(self, x_q, x_kv, bias, deterministic: bool, positions=None):
@@ -113,8 +118,9 @@ class MultiHeadAttention(nn.Module):
             self, lambda: (project("key", x_kv, heads=kv_heads),
                            project("value", x_kv, heads=kv_heads))))
         if self.qk_norm_eps:
-            q = layers.RMSNorm(self.qk_norm_eps, self.dtype, "kv", name="query_norm")(q)
-            k = layers.RMSNorm(self.qk_norm_eps, self.dtype, "kv", name="key_norm")(k)
+            norm = functools.partial(layers.RMSNorm, self.qk_norm_eps, self.dtype, "kv",
+                                     self.qk_norm_plus_one)
+            q, k = norm(name="query_norm")(q), norm(name="key_norm")(k)
         if self.rotary is not None:
             q, k = self.rotary(q, k, positions)
         dense_only = self.tuning.prefix_length or self.decoding is not None
@@ -138,7 +144,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v = (layers.constrain(jnp.swapaxes(t, 1, 2), ("batch", "heads", "length", "kv"))
                    for t in (q, k, v))
         if self.scale_queries:
-            q = q * jnp.asarray(self.head_dim ** -0.5, self.dtype)
+            q = q * jnp.asarray(self.query_scale or self.head_dim ** -0.5, self.dtype)
         if mask is not None:  # a kernel: no probabilities leave it, so no dropout on them
             if self.dropout_rate > 0 and not deterministic:
                 raise ValueError(f"attention_impl={impl} cannot apply attention dropout "

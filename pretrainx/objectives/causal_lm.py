@@ -3,7 +3,8 @@ GPT-2 and the decoders after it (Qwen3) train. A family's objective names its
 `network` (the decoder: batch of inputs, segment_ids, positions -> logits), `flops`
 and `flops_formula`.
 
-Each document ends with <|endoftext|>; a group's documents (shuffled for
+Each document ends with <|endoftext|> (or the tokenizer's end token) and, in a family
+that asks for it, opens with the start token; a group's documents (shuffled for
 training) are joined into one stream and cut into rows of seq_len + 1 tokens that
 overlap by one, so every token is a target once. A row keeps which document each
 token came from: attention stays inside a document, positions restart at its
@@ -25,6 +26,9 @@ class CausalLM:
     network = None  # (model_cfg) -> the decoder module
     flops = None  # (model_cfg, seq_len) -> training FLOPs per token
     flops_formula = ""
+    # documents open with the tokenizer's start token (Gemma's <bos>), where it has one
+    # apart from the end-of-text token
+    begins_with_bos = False
 
     def __init__(self, cfg, tokenizer):
         self.cfg = cfg
@@ -35,6 +39,8 @@ class CausalLM:
             self.eot_id = getattr(tokenizer, "eot_id", tokenizer.sep_id)
             if self.eot_id < 0:
                 raise UserError(f"tokenizer {tokenizer.path} has no end-of-text (or EOS) id")
+            bos = tokenizer.cls_id if self.begins_with_bos else -1
+            self.opening = [bos] if bos >= 0 and bos != self.eot_id else []
 
     def describe(self, phase) -> dict:
         return {"tokens_per_row": phase.seq_len}
@@ -50,7 +56,8 @@ class CausalLM:
         tokens, owners = [], []
         for number, d in enumerate(order, start=1):
             doc = [np.asarray(s, np.int32) for s in docs[d]]
-            ids = np.concatenate(doc + [np.array([self.eot_id], np.int32)])
+            ids = np.concatenate([np.array(self.opening, np.int32)] + doc
+                                 + [np.array([self.eot_id], np.int32)])
             tokens.append(ids)
             owners.append(np.full(ids.size, number, np.int32))
         if not tokens:

@@ -69,11 +69,30 @@ def state_shardings(abstract, mesh, rules, shard_optimizer: bool = False):
     """NamedShardings of the state from the logical axes of `abstract_state`; with
     `shard_optimizer` (ZeRO-1) the optimizer state is split over the data-parallel axes
     as well (`over_data`), so each data-parallel device keeps and updates 1/N of it."""
-    shardings = sharding.logical_to_sharding(nn.get_partition_spec(abstract), mesh, rules)
+    shardings = fitted(sharding.logical_to_sharding(nn.get_partition_spec(abstract), mesh,
+                                                    rules), nn.unbox(abstract))
     if not shard_optimizer:
         return shardings
     return shardings.replace(opt_state=over_data(
         shardings.opt_state, nn.unbox(abstract).opt_state, mesh, rules))
+
+
+def fitted(shardings, shapes):
+    """Each NamedSharding with the mesh axes dropped from a dimension they do not divide
+    (replicated there instead): one key/value head (Gemma 3's) under tensor
+    parallelism of 2 is kept whole on each device, as MaxText replicates such heads,
+    where an uneven split is refused by jax."""
+    def fit(named, shape):
+        if not isinstance(named, NamedSharding) or not hasattr(shape, "shape"):
+            return named
+        spec = list(named.spec) + [None] * (len(shape.shape) - len(named.spec))
+        for i, (axes, size) in enumerate(zip(spec, shape.shape)):
+            names = axes if isinstance(axes, tuple) else (axes,) if axes else ()
+            if names and size % int(np.prod([named.mesh.shape[a] for a in names])):
+                spec[i] = None
+        return NamedSharding(named.mesh, P(*spec))
+    return jax.tree_util.tree_map(fit, shardings, shapes,
+                                  is_leaf=lambda x: isinstance(x, NamedSharding))
 
 
 def zero_of(abstract, shardings, mesh, rules, shard_optimizer: bool):

@@ -8,13 +8,13 @@ which interop/hf.py reads and writes for every family.
 """
 
 import os
-import shutil
 
 import numpy as np
 
 from pretrainx.data import bpe
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
+from pretrainx.interop import hf_tokenizer_files
 from pretrainx.families.qwen3 import model as qwen3
 
 _NORMS = (("attention_norm", "input_layernorm"), ("mlp_norm", "post_attention_layernorm"))
@@ -129,19 +129,8 @@ def _write(pretrained, params, tokenizer):
 
 
 def _write_tokenizer(pretrained, tokenizer, output) -> list:
-    """Qwen's own tokenizer.json as it is; GPT-2's byte-level files (a run trained here
-    on them) under GPT2Tokenizer, which splits text as they were trained to."""
-    if pretrained.tokenizer.endswith("tokenizer.json"):
-        shutil.copyfile(pretrained.tokenizer, os.path.join(output, "tokenizer.json"))
-        files, config = ["tokenizer.json"], {"tokenizer_class": "PreTrainedTokenizerFast"}
-    else:
-        files = ["vocab.json", "merges.txt"]
-        for source, name in zip(bpe.files_in(pretrained.tokenizer), files):
-            shutil.copyfile(source, os.path.join(output, name))
-        config = {"tokenizer_class": "GPT2Tokenizer", "add_prefix_space": False}
     special = {"eos_token": bpe.END_OF_TEXT, "pad_token": bpe.END_OF_TEXT}
-    config.update(model_max_length=int(pretrained.model.max_position_embeddings))
-    return files + hf_lib.write_tokenizer_config(output, config, special)
+    return hf_tokenizer_files.write_decoder_tokenizer(pretrained, output, special)
 
 
 # (output layer, word table): tied unless config.json says tie_word_embeddings=false
