@@ -13,12 +13,20 @@ from pretrainx.data import formats, sources, tokenizers
 from pretrainx.errors import UserError
 from pretrainx.models import attention
 from pretrainx.objectives.contract import Entry  # noqa: F401  (what a spec lists)
+from pretrainx.objectives import mntp
 from pretrainx import phasing, registry
 
 OBJECTIVES = registry.View("objective", registry.FAMILIES, "objectives")
 
 
 def get(name: str) -> Entry:
+    entry = OBJECTIVES.find(name)
+    family = name[:-len(mntp.SUFFIX)] if name.endswith(mntp.SUFFIX) else ""
+    if entry is None and registry.FAMILIES.find(family):
+        having = [e.name for e in OBJECTIVES.entries() if e.name.endswith(mntp.SUFFIX)]
+        raise UserError(f"objective {name!r}: {family} has no causal form, and MNTP predicts "
+                        "a masked token from the output before it, a decoder's next-token "
+                        f"head; MNTP objectives: {', '.join(having)}")
     return OBJECTIVES.get(name, "objective")
 
 

@@ -22,6 +22,15 @@ from pretrainx.objectives import next_token
 FEATURES = ("inputs", "targets", "segment_ids", "positions", "loss_weights")
 
 
+def check_causal(cfg) -> None:
+    """Next-token prediction needs causal attention: a decoder made bidirectional
+    (model.causal=False) trains with an encoder objective (MNTP, MLM)."""
+    if not cfg.model.causal:
+        raise UserError(f"model.causal=False with objective {cfg.objective}: next-token "
+                        "prediction needs causal attention (a bidirectional decoder trains "
+                        "with an encoder objective, e.g. MNTP)")
+
+
 class CausalLM:
     network = None  # (model_cfg) -> the decoder module
     flops = None  # (model_cfg, seq_len) -> training FLOPs per token

@@ -7,6 +7,7 @@ it (`model.causal=False`)."""
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
+from pretrainx.objectives import causal_lm, mntp
 from pretrainx.errors import UserError
 from pretrainx.families.gemma3 import gemma3_clm, hf
 from pretrainx.families.gemma3 import model as gemma3
@@ -42,16 +43,15 @@ def validate(cfg) -> None:
     if m.scan_layers:
         raise UserError("model.scan_layers=True is not supported for gemma3: its layers "
                         "differ (sliding or global attention, two RoPE bases); use False")
-    if not m.causal:
-        raise UserError("model.causal=False with objective gemma3_clm: next-token "
-                        "prediction needs causal attention (a bidirectional Gemma 3 is "
-                        "trained with an encoder objective)")
+    causal_lm.check_causal(cfg)
 
 
 registry.register(registry.Family(
     name="gemma3", outputs=gemma3.outputs, default_config=gemma3.default_config,
     causal_sampling=lambda cfg: gemma3.Gemma3(cfg, decode=True),
+    is_causal=lambda model_cfg: bool(model_cfg.causal),
     objectives=(objectives.Entry(
         name="gemma3_clm", build=gemma3_clm.Gemma3Clm, defaults=defaults, validate=validate,
-        as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),),
+        as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),
+        mntp.entry("gemma3", gemma3_clm.Gemma3Clm, defaults, validate)),
     hf=(hf.ADAPTER,)))

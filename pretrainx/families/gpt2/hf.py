@@ -141,5 +141,16 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
 TIED = (("lm_head.weight",
          "transformer.wte.weight"),)
 
+def _caveat(pretrained) -> str:
+    """HF's GPT2LMHeadModel has no switch for bidirectional attention: the folder holds the
+    weights, and HF runs them causally."""
+    if pretrained.model.causal:
+        return ""
+    return ("this model attends both ways (model.causal=False); transformers' GPT2LMHeadModel "
+            "has no such switch and runs the exported weights causally, so its states differ "
+            "from pretrainx.embed's")
+
+
 ADAPTER = hf_lib.Adapter(name="gpt2", tied=TIED, model_type="gpt2", read=_read,
-                         write=_write, write_tokenizer=_write_tokenizer)
+                         write=_write, write_tokenizer=_write_tokenizer,
+                         caveat=_caveat)

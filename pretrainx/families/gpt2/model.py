@@ -31,6 +31,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.layer_norm_eps = 1e-5
     m.initializer_range = 0.02
     m.hidden_act = "gelu_tanh"
+    m.causal = True  # False: bidirectional attention (an encoder made from the decoder)
     m.update(layers.compute_keys())
     m.tie_output = True  # False: lm_head has a kernel of its own (tie_word_embeddings=False)
     return m
@@ -95,8 +96,8 @@ class GPT2(nn.Module):
         x = self.token_embed(tokens) + self.position_embed(batch["positions"])
         x = self.embed_dropout(x, deterministic=deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
-        x = layers.apply_stack(self.layers, x, layers.Mask(segments, segments, causal=True),
-                               deterministic)
+        mask = layers.Mask(segments, segments, causal=bool(self.cfg.causal))
+        x = layers.apply_stack(self.layers, x, mask, deterministic)
         return self.final_norm(x)
 
     def logits(self, h):

@@ -3,6 +3,7 @@ key-value cache, causal LM at GPT-2 small's run, HF's GPT2LMHeadModel layout."""
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
+from pretrainx.objectives import causal_lm as causal_lm_objective, mntp
 from pretrainx.errors import UserError
 from pretrainx.families.gpt2 import causal_lm, hf
 from pretrainx.families.gpt2 import model as gpt2
@@ -30,13 +31,16 @@ def validate(cfg) -> None:
     if cfg.seq_len > m.max_position_embeddings:
         raise UserError(f"seq_len={cfg.seq_len} exceeds model.max_position_embeddings="
                         f"{m.max_position_embeddings}")
+    causal_lm_objective.check_causal(cfg)
 
 
 registry.register(registry.Family(
     name="gpt2", outputs=gpt2.outputs,
     default_config=gpt2.default_config,
     causal_sampling=lambda cfg: gpt2.GPT2(cfg, decode=True),
+    is_causal=lambda model_cfg: bool(model_cfg.causal),
     objectives=(objectives.Entry(
         name="causal_lm", build=causal_lm.CausalLM, defaults=defaults, validate=validate,
-        as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),),
+        as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),
+        mntp.entry("gpt2", causal_lm.CausalLM, defaults, validate)),
     hf=(hf.ADAPTER,)))

@@ -136,5 +136,16 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
 # (output layer, word table): tied unless config.json says tie_word_embeddings=false
 TIED = (("lm_head.weight", "model.embed_tokens.weight"),)
 
+def _caveat(pretrained) -> str:
+    """HF's Qwen3ForCausalLM has no switch for bidirectional attention: the folder holds the
+    weights, and HF runs them causally."""
+    if pretrained.model.causal:
+        return ""
+    return ("this model attends both ways (model.causal=False); transformers' Qwen3ForCausalLM "
+            "has no such switch and runs the exported weights causally, so its states differ "
+            "from pretrainx.embed's")
+
+
 ADAPTER = hf_lib.Adapter(name="qwen3", tied=TIED, model_type="qwen3", read=_read,
-                         write=_write, write_tokenizer=_write_tokenizer)
+                         write=_write, write_tokenizer=_write_tokenizer,
+                         caveat=_caveat)

@@ -4,6 +4,7 @@ heads in the 0.6B), its queries and keys RMS-normed per head before rotary posit
 (QK-norm), a SwiGLU feed-forward, no biases, and the output layer tied to the word
 table in the small sizes. Packed rows carry `segment_ids`: causal attention stays inside
 a document and positions restart at each document, as GPT-2's rows do here.
+`causal=False` makes the attention bidirectional (LLM2Vec's first step).
 """
 
 import jax.numpy as jnp
@@ -34,6 +35,7 @@ def default_config(size: str = "0.6b") -> ml_collections.ConfigDict:
     m.hidden_act = "silu"
     m.dropout_rate = 0.0
     m.attention_dropout_rate = 0.0
+    m.causal = True  # False: bidirectional attention (an encoder made from the decoder)
     m.update(layers.compute_keys())
     return m
 
@@ -90,7 +92,7 @@ class Qwen3(nn.Module):
         """The final RMSNorm's states [batch, length, embed]."""
         segments = batch["segment_ids"]
         x = layers.constrain(self.token_embed(batch["inputs"]), ("batch", "length", "embed"))
-        x = layers.apply_stack(self.layers, x, layers.Mask(segments, segments, causal=True),
+        x = layers.apply_stack(self.layers, x, layers.Mask(segments, segments, causal=bool(self.cfg.causal)),
                                batch["positions"], deterministic)
         return self.final_norm(x)
 

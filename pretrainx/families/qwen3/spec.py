@@ -5,6 +5,7 @@ token from its key-value cache. Its main use here is continuing a released model
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
+from pretrainx.objectives import causal_lm, mntp
 from pretrainx.errors import UserError
 from pretrainx.families.qwen3 import hf, qwen3_clm
 from pretrainx.families.qwen3 import model as qwen3
@@ -36,12 +37,15 @@ def validate(cfg) -> None:
     if cfg.seq_len > m.max_position_embeddings:
         raise UserError(f"seq_len={cfg.seq_len} exceeds model.max_position_embeddings="
                         f"{m.max_position_embeddings}")
+    causal_lm.check_causal(cfg)
 
 
 registry.register(registry.Family(
     name="qwen3", outputs=qwen3.outputs, default_config=qwen3.default_config,
     causal_sampling=lambda cfg: qwen3.Qwen3(cfg, decode=True),
+    is_causal=lambda model_cfg: bool(model_cfg.causal),
     objectives=(objectives.Entry(
         name="qwen3_clm", build=qwen3_clm.Qwen3Clm, defaults=defaults, validate=validate,
-        as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),),
+        as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),
+        mntp.entry("qwen3", qwen3_clm.Qwen3Clm, defaults, validate)),
     hf=(hf.ADAPTER,)))
