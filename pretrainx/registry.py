@@ -45,8 +45,9 @@ class Family:
     # (a family of encoders and decoders, ModernBERT's, answers per model)
     is_causal: Callable = lambda model_cfg: True
     # a sampled decoder's rows: "pieces" (GPT-2's documents, each ended by its
-    # end-of-text) or "cls" (the encoder's [CLS] text [SEP], ModernBERT's decoder): a
-    # prompt starts with [CLS] and a sample stops at [SEP]
+    # end-of-text), "bos" (the pieces after the tokenizer's start token where it has
+    # one apart from its end token: Gemma's <bos>) or "cls" (the encoder's [CLS] text
+    # [SEP], ModernBERT's decoder): a prompt starts with [CLS] and a sample stops at [SEP]
     sample_framing: str = "pieces"
     # (model_cfg, head) -> the pretraining model whose "mlm_logits" fill [MASK]
     # (notebook.fill_mask; head: the checkpoint's, pretrain or mlm); None: it has none
@@ -77,6 +78,20 @@ def samples(family: Family, model_cfg) -> bool:
     """Whether `model_cfg` is a decoder that python -m pretrainx.generate samples token by
     token (a GPT-2, an Ettin decoder)."""
     return family.causal_sampling is not None and bool(family.is_causal(model_cfg))
+
+
+def text_ids(family: Family, tokenizer, pieces: list) -> list:
+    """A text's ids as the family's models saw text in training: a decoder family's
+    `sample_framing` (its bidirectional form too: it was trained on the same rows),
+    text </s> for T5, [CLS] text [SEP] for an encoder (BART: <s> text </s>)."""
+    if family.causal_sampling is not None and family.sample_framing == "pieces":
+        return list(pieces)
+    if family.causal_sampling is not None and family.sample_framing == "bos":
+        own = tokenizer.cls_id >= 0 and tokenizer.cls_id != tokenizer.sep_id
+        return ([tokenizer.cls_id] if own else []) + list(pieces)
+    if family.text_to_text == "always" and family.text_framing == "eos":  # T5
+        return list(pieces) + [tokenizer.sep_id]
+    return [tokenizer.cls_id] + list(pieces) + [tokenizer.sep_id]
 
 
 def sentence_pooling(family: Family, model_cfg) -> str | None:

@@ -11,7 +11,7 @@ import ml_collections
 
 from pretrainx import config as config_lib, models
 from pretrainx.errors import UserError
-from pretrainx.finetune import task_data
+from pretrainx.finetune import contrastive, task_data
 from pretrainx.models import peft as peft_lib
 from pretrainx.train import optim
 
@@ -85,9 +85,18 @@ def finetune_config() -> ml_collections.ConfigDict:
     # that start with learn_temperature, as CLIP)
     c.data.pairs_file = ""
     c.data.pair_fields = "anchor,positive"
-    c.data.pooling = "mean"
+    c.data.pooling = "mean"  # mean | cls | last (the last real token: a causal decoder's)
     c.data.temperature = 0.05
     c.data.learn_temperature = False
+    # unsupervised SimCSE (Gao et al. 2021): each text of pair_fields' first column is
+    # its own positive, the two views differing by dropout at this rate (the model's
+    # dropout keys are set to it for the run; SimCSE's 0.1)
+    c.data.simcse = False
+    c.data.simcse_dropout = 0.1
+    # Matryoshka representation learning (Kusupati et al. 2022; EmbeddingGemma's
+    # 768,512,256,128): InfoNCE also on each prefix of the embedding this wide, the
+    # losses summed with weight 1 as sentence-transformers' MatryoshkaLoss; "" = off
+    c.data.matryoshka_dims = ""
 
     c.peft = ml_collections.ConfigDict()
     c.peft.method = "none"  # none | lora | adapter | prefix | prompt
@@ -151,7 +160,11 @@ def validate(cfg) -> ml_collections.ConfigDict:
             raise UserError("config key 'data.squad_dir' is empty; set it with "
                             "--config.data.squad_dir=DIR (train-v1.1.json, dev-v1.1.json)")
     elif cfg.task == "contrastive":
-        config_lib.choice(cfg.data.pooling, "data.pooling", ("mean", "cls"))
+        config_lib.choice(cfg.data.pooling, "data.pooling", ("mean", "cls", "last"))
+        contrastive.matryoshka_dims(cfg.data.matryoshka_dims, None)
+        if cfg.data.simcse and not 0.0 < cfg.data.simcse_dropout < 1.0:
+            raise UserError(f"data.simcse_dropout={cfg.data.simcse_dropout} must be in (0, 1): "
+                            "SimCSE's two views differ only by dropout")
         if not cfg.data.temperature > 0:
             raise UserError(f"data.temperature={cfg.data.temperature} must be positive")
         if not (cfg.data.pairs_file or cfg.data.glue_dir):

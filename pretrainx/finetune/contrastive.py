@@ -70,26 +70,51 @@ def without_scale(params) -> dict:
     return {k: v for k, v in params.items() if k != SCALE}
 
 
+def matryoshka_dims(text: str, width: int | None) -> tuple:
+    """data.matryoshka_dims as widths, widest first ("" -> ()); a width the model does
+    not have (`width`: its hidden size, None: not known yet) is refused in one line."""
+    try:
+        dims = tuple(int(d) for d in text.split(",") if d.strip())
+    except ValueError:
+        raise UserError(f"data.matryoshka_dims={text!r}: expected widths like "
+                        "768,512,256,128") from None
+    if any(d <= 0 for d in dims) or len(set(dims)) != len(dims):
+        raise UserError(f"data.matryoshka_dims={text!r}: widths must be positive and distinct")
+    if width is not None and dims and max(dims) > width:
+        raise UserError(f"data.matryoshka_dims={text!r} has {max(dims)}, wider than the "
+                        f"model's embeddings ({width})")
+    return tuple(sorted(dims, reverse=True))
+
+
+def _normed(e):
+    return e / jnp.maximum(jnp.linalg.norm(e, axis=-1, keepdims=True), 1e-12)
+
+
 class InfoNceLoss:
     """The train step's objective for embedding rows [B, k, H]: cross-entropy of each
     anchor's cosine similarities / temperature over the batch's positives and
     negatives, its own positive the label. The temperature is the model's learned one
-    where its outputs carry "log_scale", else the fixed `temperature`."""
+    where its outputs carry "log_scale", else the fixed `temperature`. With Matryoshka
+    `dims` the loss is the sum of this at each leading width (cut, then normed), and
+    the accuracy is the widest's."""
 
-    def __init__(self, temperature: float):
-        self.temperature = temperature
+    def __init__(self, temperature: float, dims: tuple = ()):
+        self.temperature, self.dims = temperature, tuple(dims)
 
     def loss_sums(self, outputs, batch) -> dict:
         e = outputs["logits"].astype(jnp.float32)
-        e = e / jnp.maximum(jnp.linalg.norm(e, axis=-1, keepdims=True), 1e-12)
-        anchors, others = e[:, 0], e[:, 1:]
-        candidates = jnp.swapaxes(others, 0, 1).reshape(-1, e.shape[-1])  # positives first
         scale = (jnp.minimum(jnp.exp(outputs["log_scale"]), MAX_SCALE)
                  if "log_scale" in outputs else jnp.float32(1.0 / self.temperature))
-        logits = anchors @ candidates.T * scale
         labels = jnp.arange(e.shape[0])
-        loss = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
-        correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
+        loss, correct = 0.0, None
+        for d in self.dims or (e.shape[-1],):
+            cut = _normed(e[..., :d])
+            anchors, others = cut[:, 0], cut[:, 1:]
+            candidates = jnp.swapaxes(others, 0, 1).reshape(-1, d)  # positives first
+            logits = anchors @ candidates.T * scale
+            loss = loss + optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+            if correct is None:
+                correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
         w = batch["weight"]
         return {"loss_sum": jnp.sum(w * loss), "correct_sum": jnp.sum(w * correct),
                 "count": jnp.sum(w), "temperature_sum": jnp.sum(w) / scale}
@@ -121,11 +146,18 @@ def retrieval_scores(outputs) -> dict:
             "recall_at_1": float(np.mean(rank < 1)), "recall_at_10": float(np.mean(rank < 10))}
 
 
-def sts_scores(outputs, gold) -> dict:
+def sts_scores(outputs, gold, dims: tuple = ()) -> dict:
+    """Spearman and Pearson of the pairs' cosines against `gold`; with Matryoshka
+    `dims`, Spearman at each leading width too (spearman_at_256, ...)."""
+    def spearman(e):
+        return scores.spearman(gold, np.sum(e[:, 0] * e[:, 1], axis=-1))
     e = _cosines(outputs)
     similarity = np.sum(e[:, 0] * e[:, 1], axis=-1)
-    return {"spearman": scores.spearman(gold, similarity),
-            "pearson": scores.pearson(gold, similarity)}
+    out = {"spearman": scores.spearman(gold, similarity),
+           "pearson": scores.pearson(gold, similarity)}
+    out.update({f"spearman_at_{d}": spearman(_cosines(np.asarray(outputs)[..., :d]))
+                for d in dims})
+    return out
 
 
 def read_pairs(path: str, fields: list, limit: int = 0) -> list:
@@ -159,13 +191,27 @@ def read_pairs(path: str, fields: list, limit: int = 0) -> list:
     return rows[:limit] if limit else rows
 
 
-def encode_rows(rows: list, tokenizer, seq_len: int) -> dict:
-    """Arrays [N, k, L] of rows of k texts, each [CLS] text [SEP] on its own."""
-    columns = []
-    for j in range(len(rows[0])):
-        split = glue.Split("", [(r[j],) for r in rows], None, [])
-        columns.append(glue.encode(split, tokenizer, seq_len, regression=False))
-    out = {k: np.stack([c[k] for c in columns], axis=1) for k in INPUTS}
+def encode_rows(rows: list, tokenizer, seq_len: int, frame=None) -> dict:
+    """Arrays [N, k, L] of rows of k texts, each on its own: [CLS] text [SEP], or as
+    `frame` (a text's pieces -> its ids, registry.text_ids: a decoder's) frames it,
+    the pieces cut to fit."""
+    if frame is None:
+        columns = []
+        for j in range(len(rows[0])):
+            split = glue.Split("", [(r[j],) for r in rows], None, [])
+            columns.append(glue.encode(split, tokenizer, seq_len, regression=False))
+        out = {k: np.stack([c[k] for c in columns], axis=1) for k in INPUTS}
+    else:
+        room = seq_len - len(frame([]))
+        shape = (len(rows), len(rows[0]), seq_len)
+        out = {"input_ids": np.full(shape, tokenizer.pad_id, np.int32),
+               "token_type_ids": np.zeros(shape, np.int32),
+               "attention_mask": np.zeros(shape, np.int32)}
+        for i, row in enumerate(rows):
+            for j, text in enumerate(row):
+                ids = frame(list(tokenizer.encode(text))[:room])
+                out["input_ids"][i, j, :len(ids)] = ids
+                out["attention_mask"][i, j, :len(ids)] = 1
     out["weight"] = np.ones(len(rows), np.float32)
     return out
 
@@ -177,31 +223,47 @@ def _sts_split(glue_dir: str, split: str):
     return glue.read_split(task, files["train"] if split == "train" else files["dev"][0], True)
 
 
-def build(cfg, tokenizer) -> TaskData:
+def _simcse_rows(rows: list) -> list:
+    """Unsupervised SimCSE's rows: each distinct text (first column) as its own positive,
+    in first-seen order; dropout makes the two views."""
+    seen = dict.fromkeys(r[0] for r in rows)
+    return [(t, t) for t in seen]
+
+
+def build(cfg, tokenizer, frame=None) -> TaskData:
+    """`frame`: a text's pieces -> ids for a model that does not read [CLS] text [SEP]
+    (a decoder: registry.text_ids)."""
     data = cfg.data
     fields = [f.strip() for f in data.pair_fields.split(",") if f.strip()]
-    if len(fields) not in (2, 3):
+    if len(fields) not in ((1, 2, 3) if data.simcse else (2, 3)):
         raise UserError(f"data.pair_fields={data.pair_fields!r}: name an anchor and a positive "
                         "column, and optionally a hard negative")
     if data.pairs_file:
         rows, source = read_pairs(data.pairs_file, fields, data.max_train_examples), data.pairs_file
+    elif data.simcse:  # every sentence of STS-B's train split, its scores unread
+        train_split = _sts_split(data.glue_dir, "train")
+        rows = [(t,) for pair in train_split.texts for t in pair]
+        source = "STS-B train sentences"
     else:  # STS-B's pairs scored >= 4 (the dev split is read below, not twice)
         train_split = _sts_split(data.glue_dir, "train")
         rows = [t for t, y in zip(train_split.texts, train_split.labels) if y >= STS_POSITIVE]
         rows, source = rows[:data.max_train_examples or None], "STS-B train pairs scored >= 4"
+    if data.simcse:
+        rows = _simcse_rows(rows)[:data.max_train_examples or None]
+    dims = matryoshka_dims(data.matryoshka_dims, None)
     sts_dev = _sts_split(data.glue_dir, "dev") if data.glue_dir else None
     train, held = split_holdout(rows, data.holdout_examples, source)
     head = f"embed_{data.pooling}"
     dev = []
     if sts_dev is not None:
         limit = data.max_eval_examples or len(sts_dev.texts)
-        arrays = encode_rows(sts_dev.texts[:limit], tokenizer, cfg.seq_len)
+        arrays = encode_rows(sts_dev.texts[:limit], tokenizer, cfg.seq_len, frame)
         gold = np.asarray(sts_dev.labels[:limit])
-        dev.append(EvalSet("", arrays, lambda out, y=gold: sts_scores(out, y)))
+        dev.append(EvalSet("", arrays, lambda out, y=gold: sts_scores(out, y, dims)))
     holdout = None
     if held:
-        holdout = EvalSet("holdout", encode_rows([r[:2] for r in held], tokenizer, cfg.seq_len),
-                          retrieval_scores)
+        holdout = EvalSet("holdout", encode_rows([r[:2] for r in held], tokenizer, cfg.seq_len,
+                                                 frame), retrieval_scores)
         if not dev:
             dev.append(EvalSet("", holdout.arrays, retrieval_scores))
             holdout = None
@@ -210,5 +272,5 @@ def build(cfg, tokenizer) -> TaskData:
                         "data.holdout_examples > 0 (retrieval over held-out pairs)")
     metrics = ("spearman", "pearson") if sts_dev is not None else (
         "mrr_at_10", "recall_at_1", "recall_at_10")
-    return TaskData(head, (), metrics, encode_rows(train, tokenizer, cfg.seq_len), dev, [],
+    return TaskData(head, (), metrics, encode_rows(train, tokenizer, cfg.seq_len, frame), dev, [],
                     holdout=holdout, holdout_metric="mrr_at_10")  # held-out pairs: retrieval

@@ -8,6 +8,7 @@ hooks (the progress line, the scores at each epoch's end) and what is kept (the 
 epoch, not the last).
 """
 
+import functools
 import os
 import shutil
 
@@ -18,12 +19,12 @@ import numpy as np
 import optax
 from flax import linen as nn
 
-from pretrainx import interop, models, sharding
+from pretrainx import interop, models, registry, sharding
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
 from pretrainx.finetune import config as ft_config
 from pretrainx.finetune import contrastive, epochs as epochs_lib, layerwise, task_data
-from pretrainx.models import heads, peft as peft_lib
+from pretrainx.models import attention, heads, peft as peft_lib
 from pretrainx.train import checkpoint as checkpoint_lib, hooks as hooks_lib
 from pretrainx.train import loop as loop_lib
 from pretrainx.train import metrics as metrics_lib
@@ -107,6 +108,9 @@ class _Setup:
                 raise UserError("config key 'data.tokenizer' is empty and there is no init_from "
                                 "to take it from")
         model_cfg.scan_layers = False
+        if cfg.task == "contrastive" and cfg.data.simcse:  # the views differ by dropout
+            model_cfg.dropout_rate = cfg.data.simcse_dropout
+            model_cfg[attention.attention_dropout_key(model_cfg)] = cfg.data.simcse_dropout
         self.model_cfg = model_cfg
         name = models.family_name(model_cfg)
         self.family = models.FAMILIES.find(name)
@@ -131,8 +135,9 @@ class _Setup:
         if limit is not None and length > limit:
             raise UserError(f"seq_len={cfg.seq_len} (+ {self.peft.prompt_length} prompt tokens) "
                             f"exceeds the model's {limit} positions")
+        frame = functools.partial(registry.text_ids, self.family, self.tokenizer)
         self.data = task_data.build(cfg, self.tokenizer, self._as_text(cfg, name),
-                                    self.family.text_framing)
+                                    self.family.text_framing, frame=frame)
 
     def _as_text(self, cfg, name) -> bool:
         mode = self.family.text_to_text
@@ -214,7 +219,8 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
             model, cfg.data.temperature if cfg.data.learn_temperature else 0.0)
     shapes = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.key(0), example))["params"])
     tx, schedule = _optimizer(cfg, total_steps, setup.peft, shapes, steps_per_epoch)
-    objective = (contrastive.InfoNceLoss(cfg.data.temperature) if embeds
+    dims = contrastive.matryoshka_dims(cfg.data.matryoshka_dims, setup.model_cfg.hidden_size)
+    objective = (contrastive.InfoNceLoss(cfg.data.temperature, dims) if embeds
                  else TaskLoss(data.head, data.regression))
     state, shardings = state_lib.create_state(model, tx, example, cfg.seed, mesh, rules)
     fresh = jax.device_get(state.params)

@@ -12,9 +12,11 @@ def task_names() -> list:
     return list(glue.TASKS) + ["conll2003", "squad", "contrastive"]
 
 
-def build(cfg, tokenizer, as_text: bool = False, framing: str = "eos") -> TaskData:
+def build(cfg, tokenizer, as_text: bool = False, framing: str = "eos",
+          frame=None) -> TaskData:
     """The TaskData of `cfg.task` from its files under data.glue_dir / data.squad_dir,
-    in T5's text-to-text form when `as_text` (ids framed as `framing` says)."""
+    in T5's text-to-text form when `as_text` (ids framed as `framing` says); `frame`:
+    a decoder's text framing for the contrastive task (registry.text_ids)."""
     name = cfg.task
     if as_text and name == "contrastive":
         raise UserError("task contrastive trains an encoder's embeddings; a text-to-text "
@@ -29,7 +31,7 @@ def build(cfg, tokenizer, as_text: bool = False, framing: str = "eos") -> TaskDa
     if name == "squad":
         return squad.build(cfg, tokenizer)
     if name == "contrastive":
-        return contrastive.build(cfg, tokenizer)
+        return contrastive.build(cfg, tokenizer, frame)
     return glue.build(glue.get_task(name), cfg, tokenizer)
 
 

@@ -251,7 +251,8 @@ def save(pretrained: Pretrained, output: str, license_id: str = "unknown") -> li
             files = (_write_model(where, state, config)
                      + adapter.write_tokenizer(pretrained, tokenizer, where))
             written += [f"{name}/{f}" if name else f for f in files]
-        pooling = family and registry.sentence_pooling(family, pretrained.model)
+        pooling = (pretrained.head[len("embed_"):] if pretrained.head.startswith("embed_")
+                   else family and registry.sentence_pooling(family, pretrained.model))
         if pooling:  # an encoder: SentenceTransformer(output) loads it too
             written += sentence_files.write(staging, pooling, pretrained.model.hidden_size)
         with open(os.path.join(staging, "README.md"), "w", encoding="utf-8") as f:

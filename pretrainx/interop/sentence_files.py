@@ -8,7 +8,7 @@ first token's; "mean": of the real tokens), and cosine similarity. pretrainx.loa
 import json
 import os
 
-POOLINGS = ("cls", "mean")
+POOLINGS = ("cls", "mean", "last")
 
 
 def pooling_config(pooling: str, width: int) -> dict:
@@ -17,7 +17,7 @@ def pooling_config(pooling: str, width: int) -> dict:
         raise ValueError(f"sentence pooling {pooling!r} is not one of {POOLINGS}")
     modes = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens",
              "weightedmean_tokens", "lasttoken")
-    on = {"cls": "cls_token", "mean": "mean_tokens"}[pooling]
+    on = {"cls": "cls_token", "mean": "mean_tokens", "last": "lasttoken"}[pooling]
     return {"word_embedding_dimension": int(width), "include_prompt": True,
             **{f"pooling_mode_{mode}": mode == on for mode in modes}}
 

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
 
+from pretrainx.errors import UserError
 from pretrainx.models import layers
 
 HEAD_MODULES = ("classifier",)  # what a task adds (trained under every PEFT method)
@@ -87,6 +88,37 @@ def decoder_outputs(network: nn.Module, params, batch) -> dict:
         h = net.hidden(rows)
         return {"hidden_states": h, "logits": net.logits(h)}
     return network.apply({"params": params}, rows, method=run)
+
+
+def embedder(network_cls):
+    """`network_cls` (a decoder: rows of inputs, segment_ids, positions through
+    `hidden`) as a fine-tuning model of the embed_* heads (contrastive fine-tuning):
+    a padded batch (input_ids, attention_mask) in, its last states pooled out. A
+    subclass, so its parameters keep the pretraining run's paths."""
+    class Embedder(network_cls):
+        head: str = "embed_mean"
+
+        def __call__(self, batch, deterministic: bool = True):
+            ids, mask = batch["input_ids"], batch["attention_mask"]
+            rows = {"inputs": ids, "segment_ids": mask,
+                    "positions": jnp.broadcast_to(jnp.arange(ids.shape[1]), ids.shape)}
+            x = self.hidden(rows, deterministic)
+            return task_logits(x, mask, head=self.head, num_labels=0,
+                               deterministic=deterministic, dtype=x.dtype, init=None,
+                               dropout_rate=0.0)
+
+    Embedder.__name__ = Embedder.__qualname__ = network_cls.__name__ + "Embedder"
+    return Embedder
+
+
+def decoder_finetune_model(embedder_cls, family: str):
+    """A decoder family's `finetune_model`: the embed_* heads only."""
+    def build(cfg, head: str, num_labels: int, peft):
+        if not head.startswith("embed_"):
+            raise UserError(f"a {family} model fine-tunes as a sentence embedder (task "
+                            f"contrastive); the {head} head is built for encoders")
+        return embedder_cls(cfg, head=head)
+    return build
 
 
 def mlm_outputs(network: nn.Module, params, batch) -> dict:

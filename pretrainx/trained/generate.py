@@ -63,6 +63,8 @@ def run(argv) -> int:
     prompt, stop = list(tokenizer.encode(_PROMPT.value)), tokenizer.eot_id
     if family.sample_framing == "cls":  # rows of [CLS] text [SEP]
         prompt, stop = [tokenizer.cls_id] + prompt, tokenizer.sep_id
+    elif family.sample_framing == "bos":  # documents opened by <bos> (Gemma's)
+        prompt = registry.text_ids(family, tokenizer, prompt)
     try:
         rows = sampling.generate(model_cfg, pretrained.params, prompt, _MAX_NEW.value,
                                  _TEMPERATURE.value, _TOP_K.value, _TOP_P.value, _SEED.value,

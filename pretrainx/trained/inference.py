@@ -36,13 +36,8 @@ class Model:
         """A text's ids as the model saw text in training: [CLS] text [SEP] for an
         encoder (BART: <s> text </s>), text </s> for T5, the pieces alone for GPT-2
         (ModernBERT's decoder was trained on its encoder's framing)."""
-        pieces = [int(i) for i in self.tokenizer.encode(text)]
-        if registry.samples(self.family, self.pretrained.model) and \
-                self.family.sample_framing == "pieces":
-            return pieces
-        if self.family.text_to_text == "always" and self.family.text_framing == "eos":  # T5
-            return pieces + [self.tokenizer.sep_id]
-        return [self.tokenizer.cls_id] + pieces + [self.tokenizer.sep_id]
+        return registry.text_ids(self.family, self.tokenizer,
+                                 [int(i) for i in self.tokenizer.encode(text)])
 
     def __call__(self, texts=None, ids=None) -> dict:
         """Texts (framed by `ids`) or rows of ids, right-padded into one batch ->
@@ -91,19 +86,25 @@ class Model:
 
     def embed(self, texts, pooling: str | None = None) -> np.ndarray:
         """[rows, hidden] sentence embeddings of texts: the last hidden states pooled as
-        the family pools for fine-tuning (registry.Family.sentence_pooling), which is
-        what SentenceTransformer computes from this model's HF export, or as `pooling`
-        says ("cls", "mean")."""
-        family_pooling = registry.sentence_pooling(self.family, self.pretrained.model)
+        the family pools for fine-tuning (registry.Family.sentence_pooling) or as a
+        contrastive fine-tuning pooled (its embed_* head), which is what
+        SentenceTransformer computes from this model's HF export, or as `pooling` says
+        ("cls", "mean", "last")."""
+        head = self.pretrained.head
+        family_pooling = (head[len("embed_"):] if head.startswith("embed_") else
+                          registry.sentence_pooling(self.family, self.pretrained.model))
         if family_pooling is None:
             raise UserError(f"{self.pretrained.family} is not a sentence encoder: its "
                             "models give no sentence embeddings")
         pooling = pooling or family_pooling
-        if pooling not in ("cls", "mean"):
-            raise UserError(f"pooling {pooling!r}: expected cls or mean")
+        if pooling not in ("cls", "mean", "last"):
+            raise UserError(f"pooling {pooling!r}: expected cls, mean or last")
         out = self(texts=texts)
         if pooling == "cls":
             return out["hidden_states"][:, 0]
+        if pooling == "last":  # rows are right-padded
+            last = np.maximum(out["attention_mask"].sum(axis=1) - 1, 0)
+            return out["hidden_states"][np.arange(len(last)), last]
         mask = out["attention_mask"][..., None].astype(np.float32)
         return (out["hidden_states"] * mask).sum(1) / np.maximum(mask.sum(1), 1e-9)
 

@@ -141,6 +141,10 @@ class Gemma3(nn.Module):
         return {"logits": self.logits(self.hidden(batch, deterministic))}
 
 
+# contrastive fine-tuning's model: the decoder's last states pooled (models/heads.py)
+finetune_model = heads.decoder_finetune_model(heads.embedder(Gemma3), "gemma3")
+
+
 def outputs(cfg, params, batch) -> dict:
     """The final RMSNorm's states and the next-token logits of a right-padded batch
     (input_ids, attention_mask), for pretrainx.load."""

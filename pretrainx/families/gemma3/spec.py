@@ -50,6 +50,10 @@ registry.register(registry.Family(
     name="gemma3", outputs=gemma3.outputs, default_config=gemma3.default_config,
     causal_sampling=lambda cfg: gemma3.Gemma3(cfg, decode=True),
     is_causal=lambda model_cfg: bool(model_cfg.causal),
+    finetune_model=gemma3.finetune_model, max_positions="max_position_embeddings",
+    # made bidirectional, a sentence encoder of mean-pooled states (LLM2Vec, Gemma Encoder)
+    sentence_pooling=lambda model_cfg: None if model_cfg.causal else "mean",
+    sample_framing="bos",
     objectives=(objectives.Entry(
         name="gemma3_clm", build=gemma3_clm.Gemma3Clm, defaults=defaults, validate=validate,
         as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),

@@ -108,6 +108,10 @@ class GPT2(nn.Module):
         return {"logits": self.logits(self.hidden(batch, deterministic))}
 
 
+# contrastive fine-tuning's model: the decoder's last states pooled (models/heads.py)
+finetune_model = heads.decoder_finetune_model(heads.embedder(GPT2), "gpt2")
+
+
 def outputs(cfg, params, batch) -> dict:
     """The final LayerNorm's states and the next-token logits of a right-padded batch
     (input_ids, attention_mask), for pretrainx.load."""

@@ -39,6 +39,9 @@ registry.register(registry.Family(
     default_config=gpt2.default_config,
     causal_sampling=lambda cfg: gpt2.GPT2(cfg, decode=True),
     is_causal=lambda model_cfg: bool(model_cfg.causal),
+    finetune_model=gpt2.finetune_model, max_positions="max_position_embeddings",
+    # made bidirectional, a sentence encoder of mean-pooled states (LLM2Vec, Gemma Encoder)
+    sentence_pooling=lambda model_cfg: None if model_cfg.causal else "mean",
     objectives=(objectives.Entry(
         name="causal_lm", build=causal_lm.CausalLM, defaults=defaults, validate=validate,
         as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),

@@ -104,6 +104,10 @@ class Qwen3(nn.Module):
         return {"logits": self.logits(self.hidden(batch, deterministic))}
 
 
+# contrastive fine-tuning's model: the decoder's last states pooled (models/heads.py)
+finetune_model = heads.decoder_finetune_model(heads.embedder(Qwen3), "qwen3")
+
+
 def outputs(cfg, params, batch) -> dict:
     """The final RMSNorm's states and the next-token logits of a right-padded batch
     (input_ids, attention_mask), for pretrainx.load."""

@@ -44,6 +44,9 @@ registry.register(registry.Family(
     name="qwen3", outputs=qwen3.outputs, default_config=qwen3.default_config,
     causal_sampling=lambda cfg: qwen3.Qwen3(cfg, decode=True),
     is_causal=lambda model_cfg: bool(model_cfg.causal),
+    finetune_model=qwen3.finetune_model, max_positions="max_position_embeddings",
+    # made bidirectional, a sentence encoder of mean-pooled states (LLM2Vec, Gemma Encoder)
+    sentence_pooling=lambda model_cfg: None if model_cfg.causal else "mean",
     objectives=(objectives.Entry(
         name="qwen3_clm", build=qwen3_clm.Qwen3Clm, defaults=defaults, validate=validate,
         as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),
