@@ -11,11 +11,12 @@ set carries over from the phase before it. Each phase's config is the run's with
 keys applied (`Phase.cfg`), which the phase's objective, model, data and schedule read.
 
 A phase may change what does not change the parameters or the optimizer's state:
-length and batch, data keys (files, mix, masking), model keys that keep every parameter's
-shape (RoPE bases, windows: train/run.py compares the shapes) and the learning-rate
-schedule's keys. A phase that sets a schedule key starts a new segment of the schedule,
-counted from its first step over it and the phases after it that set none
-(`train/phases.learning_rate`).
+length and batch, the objective (another of the family's whose model has the same
+parameters: causal LM then MLM, with the attention each needs), data keys (files, mix,
+masking), model keys that keep every parameter's shape (RoPE bases, windows:
+train/run.py compares the shapes) and the learning-rate schedule's keys. A phase that
+sets a schedule key starts a new segment of the schedule, counted from its first step
+over it and the phases after it that set none (`train/phases.learning_rate`).
 """
 
 import copy
@@ -30,7 +31,9 @@ from pretrainx.errors import UserError
 SCHEDULE_KEYS = ("learning_rate", "warmup_steps", "schedule", "decay_steps",
                  "final_lr_fraction", "stlr_ratio", "cycle_start", "cycle_falloff")
 _LENGTH_KEYS = ("steps", "tokens")
-_TOP_KEYS = ("seq_len", "global_batch_size")
+# objective: another of the family's objectives over the same parameters (CLM then MLM,
+# Gisserot-Boukhlef et al. 2025); objectives.validate and train/run.py hold it to that
+_TOP_KEYS = ("seq_len", "global_batch_size", "objective")
 _FIXED_DATA_KEYS = ("tokenizer", "lower_case", "prepared_dir")
 
 
@@ -153,7 +156,8 @@ def _apply(target, overrides, prefix: str, where: str) -> list:
         if not _allowed(name):
             raise UserError(
                 f"{where}{name} cannot change between phases: a phase may set seq_len, "
-                "global_batch_size, steps or tokens, data keys (not the tokenizer), model "
+                "global_batch_size, steps or tokens, the objective (one of the family's over "
+                "the same parameters), data keys (not the tokenizer), model "
                 "keys that keep the parameters' shapes, and the schedule's optimizer keys ("
                 + ", ".join(SCHEDULE_KEYS) + ")")
         if name in _LENGTH_KEYS:

@@ -33,7 +33,7 @@ def load_pretraining(path: str, step: int | None = None) -> Pretrained:
             raise UserError(f"{path}/checkpoints holds no checkpoint" + (
                 f" at step {step} (it holds {held})" if step is not None else ""))
         cfg = ml_collections.ConfigDict(_stored_config(manager, step, path))
-        entry = objectives.OBJECTIVES.find(cfg.get("objective"))
+        entry = objectives.OBJECTIVES.find(_trained(cfg, step).get("objective"))
         if entry is None or entry.as_pretrained is None:
             readable = [e.name for e in objectives.OBJECTIVES.entries() if e.as_pretrained]
             raise UserError(f"{path}: a {cfg.get('objective')!r} pretraining run; its model "
@@ -60,11 +60,17 @@ def trained_model(cfg, step: int):
     """The model keys the steps before checkpoint `step` trained with: those of the phase
     it ends (a named phase may set its own RoPE bases, window or positions, and keys a
     phase sets carry into the phases after it), else the run's."""
+    return _trained(cfg, step).model
+
+
+def _trained(cfg, step: int):
+    """The config of the phase that checkpoint `step` ends (its objective too: a phase
+    may switch it), else the run's."""
     try:
         phase = config_lib.phase_at(cfg, max(step - 1, 0))
     except (KeyError, AttributeError, TypeError):  # a config from before phases existed
-        return cfg.model
-    return (phase.cfg or cfg).model
+        return cfg
+    return phase.cfg or cfg
 
 
 def _pretraining_run(path: str, cfg, step: int) -> dict:

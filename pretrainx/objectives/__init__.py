@@ -80,6 +80,31 @@ def imports(cfg) -> dict:
     return wanted
 
 
+def _check_switch(cfg, phase_cfg) -> None:
+    """A phase's objective trains the run's model family, with the model keys the
+    objective sets itself (own_model_keys: the attention it needs) at its values, so
+    that switching objective states the switch of attention too. (That its parameters
+    are the run's is checked by tracing them: train/run.py.)"""
+    if phase_cfg.objective == cfg.objective:
+        return
+    entry = get(phase_cfg.objective)
+    wanted = entry.defaults().model
+    if wanted.family != cfg.model.family:
+        raise UserError(f"objective {phase_cfg.objective} trains {wanted.family}; this run's "
+                        f"model is {cfg.model.family} (a phase switches among one family's "
+                        "objectives)")
+    missing = sorted(set(config_lib.flatten(entry.defaults())) - set(config_lib.flatten(phase_cfg)))
+    if missing:
+        raise UserError(f"objective {phase_cfg.objective} reads keys this run's config lacks "
+                        f"({', '.join(missing[:4])}): its model is not the run's; a phase "
+                        "switches only among objectives over the same parameters")
+    for key in entry.own_model_keys:
+        if phase_cfg.model.get(key) != wanted[key]:
+            raise UserError(f"objective {phase_cfg.objective} trains with model.{key}="
+                            f"{wanted[key]!r}; set it in the phase too (model.{key}="
+                            f"{phase_cfg.model.get(key)!r} now)")
+
+
 def default_config(name: str) -> ml_collections.ConfigDict:
     """Every key an `name` run has, with its paper's values."""
     return get(name).defaults()
@@ -101,7 +126,8 @@ def validate(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
                 config_lib.validate_shared(phase.cfg)
                 formats.check_format(phase.cfg.data.format)
                 attention.validate(phase.cfg.model)
-                entry.validate(phase.cfg)
+                _check_switch(cfg, phase.cfg)
+                get(phase.cfg.objective).validate(phase.cfg)
             except UserError as e:
                 raise UserError(f"phase {phase.name}: {e}") from None
         phasing.check(cfg)

@@ -21,6 +21,7 @@ LLM2Vec paper's ablation finds MNTP without it of little use).
 
 import numpy as np
 
+from pretrainx import config as config_lib
 from pretrainx.errors import UserError
 from pretrainx.objectives import contract
 from pretrainx.objectives import mlm
@@ -84,21 +85,22 @@ def mask_id_of(tokenizer, mask_token: str) -> int:
     return ids[0]
 
 
-def entry(family: str, clm_class, clm_defaults, clm_validate) -> contract.Entry:
-    """The objective `<family>_mntp`: `clm_class`'s rows masked, its keys with
-    bidirectional attention and LLM2Vec's MNTP run (1,000 steps of 32 rows of 512 tokens,
-    peak 5e-5 decaying linearly to 0 without warmup, as transformers' Trainer does; the
-    paper trains LoRA adapters of rank 16 to fit a 7B model on one GPU, and every
-    weight here: a drift for memory's sake only)."""
+def entry(family: str, clm_class, bidirectional_model, clm_validate) -> contract.Entry:
+    """The objective `<family>_mntp`: `clm_class`'s rows masked, the family's model keys
+    with bidirectional attention (`bidirectional_model()`), and LLM2Vec's MNTP run
+    (1,000 steps of 32 rows of 512 tokens, peak 5e-5 decaying linearly to 0 without
+    warmup, AdamW at transformers' Trainer defaults; the paper trains LoRA adapters of
+    rank 16 to fit a 7B model on one GPU, and every weight here: a drift for memory's
+    sake only)."""
     name = family + SUFFIX
     cls = type(family.capitalize() + "Mntp", (Masked, clm_class), {})
 
     def defaults():
-        c = clm_defaults()
-        c.objective = name
-        c.total_steps, c.global_batch_size, c.seq_len = 1000, 32, 512
-        c.optimizer.update(learning_rate=5e-5, schedule="warmup_linear", warmup_steps=0)
-        c.model.causal = False
+        c = config_lib.shared_config(name, total_steps=1000, batch=32, seq_len=512,
+                                     learning_rate=5e-5, schedule="warmup_linear",
+                                     warmup_steps=0, eps=1e-8)
+        c.model = bidirectional_model()
+        c.data.lower_case = False
         c.data.mask_prob = 0.2
         c.data.mask_token = "_"
         return c

@@ -89,7 +89,7 @@ def _check_phase_shapes(cfg, phases, abstract) -> None:
     want = jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), nn.unbox(abstract.params))
     run_key = _shape_key(cfg)
     for phase in phases.all:
-        if not any(c.startswith("model.") for c in phase.changes):
+        if not any(c.startswith("model.") or c == "objective" for c in phase.changes):
             continue
         key = (run_key, _shape_key(phase.cfg))
         if key in _SAME_SHAPES:
@@ -97,6 +97,12 @@ def _check_phase_shapes(cfg, phases, abstract) -> None:
         objective = phases.objective_of(phase)
         got = state_lib.abstract_params(objective.model, objective.example_batch(1, phase))
         if jax.tree_util.tree_map(lambda x: (x.shape, x.dtype), nn.unbox(got)) != want:
+            if "objective" in phase.changes and jax.tree_util.tree_structure(
+                    nn.unbox(got)) != jax.tree_util.tree_structure(want):
+                raise UserError(f"phase {phase.name}: objective {phase.cfg.objective} trains "
+                                f"other parameters than {cfg.objective} (its model's tree "
+                                "differs); a phase switches only among objectives over the "
+                                "same parameters")
             keys = ", ".join(c for c in phase.changes if c.startswith("model."))
             raise UserError(f"phase {phase.name}: {keys} changes the parameters' shapes; a "
                             "phase may change only model keys that keep them (RoPE bases, "

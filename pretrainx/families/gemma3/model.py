@@ -31,9 +31,10 @@ SIZES = {
 }
 
 
-def default_config(size: str = "270m") -> ml_collections.ConfigDict:
+def default_config(size: str = "270m", causal: bool = True) -> ml_collections.ConfigDict:
     """Gemma 3's model keys as released: 262,144 tokens, RoPE bases 1e6 (global) and
-    1e4 (sliding), a 512-key window in five layers of every six, 32,768 positions."""
+    1e4 (sliding), a 512-key window in five layers of every six, 32,768 positions;
+    `causal=False`: made bidirectional."""
     m = ml_collections.ConfigDict()
     m.family = "gemma3"
     m.update(SIZES[size])
@@ -50,7 +51,7 @@ def default_config(size: str = "270m") -> ml_collections.ConfigDict:
     m.dropout_rate = 0.0
     m.attention_dropout_rate = 0.0
     m.tie_output = True
-    m.causal = True  # False: bidirectional attention (an encoder made from the decoder)
+    m.causal = causal  # False: bidirectional attention (an encoder made from the decoder)
     m.update(layers.compute_keys())
     return m
 

@@ -57,5 +57,6 @@ registry.register(registry.Family(
     objectives=(objectives.Entry(
         name="gemma3_clm", build=gemma3_clm.Gemma3Clm, defaults=defaults, validate=validate,
         as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),
-        mntp.entry("gemma3", gemma3_clm.Gemma3Clm, defaults, validate)),
+        mntp.entry("gemma3", gemma3_clm.Gemma3Clm,
+                   lambda: gemma3.default_config(causal=False), validate)),
     hf=(hf.ADAPTER,)))

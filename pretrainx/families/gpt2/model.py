@@ -16,8 +16,9 @@ from flax import linen as nn
 from pretrainx.models import heads, layers, mha
 
 
-def default_config() -> ml_collections.ConfigDict:
-    """GPT-2 small's model keys (Radford et al. 2019): context 1024, 50,257 tokens."""
+def default_config(causal: bool = True) -> ml_collections.ConfigDict:
+    """GPT-2 small's model keys (Radford et al. 2019): context 1024, 50,257 tokens;
+    `causal=False`: made bidirectional."""
     m = ml_collections.ConfigDict()
     m.family = "gpt2"
     m.num_layers = 12
@@ -31,7 +32,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.layer_norm_eps = 1e-5
     m.initializer_range = 0.02
     m.hidden_act = "gelu_tanh"
-    m.causal = True  # False: bidirectional attention (an encoder made from the decoder)
+    m.causal = causal  # False: bidirectional attention (an encoder made from the decoder)
     m.update(layers.compute_keys())
     m.tie_output = True  # False: lm_head has a kernel of its own (tie_word_embeddings=False)
     return m

@@ -45,5 +45,6 @@ registry.register(registry.Family(
     objectives=(objectives.Entry(
         name="causal_lm", build=causal_lm.CausalLM, defaults=defaults, validate=validate,
         as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),
-        mntp.entry("gpt2", causal_lm.CausalLM, defaults, validate)),
+        mntp.entry("gpt2", causal_lm.CausalLM,
+                   lambda: gpt2.default_config(causal=False), validate)),
     hf=(hf.ADAPTER,)))

@@ -21,9 +21,10 @@ SIZES = {
 }
 
 
-def default_config(size: str = "0.6b") -> ml_collections.ConfigDict:
+def default_config(size: str = "0.6b", causal: bool = True) -> ml_collections.ConfigDict:
     """Qwen3-0.6B's model keys (Qwen/Qwen3-0.6B's config.json): 151,936 tokens, RoPE
-    base 1e6, RMSNorm eps 1e-6, 40,960 positions, no dropout."""
+    base 1e6, RMSNorm eps 1e-6, 40,960 positions, no dropout; `causal=False`: made
+    bidirectional."""
     m = ml_collections.ConfigDict()
     m.family = "qwen3"
     m.update(SIZES[size])
@@ -35,7 +36,7 @@ def default_config(size: str = "0.6b") -> ml_collections.ConfigDict:
     m.hidden_act = "silu"
     m.dropout_rate = 0.0
     m.attention_dropout_rate = 0.0
-    m.causal = True  # False: bidirectional attention (an encoder made from the decoder)
+    m.causal = causal  # False: bidirectional attention (an encoder made from the decoder)
     m.update(layers.compute_keys())
     return m
 

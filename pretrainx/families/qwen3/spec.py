@@ -50,5 +50,6 @@ registry.register(registry.Family(
     objectives=(objectives.Entry(
         name="qwen3_clm", build=qwen3_clm.Qwen3Clm, defaults=defaults, validate=validate,
         as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),
-        mntp.entry("qwen3", qwen3_clm.Qwen3Clm, defaults, validate)),
+        mntp.entry("qwen3", qwen3_clm.Qwen3Clm,
+                   lambda: qwen3.default_config(causal=False), validate)),
     hf=(hf.ADAPTER,)))
