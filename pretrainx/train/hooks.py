@@ -48,11 +48,14 @@ class Profile(Hook):
 def _summarise(buffer):
     """Average per-step metrics over the log interval, leaving out skipped steps
     (non-finite loss or gradient); learning rate: the last. Also returns which
-    steps were skipped."""
+    steps were skipped. A key some steps lack (an interval across a phase that switches
+    the objective) is the mean of the steps that have it."""
     host = jax.device_get(buffer)
     skipped = [bool(m["skipped"]) for m in host]
     good = [m for m, s in zip(host, skipped) if not s] or host
-    out = {k: float(np.mean([m[k] for m in good])) for k in host[0] if k != "skipped"}
+    keys = dict.fromkeys(k for m in host for k in m if k != "skipped")
+    out = {k: float(np.mean([m[k] for m in good if k in m] or [m[k] for m in host if k in m]))
+           for k in keys}
     out["learning_rate"] = float(host[-1]["learning_rate"])
     out["skipped_steps"] = sum(skipped)
     return out, skipped

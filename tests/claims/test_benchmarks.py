@@ -11,7 +11,7 @@ import pathlib
 import pytest
 
 from cli_fork import run_script
-from conftest import REPO, xla_flags
+from conftest import REPO, read_metrics, xla_flags
 
 BOOKS = ",".join(str(REPO / "pretrainx" / "assets" / "text" / name) for name in
                  ("pg11_alice_in_wonderland.txt", "pg1661_adventures_of_sherlock_holmes.txt"))
@@ -294,3 +294,18 @@ def test_suite_profile_splits_a_run_into_jax_and_the_rest(tmp_path):
     assert out["files"] == [["tests/test_b.py", 30.0], ["tests/test_a.py", 16.0]]
     assert [t for t, *_ in out["slowest"]] == ["tests/test_b.py::cli", "tests/test_a.py::one"]
     assert out["slowest_not_jax"][0] == ["tests/test_a.py::one", 4.5, 10.0]
+
+
+@pytest.mark.slow
+def test_biphasic_trains_every_arm_continues_both_and_fine_tunes_each(shared_data, tmp_path):
+    _, out = _run("biphasic.py", f"--workdir={tmp_path}", "--steps=4", "--cpt_steps=2",
+                  "--seeds=0", "--lrs=1e-3", "--max_rows=20", "--epochs=1", "--eval_steps=1",
+                  TINY_NETWORK)
+    arms = out["arms"]
+    assert set(arms) == {"mlm", "clm", "clm_then_mlm_0.25", "clm_then_mlm_0.5",
+                         "mlm_continued_from_mlm", "mlm_continued_from_clm"}
+    assert "perplexity" in arms["clm"] and all(
+        0 <= a["mlm_accuracy"]["median"] <= 1 for k, a in arms.items() if k != "clm")
+    assert all(len(a["sst2_500"]["per_seed"]) == 1 for a in arms.values())
+    bounds = read_metrics(tmp_path / "pretrain" / "clm_then_mlm_0.5_s0", split="phase")
+    assert [(b["step"], b["sets"]["objective"]) for b in bounds] == [(2, "modernbert")]
