@@ -51,7 +51,9 @@ def make_dataset(examples: Sequence, transform: Callable, global_batch: int, see
 
     With `weights`, `examples` is a list of sources: each is shuffled and repeated
     on its own, then grain mixes them in those proportions (a small source is
-    seen more epochs, a large one fewer, as T5's mixtures do).
+    seen more epochs, a large one fewer, as T5's mixtures do). A `transform` marked
+    `indexed` is called as transform(row, rng, index), the row's place in the stream of
+    global batches (MDLM's rates are drawn per batch position).
     """
     process_index = jax.process_index() if process_index is None else process_index
     process_count = jax.process_count() if process_count is None else process_count
@@ -65,7 +67,11 @@ def make_dataset(examples: Sequence, transform: Callable, global_batch: int, see
             raise ValueError(f"{len(weights)} weights for {len(examples)} sources")
         parts = [_epochs(source, seed + 7919 * i, shuffle) for i, source in enumerate(examples)]
         ds = grain.MapDataset.mix(parts, weights) if len(parts) > 1 else parts[0]
-    ds = ds.random_map(transform, seed=seed + 1)  # fresh masks every epoch
+    if getattr(transform, "indexed", False):  # (row, rng, its index in the row stream)
+        ds = ds.map_with_index(lambda i, row: transform(
+            row, np.random.default_rng([seed + 1, i]), i))
+    else:
+        ds = ds.random_map(transform, seed=seed + 1)  # fresh masks every epoch
     ds = _ProcessRows(ds, global_batch, process_index, process_count)
     return ds.batch(global_batch // process_count, drop_remainder=True)
 

@@ -9,6 +9,13 @@ it) from a pretraining workdir (its latest checkpoint) or a HuggingFace director
 An encoder-decoder (BART, T5) reads the prompt as its input and writes its output,
 greedily or by beam search (--num_beams; BART's decoding keeps a key-value cache). In
 the prompt, "<mask>" is the tokenizer's mask token: a pretrained BART fills it in.
+
+An encoder with an MLM head (a masked-diffusion run, configs/mdlm.py; any MLM model
+runs) writes by iterative unmasking with --diffusion_steps=T: [CLS] prompt, then a
+canvas of --canvas masks, [SEP]; each step predicts every masked token and reveals a
+share of them, the most confident first (--remasking=confidence, LLaDA's) or at random
+(--remasking=random, MDLM's ancestral order); --temperature=0 draws the likeliest token.
+Deterministic under --seed.
 """
 
 import jax
@@ -30,6 +37,10 @@ _TOP_P = flags.DEFINE_float("top_p", 1.0, "Sample within this much probability m
 _SAMPLES = flags.DEFINE_integer("num_samples", 1, "Continuations to draw.")
 _SEED = flags.DEFINE_integer("seed", 0, "Sampling seed.")
 _BEAMS = flags.DEFINE_integer("num_beams", 1, "Encoder-decoders: beams (1 = greedy).")
+_DIFFUSION = flags.DEFINE_integer("diffusion_steps", 0, "Encoders: unmasking steps "
+                                   "(0: not a diffusion sample).")
+_CANVAS = flags.DEFINE_integer("canvas", 32, "Encoders: masked tokens to fill after the prompt.")
+_REMASKING = flags.DEFINE_string("remasking", "confidence", "Encoders: confidence | random.")
 _MASK = "<mask>"
 
 
@@ -45,6 +56,8 @@ def run(argv) -> int:
         raise UserError(f"--num_beams={_BEAMS.value} must be >= 1")
     pretrained = interop.load(workdir)
     family = models.FAMILIES.find(pretrained.family)
+    if _DIFFUSION.value:
+        return _diffusion(workdir, pretrained, family)
     sampled = family is not None and registry.samples(family, pretrained.model)
     if family is None or not (sampled or family.generate):
         samplers = [f.name for f in models.FAMILIES.entries()
@@ -75,6 +88,34 @@ def run(argv) -> int:
         if len(rows) > 1:
             print(f"--- sample {i}")
         print(_PROMPT.value + tokenizer.decode(row), flush=True)
+    return 0
+
+
+def _diffusion(workdir, pretrained, family) -> int:
+    """Iterative unmasking of [CLS] prompt canvas [SEP] with the model's MLM head."""
+    from pretrainx.objectives import mdlm
+    from pretrainx.trained import inference
+    # an encoder read with its MLM head: pretrainx.load's logits are that head's
+    if family is None or family.outputs is None or pretrained.head not in ("mlm", "pretrain"):
+        raise UserError(f"{workdir} holds a {pretrained.family} model without an MLM head; "
+                        "--diffusion_steps writes with an encoder's (configs/mdlm.py)")
+    if _CANVAS.value < 1:
+        raise UserError(f"--canvas={_CANVAS.value} must be at least 1")
+    model = inference.load(workdir)
+    tok = model.tokenizer
+    prompt = list(tok.encode(_PROMPT.value)) if _PROMPT.value else []
+    ids = [tok.cls_id] + prompt + [tok.mask_id] * _CANVAS.value + [tok.sep_id]
+    forbidden = sorted(set(int(i) for i in tok.special_ids()) - {tok.mask_id})
+    rows = []
+    for sample in range(_SAMPLES.value):
+        out = mdlm.unmask(lambda row: model(ids=[list(row)])["logits"][0], ids, tok.mask_id,
+                          _DIFFUSION.value, _SEED.value + sample, _TEMPERATURE.value,
+                          _REMASKING.value, forbidden)
+        rows.append(out[1 + len(prompt):-1])
+    for i, row in enumerate(rows):
+        if len(rows) > 1:
+            print(f"--- sample {i}")
+        print((_PROMPT.value + " " if _PROMPT.value else "") + tok.decode(row), flush=True)
     return 0
 
 

@@ -309,3 +309,11 @@ def test_biphasic_trains_every_arm_continues_both_and_fine_tunes_each(shared_dat
     assert all(len(a["sst2_500"]["per_seed"]) == 1 for a in arms.values())
     bounds = read_metrics(tmp_path / "pretrain" / "clm_then_mlm_0.5_s0", split="phase")
     assert [(b["step"], b["sets"]["objective"]) for b in bounds] == [(2, "modernbert")]
+
+
+@pytest.mark.slow
+def test_mdlm_bound_trains_both_and_reports_the_ratio(tmp_path):
+    _, out = _run("mdlm_bound.py", f"--workdir={tmp_path}", "--steps=2", "--seeds=0",
+                  "--eval_steps=1", TINY_NETWORK)
+    assert out["runs"][0]["mdlm_bound_perplexity"] > 1 and out["runs"][0]["clm_perplexity"] > 1
+    assert out["ratio"]["median"] > 0

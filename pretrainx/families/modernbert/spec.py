@@ -6,12 +6,13 @@ ModernBertDecoderForCausalLM), sampled by python -m pretrainx.generate."""
 
 from pretrainx import objectives, registry
 from pretrainx.errors import UserError
-from pretrainx.families.modernbert import hf, hf_decoder, modernbert_clm, modernbert_mlm
+from pretrainx.families.modernbert import (hf, hf_decoder, modernbert_clm, modernbert_mdlm,
+                                           modernbert_mlm)
 from pretrainx.families.modernbert import model as modernbert
-from pretrainx.objectives import encoder
+from pretrainx.objectives import encoder, mdlm
 
 
-def defaults(causal: bool = False):
+def defaults(causal: bool = False, diffusion: bool = False):
     """ModernBERT-base's pretraining (Warner et al. 2024, section 2.2 and appendix):
     1024-token packed rows, 30% masking, StableAdamW (b1 0.9, b2 0.98, eps 1e-6) at
     8e-4 with decoupled weight decay 1e-5, warmup over 3B tokens and the trapezoidal
@@ -22,14 +23,16 @@ def defaults(causal: bool = False):
     schedule = modernbert_mlm.schedule_in_tokens(
         seq_len=1024, micro_batch=768, accumulate_to=6, learning_rate=8e-4,
         warmup_tokens=3e9, ramp_tokens=50e9)
+    objective = "modernbert_clm" if causal else "modernbert_mdlm" if diffusion else "modernbert"
     c = encoder.defaults(
-        "modernbert_clm" if causal else "modernbert", modernbert.default_config(causal),
+        objective, modernbert.default_config(causal),
         seq_len=1024, name="stable_adamw",
         b2=0.98, eps=1e-6,
         grad_clip=0.0,  # StableAdamW clips each tensor's update instead
         schedule="warmup_stable_decay", lower_case=False, mask_prob=0.30,
         final_lr_fraction=0.0,  # the decay's end (ModernBERT's 0; Ettin's phases set theirs)
-        max_predictions=320,  # 30% of 1,022 rounds to at most 307
+        # MLM: 30% of 1,022 rounds to at most 307; MDLM may mask every token of a row
+        max_predictions=1024 if diffusion else 320,
         **schedule)
     c.data.eval_mask_prob = 0.0  # 0: evaluate at mask_prob
     c.data.pack_examples = True  # no whole_word_masking key: pieces are masked
@@ -53,6 +56,22 @@ def validate_decoder(cfg) -> None:
     if cfg.model.local_attention < 4:
         raise UserError(f"model.local_attention={cfg.model.local_attention}: the decoder's "
                         "window (half of it, the token itself included) needs at least 4")
+
+
+def diffusion_defaults():
+    """Masked diffusion (MDLM) with every key of ModernBERT-base's MLM run but the
+    masking: a rate per row (mask_prob is unused), room for every token's prediction.
+    The MDLM paper trains a DiT-style encoder on OpenWebText (AdamW 3e-4, 1M steps of
+    512 x 1,024); here ModernBERT's recipe, named as the drift."""
+    return defaults(diffusion=True)
+
+
+def validate_diffusion(cfg) -> None:
+    if modernbert.causal(cfg.model):
+        raise UserError("objective=modernbert_mdlm unmasks with bidirectional attention: set "
+                        "model.causal=False")
+    _validate_network(cfg)
+    mdlm.check_room(cfg)
 
 
 def validate(cfg) -> None:
@@ -86,6 +105,10 @@ registry.register(registry.Family(
     finetune_model=modernbert.finetune_model, max_positions="max_position_embeddings",
     objectives=(objectives.Entry(name="modernbert", build=modernbert_mlm.ModernBertMlm,
                                  defaults=defaults, validate=validate,
+                                 as_pretrained=encoder.pretrained_mlm,
+                                 own_model_keys=ATTENTION_KEYS),
+                objectives.Entry(name="modernbert_mdlm", build=modernbert_mdlm.ModernBertMdlm,
+                                 defaults=diffusion_defaults, validate=validate_diffusion,
                                  as_pretrained=encoder.pretrained_mlm,
                                  own_model_keys=ATTENTION_KEYS),
                 objectives.Entry(name="modernbert_clm", build=modernbert_clm.ModernBertClm,
