@@ -97,6 +97,13 @@ def finetune_config() -> ml_collections.ConfigDict:
     # 768,512,256,128): InfoNCE also on each prefix of the embedding this wide, the
     # losses summed with weight 1 as sentence-transformers' MatryoshkaLoss; "" = off
     c.data.matryoshka_dims = ""
+    # embedding distillation: every text's embedding by this model (a workdir or HF folder,
+    # pooled as it pools: pretrainx.load(...).embed), matched by the student's with
+    # distill_loss (cosine: 1 - cos; mse: the mean squared difference), distill_weight
+    # times it added to InfoNCE; "" = off
+    c.data.teacher = ""
+    c.data.distill_loss = "cosine"
+    c.data.distill_weight = 1.0
 
     c.peft = ml_collections.ConfigDict()
     c.peft.method = "none"  # none | lora | adapter | prefix | prompt
@@ -162,6 +169,7 @@ def validate(cfg) -> ml_collections.ConfigDict:
     elif cfg.task == "contrastive":
         config_lib.choice(cfg.data.pooling, "data.pooling", ("mean", "cls", "last"))
         contrastive.matryoshka_dims(cfg.data.matryoshka_dims, None)
+        config_lib.choice(cfg.data.distill_loss, "data.distill_loss", ("cosine", "mse"))
         if cfg.data.simcse and not 0.0 < cfg.data.simcse_dropout < 1.0:
             raise UserError(f"data.simcse_dropout={cfg.data.simcse_dropout} must be in (0, 1): "
                             "SimCSE's two views differ only by dropout")

@@ -90,6 +90,27 @@ def _normed(e):
     return e / jnp.maximum(jnp.linalg.norm(e, axis=-1, keepdims=True), 1e-12)
 
 
+def distill_gap(student, teacher, how: str):
+    """[B]: the mean over a row's texts of 1 - cos(student, teacher) or of their mean
+    squared difference (sentence-transformers' MSELoss)."""
+    if how == "mse":
+        return jnp.mean(jnp.square(student - teacher), axis=(-2, -1))
+    return jnp.mean(1.0 - jnp.sum(_normed(student) * _normed(teacher), axis=-1), axis=-1)
+
+
+def teacher_embeddings(path: str, rows: list, width: int) -> np.ndarray:
+    """[N, k, H] embeddings of every text of `rows` by the model at `path`
+    (pretrainx.load(path).embed), which must be `width` wide."""
+    from pretrainx.trained import inference  # the loading of any stored model
+    teacher = inference.load(path)
+    columns = [teacher.embed([r[j] for r in rows]) for j in range(len(rows[0]))]
+    out = np.stack(columns, axis=1).astype(np.float32)
+    if out.shape[-1] != width:
+        raise UserError(f"data.teacher={path} gives {out.shape[-1]}-wide embeddings; the "
+                        f"student's are {width} wide (distillation matches them as they are)")
+    return out
+
+
 class InfoNceLoss:
     """The train step's objective for embedding rows [B, k, H]: cross-entropy of each
     anchor's cosine similarities / temperature over the batch's positives and
@@ -98,8 +119,10 @@ class InfoNceLoss:
     `dims` the loss is the sum of this at each leading width (cut, then normed), and
     the accuracy is the widest's."""
 
-    def __init__(self, temperature: float, dims: tuple = ()):
+    def __init__(self, temperature: float, dims: tuple = (), distill: str = "cosine",
+                 distill_weight: float = 1.0):
         self.temperature, self.dims = temperature, tuple(dims)
+        self.distill, self.distill_weight = distill, distill_weight
 
     def loss_sums(self, outputs, batch) -> dict:
         e = outputs["logits"].astype(jnp.float32)
@@ -116,7 +139,12 @@ class InfoNceLoss:
             if correct is None:
                 correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
         w = batch["weight"]
-        return {"loss_sum": jnp.sum(w * loss), "correct_sum": jnp.sum(w * correct),
+        extra = {}
+        if "teacher" in batch:  # embedding distillation: every text of the row
+            gap = distill_gap(e, batch["teacher"].astype(jnp.float32), self.distill)
+            loss = loss + self.distill_weight * gap
+            extra = {"distill_sum": jnp.sum(w * gap)}
+        return {**extra, "loss_sum": jnp.sum(w * loss), "correct_sum": jnp.sum(w * correct),
                 "count": jnp.sum(w), "temperature_sum": jnp.sum(w) / scale}
 
     def normalizers(self, batch) -> dict:
@@ -126,8 +154,11 @@ class InfoNceLoss:
         return sums["loss_sum"] / norms["n"]
 
     def metrics(self, sums, norms) -> dict:
-        return {"accuracy": sums["correct_sum"] / norms["n"],  # the positive ranked first
-                "temperature": sums["temperature_sum"] / norms["n"]}
+        out = {"accuracy": sums["correct_sum"] / norms["n"],  # the positive ranked first
+               "temperature": sums["temperature_sum"] / norms["n"]}
+        if "distill_sum" in sums:
+            out["distill"] = sums["distill_sum"] / norms["n"]
+        return out
 
 
 def _cosines(outputs) -> np.ndarray:
@@ -230,9 +261,10 @@ def _simcse_rows(rows: list) -> list:
     return [(t, t) for t in seen]
 
 
-def build(cfg, tokenizer, frame=None) -> TaskData:
+def build(cfg, tokenizer, frame=None, width: int = 0) -> TaskData:
     """`frame`: a text's pieces -> ids for a model that does not read [CLS] text [SEP]
-    (a decoder: registry.text_ids)."""
+    (a decoder: registry.text_ids); `width`: the student's embedding width (a teacher's
+    must match it)."""
     data = cfg.data
     fields = [f.strip() for f in data.pair_fields.split(",") if f.strip()]
     if len(fields) not in ((1, 2, 3) if data.simcse else (2, 3)):
@@ -272,5 +304,8 @@ def build(cfg, tokenizer, frame=None) -> TaskData:
                         "data.holdout_examples > 0 (retrieval over held-out pairs)")
     metrics = ("spearman", "pearson") if sts_dev is not None else (
         "mrr_at_10", "recall_at_1", "recall_at_10")
-    return TaskData(head, (), metrics, encode_rows(train, tokenizer, cfg.seq_len, frame), dev, [],
+    arrays = encode_rows(train, tokenizer, cfg.seq_len, frame)
+    if data.teacher:
+        arrays["teacher"] = teacher_embeddings(data.teacher, train, width)
+    return TaskData(head, (), metrics, arrays, dev, [],
                     holdout=holdout, holdout_metric="mrr_at_10")  # held-out pairs: retrieval

@@ -137,7 +137,8 @@ class _Setup:
                             f"exceeds the model's {limit} positions")
         frame = functools.partial(registry.text_ids, self.family, self.tokenizer)
         self.data = task_data.build(cfg, self.tokenizer, self._as_text(cfg, name),
-                                    self.family.text_framing, frame=frame)
+                                    self.family.text_framing, frame=frame,
+                                    width=model_cfg.hidden_size)
 
     def _as_text(self, cfg, name) -> bool:
         mode = self.family.text_to_text
@@ -220,7 +221,8 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
     shapes = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.key(0), example))["params"])
     tx, schedule = _optimizer(cfg, total_steps, setup.peft, shapes, steps_per_epoch)
     dims = contrastive.matryoshka_dims(cfg.data.matryoshka_dims, setup.model_cfg.hidden_size)
-    objective = (contrastive.InfoNceLoss(cfg.data.temperature, dims) if embeds
+    objective = (contrastive.InfoNceLoss(cfg.data.temperature, dims, cfg.data.distill_loss,
+                                         cfg.data.distill_weight) if embeds
                  else TaskLoss(data.head, data.regression))
     state, shardings = state_lib.create_state(model, tx, example, cfg.seed, mesh, rules)
     fresh = jax.device_get(state.params)

@@ -13,7 +13,7 @@ def task_names() -> list:
 
 
 def build(cfg, tokenizer, as_text: bool = False, framing: str = "eos",
-          frame=None) -> TaskData:
+          frame=None, width: int = 0) -> TaskData:
     """The TaskData of `cfg.task` from its files under data.glue_dir / data.squad_dir,
     in T5's text-to-text form when `as_text` (ids framed as `framing` says); `frame`:
     a decoder's text framing for the contrastive task (registry.text_ids)."""
@@ -31,7 +31,7 @@ def build(cfg, tokenizer, as_text: bool = False, framing: str = "eos",
     if name == "squad":
         return squad.build(cfg, tokenizer)
     if name == "contrastive":
-        return contrastive.build(cfg, tokenizer, frame)
+        return contrastive.build(cfg, tokenizer, frame, width)
     return glue.build(glue.get_task(name), cfg, tokenizer)
 
 

@@ -84,6 +84,13 @@ TINY = {"quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BER
                     "model.position_buckets": 8, "model.max_relative_positions": 32},
         "qwen3": {**GPT2_TINY, "model.num_kv_heads": 1, "model.head_dim": 16},
         "gemma3": {**GPT2_TINY, "model.head_dim": 16, "model.query_pre_attn_scalar": 16},
+        # the model of the gemma3 run it continues (init_from takes no other shape)
+        "llm2vec": {**GPT2_TINY, "model.head_dim": 16, "model.query_pre_attn_scalar": 16},
+        "biphasic": {**GPT2_TINY, "data.max_predictions_per_seq": 10,
+                     "model.local_attention": 8, "optimizer.decay_steps": 1,
+                     "phases.clm.steps": 1},
+        "mdlm": {**GPT2_TINY, "data.max_predictions_per_seq": 32, "model.local_attention": 8,
+                 "optimizer.decay_steps": 1},
         "word2vec": {"total_steps": 4, "global_batch_size": 8, "seq_len": 32, "log_every": 1,
                      "eval_every": 4, "eval_steps": 1, "checkpoint_every": 4,
                      "model.embedding_size": 16},

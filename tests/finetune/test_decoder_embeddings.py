@@ -27,6 +27,17 @@ def gemma_workdir(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def mntp_workdir(gemma_workdir, tmp_path_factory):
+    """MNTP's model (model.causal=False), 10 steps from the decoder above."""
+    from pretrainx import pretrain
+    out = tmp_path_factory.mktemp("mntp")
+    pretrain.train(override(load_config("llm2vec.py", "quickstart"),
+                            dict(total_steps=10, log_every=5, eval_every=10,
+                                 checkpoint_every=10, init_from=str(gemma_workdir))), str(out))
+    return out
+
+
 def _cfg(shared_data, init_from, **overrides):
     c = finetune_config()
     c.task = "contrastive"
@@ -90,25 +101,19 @@ def test_unsupervised_simcse_reads_single_sentences_with_dropout(shared_data, ge
 
 
 @pytest.mark.slow
-def test_bidirectional_gemma3_exports_a_sentence_transformers_folder(shared_data,
-                                                                     gemma_workdir, tmp_path):
+def test_bidirectional_gemma3_exports_a_sentence_transformers_folder(mntp_workdir, tmp_path):
     """MNTP's model (model.causal=False) exported: Gemma3TextModel with
     use_bidirectional_attention and mean pooling, which sentence-transformers loads
     and whose embeddings match pretrainx.load(...).embed within 1e-4."""
     pytest.importorskip("torch")
     st = pytest.importorskip("sentence_transformers")
     import pretrainx
-    from pretrainx import pretrain
-    mntp = override(load_config("llm2vec.py", "quickstart"),
-                    dict(total_steps=10, log_every=5, eval_every=10, checkpoint_every=10,
-                         init_from=str(gemma_workdir)))
-    pretrain.train(mntp, str(tmp_path / "mntp"))
     out = tmp_path / "export"
-    written = interop.hf.save(interop.load(str(tmp_path / "mntp")), str(out))
+    written = interop.hf.save(interop.load(str(mntp_workdir)), str(out))
     assert "modules.json" in written
     model = st.SentenceTransformer(str(out), device="cpu")
     theirs = model.encode(SENTENCES, convert_to_numpy=True, batch_size=3)
-    ours = pretrainx.load(str(tmp_path / "mntp")).embed(SENTENCES)
+    ours = pretrainx.load(str(mntp_workdir)).embed(SENTENCES)
     assert ours.shape == theirs.shape == (3, 64)
     assert np.abs(ours - theirs).max() <= 1e-4
 
@@ -125,3 +130,24 @@ def test_bad_input_is_refused_in_one_line(shared_data, tmp_path):
     from pretrainx.families.qwen3 import model as qwen3
     with pytest.raises(UserError, match="a qwen3 model fine-tunes as a sentence embedder"):
         qwen3.finetune_model(qwen3.default_config(), "classify", 2, None)
+
+
+def test_distillation_gap_is_cosine_or_mean_squared():
+    s = jnp.asarray([[[3.0, 4.0], [1.0, 0.0]]])  # [B=1, k=2, H=2]
+    t = jnp.asarray([[[6.0, 8.0], [0.0, 1.0]]])
+    np.testing.assert_allclose(contrastive.distill_gap(s, t, "cosine"), [(0.0 + 1.0) / 2])
+    np.testing.assert_allclose(contrastive.distill_gap(s, t, "mse"),
+                               [(9 + 16 + 1 + 1) / 4])
+
+
+@pytest.mark.slow
+def test_distilling_a_model_from_itself_starts_at_no_gap(shared_data, mntp_workdir, tmp_path):
+    """The teacher's embeddings are the student's own (one model, pooled alike, framed
+    alike): the first step's gap is 0, so texts, framing and pooling line up."""
+    cfg = _cfg(shared_data, mntp_workdir, **{"data.teacher": str(mntp_workdir),
+                                              "optimizer.learning_rate": 1e-4})
+    finetune_loop.train(cfg, str(tmp_path / "distilled"))
+    first = [r for r in read_metrics(tmp_path / "distilled") if "loss" in r][0]
+    assert first["distill"] < 1e-5
+    with pytest.raises(UserError, match="gives 64-wide embeddings; the student's are 32"):
+        contrastive.teacher_embeddings(str(mntp_workdir), [("a b",)], 32)
