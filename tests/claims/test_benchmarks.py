@@ -317,3 +317,17 @@ def test_mdlm_bound_trains_both_and_reports_the_ratio(tmp_path):
                   "--eval_steps=1", TINY_NETWORK)
     assert out["runs"][0]["mdlm_bound_perplexity"] > 1 and out["runs"][0]["clm_perplexity"] > 1
     assert out["ratio"]["median"] > 0
+
+
+@pytest.mark.slow
+def test_decoder_to_encoder_scores_every_stage(shared_data, tmp_path):
+    _, out = _run("decoder_to_encoder.py", f"--workdir={tmp_path}", "--clm_steps=2",
+                  "--mntp_steps=2", "--seeds=0", "--simcse_rows=40", "--pair_rows=40",
+                  f"--glue_dir={shared_data / 'glue'}", TINY_NETWORK, timeout=900)
+    stages = out["stages"]
+    assert set(stages) == {"a_causal_last", "b_bidirectional_mean", "c_mntp_mean",
+                           "encoder_mean", "d_simcse", "e_supervised", "encoder_simcse",
+                           "encoder_supervised"}
+    assert all(-1 <= s["spearman"]["median"] <= 1 and 0 <= s["mrr_at_10"]["median"] <= 1
+               for s in stages.values())
+    assert {"spearman_at_32", "spearman_at_8"} <= set(stages["e_supervised"])
