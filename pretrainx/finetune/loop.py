@@ -138,7 +138,7 @@ class _Setup:
         frame = functools.partial(registry.text_ids, self.family, self.tokenizer)
         self.data = task_data.build(cfg, self.tokenizer, self._as_text(cfg, name),
                                     self.family.text_framing, frame=frame,
-                                    width=model_cfg.hidden_size)
+                                    width=model_cfg.get("hidden_size", 0))
 
     def _as_text(self, cfg, name) -> bool:
         mode = self.family.text_to_text

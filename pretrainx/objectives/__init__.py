@@ -88,12 +88,13 @@ def _check_switch(cfg, phase_cfg) -> None:
     if phase_cfg.objective == cfg.objective:
         return
     entry = get(phase_cfg.objective)
-    wanted = entry.defaults().model
+    defaults = entry.defaults()
+    wanted = defaults.model
     if wanted.family != cfg.model.family:
         raise UserError(f"objective {phase_cfg.objective} trains {wanted.family}; this run's "
                         f"model is {cfg.model.family} (a phase switches among one family's "
                         "objectives)")
-    missing = sorted(set(config_lib.flatten(entry.defaults())) - set(config_lib.flatten(phase_cfg)))
+    missing = sorted(set(config_lib.flatten(defaults)) - set(config_lib.flatten(phase_cfg)))
     if missing:
         raise UserError(f"objective {phase_cfg.objective} reads keys this run's config lacks "
                         f"({', '.join(missing[:4])}): its model is not the run's; a phase "

@@ -23,7 +23,8 @@ import numpy as np
 from absl import flags
 
 from pretrainx import interop, models, registry
-from pretrainx.trained import sampling
+from pretrainx.objectives import mdlm
+from pretrainx.trained import inference, sampling
 from pretrainx import cli
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.errors import UserError
@@ -93,8 +94,6 @@ def run(argv) -> int:
 
 def _diffusion(workdir, pretrained, family) -> int:
     """Iterative unmasking of [CLS] prompt canvas [SEP] with the model's MLM head."""
-    from pretrainx.objectives import mdlm
-    from pretrainx.trained import inference
     # an encoder read with its MLM head: pretrainx.load's logits are that head's
     if family is None or family.outputs is None or pretrained.head not in ("mlm", "pretrain"):
         raise UserError(f"{workdir} holds a {pretrained.family} model without an MLM head; "

@@ -141,6 +141,7 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
 TIED = (("lm_head.weight",
          "transformer.wte.weight"),)
 
+
 def _caveat(pretrained) -> str:
     """HF's GPT2LMHeadModel has no switch for bidirectional attention: the folder holds the
     weights, and HF runs them causally."""

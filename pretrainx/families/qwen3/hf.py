@@ -136,6 +136,7 @@ def _write_tokenizer(pretrained, tokenizer, output) -> list:
 # (output layer, word table): tied unless config.json says tie_word_embeddings=false
 TIED = (("lm_head.weight", "model.embed_tokens.weight"),)
 
+
 def _caveat(pretrained) -> str:
     """HF's Qwen3ForCausalLM has no switch for bidirectional attention: the folder holds the
     weights, and HF runs them causally."""
