@@ -12,8 +12,7 @@ from pretrainx import config as config_lib
 from pretrainx.data import formats, sources, tokenizers
 from pretrainx.errors import UserError
 from pretrainx.models import attention
-from pretrainx.objectives.contract import Entry  # noqa: F401  (what a spec lists)
-from pretrainx.objectives import mntp
+from pretrainx.objectives.contract import MNTP_SUFFIX, Entry  # noqa: F401  (a spec lists)
 from pretrainx import phasing, registry
 
 OBJECTIVES = registry.View("objective", registry.FAMILIES, "objectives")
@@ -21,9 +20,9 @@ OBJECTIVES = registry.View("objective", registry.FAMILIES, "objectives")
 
 def get(name: str) -> Entry:
     entry = OBJECTIVES.find(name)
-    family = name[:-len(mntp.SUFFIX)] if name.endswith(mntp.SUFFIX) else ""
+    family = name[:-len(MNTP_SUFFIX)] if name.endswith(MNTP_SUFFIX) else ""
     if entry is None and registry.FAMILIES.find(family):
-        having = [e.name for e in OBJECTIVES.entries() if e.name.endswith(mntp.SUFFIX)]
+        having = [e.name for e in OBJECTIVES.entries() if e.name.endswith(MNTP_SUFFIX)]
         raise UserError(f"objective {name!r}: {family} has no causal form, and MNTP predicts "
                         "a masked token from the output before it, a decoder's next-token "
                         f"head; MNTP objectives: {', '.join(having)}")

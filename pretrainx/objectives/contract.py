@@ -31,7 +31,8 @@ class Objective(Protocol):
     def transform(self, phase, train: bool) -> Callable:
         """(example, numpy rng) -> one row of the batch (dict of fixed-shape arrays). The
         rng is keyed by the row's global position: masks are fresh each epoch and the
-        same on resume."""
+        same on resume. A transform with `indexed = True` is called (example, rng,
+        index), its place in the stream of global batches (MDLM's per-batch rates)."""
 
     def example_batch(self, batch_size: int, phase) -> dict:
         """Zeros of a batch's shapes and dtypes, for init and compilation."""
@@ -79,6 +80,10 @@ class Inspection(Protocol):
 
     def show(self, batch: dict, count: int) -> list:
         """`count` rows decoded for a person to read."""
+
+
+# the name of a family's masked next-token objective: `<family>_mntp` (objectives/mntp.py)
+MNTP_SUFFIX = "_mntp"
 
 
 @dataclasses.dataclass(frozen=True)

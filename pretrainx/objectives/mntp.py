@@ -26,7 +26,6 @@ from pretrainx.errors import UserError
 from pretrainx.objectives import contract
 from pretrainx.objectives import mlm
 
-SUFFIX = "_mntp"
 
 
 class Masked:
@@ -92,7 +91,7 @@ def entry(family: str, clm_class, bidirectional_model, clm_validate) -> contract
     warmup, AdamW at transformers' Trainer defaults; the paper trains LoRA adapters of
     rank 16 to fit a 7B model on one GPU, and every weight here: a drift for memory's
     sake only)."""
-    name = family + SUFFIX
+    name = family + contract.MNTP_SUFFIX
     cls = type(family.capitalize() + "Mntp", (Masked, clm_class), {})
 
     def defaults():

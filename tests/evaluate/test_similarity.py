@@ -39,6 +39,6 @@ def test_the_command_prints_one_line_and_refuses_an_unknown_pooling(shared_data,
     assert json.loads(capsys.readouterr().out)["pairs"] == 16
     assert similarity.main([f"--workdir={TEACHER}", "--glue_dir=x", "--pooling=max"]) == 2
     assert "--pooling=max: expected mean, cls or family" in capsys.readouterr().err
-    with pytest.raises(UserError, match="pooling 'max': expected cls or mean"):
+    with pytest.raises(UserError, match="pooling 'max': expected cls, mean or last"):
         inference.load(str(TEACHER)).embed(["Alice"], "max")
     np.testing.assert_allclose(similarity.cosine(np.eye(2), np.eye(2)), [1.0, 1.0])

@@ -8,11 +8,14 @@ from pretrainx.objectives import causal_lm
 class Gemma3Clm(causal_lm.CausalLM):
     network = gemma3.Gemma3
     flops = staticmethod(gemma3.flops_per_token)
-    flops_formula = ("3 * (L * 2*(2*h*H + 2*h*KV + 3*h*mlp) + sum over layers of "
-                     "4*keys*H + 2*h*V), H = heads x head_dim, KV = kv_heads x head_dim, "
-                     "keys = seq in a global layer, the window in a sliding one")
+    flops_formula = ("3 * (L * 2*(2*h*H + 2*h*KV + 3*h*mlp) + 4*H*(G*seq + (L - G)*min(seq, W))"
+                     " + 2*h*V), H = heads x head_dim, KV = kv_heads x head_dim, G global "
+                     "layers, W = the keys a sliding layer reads")
     begins_with_bos = True
 
     def flops_symbols(self, phase) -> dict:
         m = self.cfg.model
-        return {"H": m.num_heads * m.head_dim, "KV": m.num_kv_heads * m.head_dim}
+        sliding = [i for i in range(m.num_layers) if not gemma3.is_global(m, i)]
+        return {"H": m.num_heads * m.head_dim, "KV": m.num_kv_heads * m.head_dim,
+                "G": m.num_layers - len(sliding),
+                "W": gemma3.attended_keys(m, sliding[0], 10**9) if sliding else 0}
