@@ -48,13 +48,16 @@ GLUE = REPO.parent / "shared" / "data" / "glue"
 HELD = 200  # positive pairs kept out of every stage, for the retrieval check
 
 
-def _done(workdir: pathlib.Path) -> bool:
-    return (workdir / "metrics.jsonl").exists() and any(
-        (workdir / sub).exists() for sub in ("checkpoints", "best"))
+def _pretrained(workdir: pathlib.Path, steps: int) -> bool:
+    """The run at `workdir` evaluated its last step (a stopped one resumes)."""
+    if not (workdir / "metrics.jsonl").exists():
+        return False
+    with open(workdir / "metrics.jsonl", encoding="utf-8") as f:
+        return any(r.get("split") == "eval" and r.get("step") == steps for r in map(json.loads, f))
 
 
 def _pretrain(cfg, workdir: pathlib.Path) -> pathlib.Path:
-    if not _done(workdir):
+    if not _pretrained(workdir, cfg.total_steps):
         pretrain.train(cfg, str(workdir))
     return workdir
 
@@ -77,7 +80,7 @@ def _contrastive(init_from, workdir: pathlib.Path, seed: int, glue_dir: str, sim
     c.data.max_train_examples = rows
     c.seq_len, c.global_batch_size, c.eval_batch_size, c.epochs = 32, 32, 128, 1
     c.optimizer.learning_rate = 1e-3 if not simcse else 3e-4
-    if not _done(workdir):
+    if not (workdir / "finetune.json").exists():  # written when the run completes
         finetune_loop.train(c, str(workdir))
     return workdir
 
