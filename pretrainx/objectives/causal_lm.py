@@ -15,11 +15,28 @@ previous one (its loss weight is 0).
 import jax.numpy as jnp
 import numpy as np
 
+from pretrainx import config as config_lib
 from pretrainx.data import corpus
 from pretrainx.errors import UserError
 from pretrainx.objectives import next_token
 
 FEATURES = ("inputs", "targets", "segment_ids", "positions", "loss_weights")
+
+
+def check_decoder(cfg) -> None:
+    """A grouped-query decoder's shapes (Qwen3's, Gemma 3's): positive sizes, query heads
+    a multiple of the key/value heads, rows no longer than the positions RoPE was
+    trained for."""
+    config_lib.check_positive(cfg, "model.hidden_size", "model.num_heads",
+                              "model.num_kv_heads", "model.head_dim", "model.mlp_dim")
+    m = cfg.model
+    if m.num_heads % m.num_kv_heads:
+        raise UserError(f"model.num_heads={m.num_heads} is not a multiple of "
+                        f"model.num_kv_heads={m.num_kv_heads} (each key/value head serves "
+                        "a group of query heads)")
+    if cfg.seq_len > m.max_position_embeddings:
+        raise UserError(f"seq_len={cfg.seq_len} exceeds model.max_position_embeddings="
+                        f"{m.max_position_embeddings}")
 
 
 def check_causal(cfg) -> None:

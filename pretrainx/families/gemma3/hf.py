@@ -1,11 +1,11 @@
 """Gemma 3 parameters <-> HuggingFace `Gemma3ForCausalLM` / `Gemma3TextModel` state dicts
 and config.json (model_type gemma3_text).
 
-The layout is Qwen3's (torch Linear weights [out, in]; our query/key/value kernels
-[in, heads, head_dim], the output one [heads, head_dim, out]; gate and up fused in `wi`)
-with four norms a block and Gemma's (1 + scale) norms, whose stored weight is the scale
-itself on both sides. A causal model is written as Gemma3ForCausalLM (tensors under
-`model.`, the output layer tied); a bidirectional one (model.causal=False) as
+A block's attention and GeGLU are transformers' Llama-style tensors, as Qwen3's
+(interop/hf_gated_decoder.py), with four norms a block, Gemma's (1 + scale) norms, whose
+stored weight is the scale itself on both sides. A causal model is written as
+Gemma3ForCausalLM (tensors under `model.`, the output layer tied); a bidirectional one
+(model.causal=False) as
 Gemma3TextModel with use_bidirectional_attention=True, the layout EmbeddingGemma ships
 (tensors at the top level, no output layer). Both layouts are read.
 """
@@ -16,7 +16,7 @@ import numpy as np
 
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
-from pretrainx.interop import hf_tokenizer_files
+from pretrainx.interop import hf_gated_decoder, hf_tokenizer_files
 from pretrainx.families.gemma3 import model as gemma3
 
 _NORMS = (("attention_norm", "input_layernorm"),
@@ -38,16 +38,7 @@ def to_hf_state(params, cfg) -> dict:
            top + "norm.weight": f32(params["final_norm"]["scale"])}
     for i in range(cfg.num_layers):
         p, name = params[f"layer_{i}"], f"{top}layers.{i}."
-        attn = p["attention"]
-        for ours, theirs in (("query", "q_proj"), ("key", "k_proj"), ("value", "v_proj")):
-            out[name + f"self_attn.{theirs}.weight"] = f32(attn[ours]["kernel"]).reshape(h, -1).T
-        out[name + "self_attn.o_proj.weight"] = f32(attn["out"]["kernel"]).reshape(-1, h).T
-        out[name + "self_attn.q_norm.weight"] = f32(attn["query_norm"]["scale"])
-        out[name + "self_attn.k_norm.weight"] = f32(attn["key_norm"]["scale"])
-        wi = f32(p["mlp"]["wi"]["kernel"])  # [h, 2, mlp]: gate, up
-        out[name + "mlp.gate_proj.weight"] = wi[:, 0, :].T
-        out[name + "mlp.up_proj.weight"] = wi[:, 1, :].T
-        out[name + "mlp.down_proj.weight"] = f32(p["mlp"]["wo"]["kernel"]).T
+        out.update(hf_gated_decoder.block_to_hf(p, name, h))
         for ours, theirs in _NORMS:
             out[name + f"{theirs}.weight"] = f32(p[ours]["scale"])
     if cfg.causal:
@@ -69,18 +60,8 @@ def from_hf_state(state, cfg, source: str) -> dict:
               "final_norm": {"scale": get("norm.weight")}}
     for i in range(cfg.num_layers):
         name = f"layers.{i}."
-        attention = {
-            "query": {"kernel": get(name + "self_attn.q_proj.weight").T.reshape(h, -1, d)},
-            "key": {"kernel": get(name + "self_attn.k_proj.weight").T.reshape(h, -1, d)},
-            "value": {"kernel": get(name + "self_attn.v_proj.weight").T.reshape(h, -1, d)},
-            "out": {"kernel": get(name + "self_attn.o_proj.weight").T.reshape(-1, d, h)},
-            "query_norm": {"scale": get(name + "self_attn.q_norm.weight")},
-            "key_norm": {"scale": get(name + "self_attn.k_norm.weight")}}
-        wi = np.stack([get(name + "mlp.gate_proj.weight").T,
-                       get(name + "mlp.up_proj.weight").T], axis=1)
         params[f"layer_{i}"] = {
-            "attention": attention,
-            "mlp": {"wi": {"kernel": wi}, "wo": {"kernel": get(name + "mlp.down_proj.weight").T}},
+            **hf_gated_decoder.block_from_hf(get, name, h, d),
             **{ours: {"scale": get(name + f"{theirs}.weight")} for ours, theirs in _NORMS}}
     return params
 

@@ -29,18 +29,9 @@ def defaults():
 
 
 def validate(cfg) -> None:
-    config_lib.check_positive(cfg, "model.hidden_size", "model.num_heads",
-                              "model.num_kv_heads", "model.head_dim", "model.mlp_dim",
-                              "model.sliding_window", "model.sliding_window_pattern")
-    m = cfg.model
-    if m.num_heads % m.num_kv_heads:
-        raise UserError(f"model.num_heads={m.num_heads} is not a multiple of "
-                        f"model.num_kv_heads={m.num_kv_heads} (each key/value head serves "
-                        "a group of query heads)")
-    if cfg.seq_len > m.max_position_embeddings:
-        raise UserError(f"seq_len={cfg.seq_len} exceeds model.max_position_embeddings="
-                        f"{m.max_position_embeddings}")
-    if m.scan_layers:
+    causal_lm.check_decoder(cfg)
+    config_lib.check_positive(cfg, "model.sliding_window", "model.sliding_window_pattern")
+    if cfg.model.scan_layers:
         raise UserError("model.scan_layers=True is not supported for gemma3: its layers "
                         "differ (sliding or global attention, two RoPE bases); use False")
     causal_lm.check_causal(cfg)

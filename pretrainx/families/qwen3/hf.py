@@ -1,10 +1,9 @@
 """Qwen3 parameters <-> HuggingFace `Qwen3ForCausalLM` state dicts and config.json.
 
-torch's Linear weights are [out, in]; ours are [in, heads, head_dim] for the query,
-key and value projections and [heads, head_dim, out] for the output one. The SwiGLU's
-gate and up projections are our fused `wi` (gate first). The output layer is tied to
-`embed_tokens` unless config.json says tie_word_embeddings=false (the larger sizes),
-which interop/hf.py reads and writes for every family.
+A block's attention and SwiGLU are transformers' Llama-style tensors
+(interop/hf_gated_decoder.py); here its two norms and the model's. The output layer is
+tied to `embed_tokens` unless config.json says tie_word_embeddings=false (the larger
+sizes), which interop/hf.py reads and writes for every family.
 """
 
 import os
@@ -14,7 +13,7 @@ import numpy as np
 from pretrainx.data import bpe
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
-from pretrainx.interop import hf_tokenizer_files
+from pretrainx.interop import hf_gated_decoder, hf_tokenizer_files
 from pretrainx.families.qwen3 import model as qwen3
 
 _NORMS = (("attention_norm", "input_layernorm"), ("mlp_norm", "post_attention_layernorm"))
@@ -27,16 +26,7 @@ def to_hf_state(params, cfg) -> dict:
            "model.norm.weight": f32(params["final_norm"]["scale"])}
     for i in range(cfg.num_layers):
         p, name = params[f"layer_{i}"], f"model.layers.{i}."
-        attn = p["attention"]
-        for ours, theirs in (("query", "q_proj"), ("key", "k_proj"), ("value", "v_proj")):
-            out[name + f"self_attn.{theirs}.weight"] = f32(attn[ours]["kernel"]).reshape(h, -1).T
-        out[name + "self_attn.o_proj.weight"] = f32(attn["out"]["kernel"]).reshape(-1, h).T
-        out[name + "self_attn.q_norm.weight"] = f32(attn["query_norm"]["scale"])
-        out[name + "self_attn.k_norm.weight"] = f32(attn["key_norm"]["scale"])
-        wi = f32(p["mlp"]["wi"]["kernel"])  # [h, 2, mlp]: gate, up
-        out[name + "mlp.gate_proj.weight"] = wi[:, 0, :].T
-        out[name + "mlp.up_proj.weight"] = wi[:, 1, :].T
-        out[name + "mlp.down_proj.weight"] = f32(p["mlp"]["wo"]["kernel"]).T
+        out.update(hf_gated_decoder.block_to_hf(p, name, h))
         for ours, theirs in _NORMS:
             out[name + f"{theirs}.weight"] = f32(p[ours]["scale"])
     out["lm_head.weight"] = out["model.embed_tokens.weight"]
@@ -55,18 +45,8 @@ def from_hf_state(state, cfg, source: str) -> dict:
               "final_norm": {"scale": get("model.norm.weight")}}
     for i in range(cfg.num_layers):
         name = f"model.layers.{i}."
-        attention = {
-            "query": {"kernel": get(name + "self_attn.q_proj.weight").T.reshape(h, -1, d)},
-            "key": {"kernel": get(name + "self_attn.k_proj.weight").T.reshape(h, -1, d)},
-            "value": {"kernel": get(name + "self_attn.v_proj.weight").T.reshape(h, -1, d)},
-            "out": {"kernel": get(name + "self_attn.o_proj.weight").T.reshape(-1, d, h)},
-            "query_norm": {"scale": get(name + "self_attn.q_norm.weight")},
-            "key_norm": {"scale": get(name + "self_attn.k_norm.weight")}}
-        wi = np.stack([get(name + "mlp.gate_proj.weight").T,
-                       get(name + "mlp.up_proj.weight").T], axis=1)
         params[f"layer_{i}"] = {
-            "attention": attention,
-            "mlp": {"wi": {"kernel": wi}, "wo": {"kernel": get(name + "mlp.down_proj.weight").T}},
+            **hf_gated_decoder.block_from_hf(get, name, h, d),
             **{ours: {"scale": get(name + f"{theirs}.weight")} for ours, theirs in _NORMS}}
     return params
 

@@ -6,7 +6,6 @@ token from its key-value cache. Its main use here is continuing a released model
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
 from pretrainx.objectives import causal_lm, mntp
-from pretrainx.errors import UserError
 from pretrainx.families.qwen3 import hf, qwen3_clm
 from pretrainx.families.qwen3 import model as qwen3
 
@@ -27,16 +26,7 @@ def defaults():
 
 
 def validate(cfg) -> None:
-    config_lib.check_positive(cfg, "model.hidden_size", "model.num_heads",
-                              "model.num_kv_heads", "model.head_dim", "model.mlp_dim")
-    m = cfg.model
-    if m.num_heads % m.num_kv_heads:
-        raise UserError(f"model.num_heads={m.num_heads} is not a multiple of "
-                        f"model.num_kv_heads={m.num_kv_heads} (each key/value head serves "
-                        "a group of query heads)")
-    if cfg.seq_len > m.max_position_embeddings:
-        raise UserError(f"seq_len={cfg.seq_len} exceeds model.max_position_embeddings="
-                        f"{m.max_position_embeddings}")
+    causal_lm.check_decoder(cfg)
     causal_lm.check_causal(cfg)
 
 
