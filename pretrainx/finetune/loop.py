@@ -220,10 +220,13 @@ def train(cfg, workdir: str, devices=None, stop_at: int | None = None) -> dict:
             model, cfg.data.temperature if cfg.data.learn_temperature else 0.0)
     shapes = nn.unbox(jax.eval_shape(lambda: model.init(jax.random.key(0), example))["params"])
     tx, schedule = _optimizer(cfg, total_steps, setup.peft, shapes, steps_per_epoch)
-    dims = contrastive.matryoshka_dims(cfg.data.matryoshka_dims, setup.model_cfg.hidden_size)
-    objective = (contrastive.InfoNceLoss(cfg.data.temperature, dims, cfg.data.distill_loss,
-                                         cfg.data.distill_weight) if embeds
-                 else TaskLoss(data.head, data.regression))
+    if embeds:  # a sentence embedder: its width bounds the Matryoshka widths
+        dims = contrastive.matryoshka_dims(cfg.data.matryoshka_dims,
+                                           setup.model_cfg.hidden_size)
+        objective = contrastive.InfoNceLoss(cfg.data.temperature, dims, cfg.data.distill_loss,
+                                            cfg.data.distill_weight)
+    else:
+        objective = TaskLoss(data.head, data.regression)
     state, shardings = state_lib.create_state(model, tx, example, cfg.seed, mesh, rules)
     fresh = jax.device_get(state.params)
     taken, new = 0, ["all"]
