@@ -368,7 +368,10 @@ def _info(cfg, setup, data, dev: dict) -> dict:
             "model": setup.model_cfg.to_dict(), "tokenizer": setup.tokenizer.path,
             "lower_case": setup.lower_case, "peft": cfg.peft.to_dict(),
             "init_from": cfg.init_from,
-            "num_sentinels": setup.pretrained.num_sentinels if setup.pretrained else 0}
+            "num_sentinels": setup.pretrained.num_sentinels if setup.pretrained else 0,
+            # the widths a sentence embedder was trained at (its export's model card)
+            "matryoshka_dims": list(contrastive.matryoshka_dims(cfg.data.matryoshka_dims, None))
+            if data.head.startswith("embed_") else []}
 
 
 def describe(cfg) -> dict:

@@ -254,7 +254,8 @@ def save(pretrained: Pretrained, output: str, license_id: str = "unknown") -> li
         pooling = (pretrained.head[len("embed_"):] if pretrained.head.startswith("embed_")
                    else family and registry.sentence_pooling(family, pretrained.model))
         if pooling:  # an encoder: SentenceTransformer(output) loads it too
-            written += sentence_files.write(staging, pooling, pretrained.model.hidden_size)
+            written += sentence_files.write(staging, pooling, pretrained.model.hidden_size,
+                                            normalize=pretrained.head.startswith("embed_"))
         with open(os.path.join(staging, "README.md"), "w", encoding="utf-8") as f:
             f.write(model_card.card(pretrained, models_to_write[""][1], license_id))
         written.append("README.md")

@@ -94,5 +94,14 @@ def card(pretrained, config: dict, license_id: str) -> str:
               f"from transformers import AutoTokenizer, {architecture}",
               "", 'tokenizer = AutoTokenizer.from_pretrained("PATH_OR_REPO")',
               f'model = {architecture}.from_pretrained("PATH_OR_REPO")', "```", ""]
+    if pretrained.head.startswith("embed_"):
+        dims = run.get("matryoshka_dims") or []
+        lines += ["A sentence embedder (unit vectors, compared by cosine):", "", "```python",
+                  "from sentence_transformers import SentenceTransformer", "",
+                  'model = SentenceTransformer("PATH_OR_REPO")', "```", ""]
+        if dims:
+            lines += [f"Matryoshka widths it was trained at: {', '.join(map(str, dims))}. "
+                      f'`SentenceTransformer("PATH_OR_REPO", truncate_dim={dims[-1]})` keeps '
+                      "the first values of each vector.", ""]
     return "\n".join(lines)
 

@@ -2,8 +2,11 @@
 `SentenceTransformer(EXPORT_DIR)` loads it as it is: the HF model as module 0 (its
 Transformer, the directory's own config.json, weights and tokenizer), a pooling module 1
 that reads the last hidden states as the family's fine-tuning pools them ("cls": the
-first token's; "mean": of the real tokens), and cosine similarity. pretrainx.load's
-`embed` computes the same vectors (inference.py)."""
+first token's; "mean": of the real tokens; "last": the last real token's), and cosine
+similarity. A contrastive fine-tuning's model adds a Normalize module 2 (unit vectors,
+as EmbeddingGemma's folder does); the Matryoshka widths it was trained at are named in
+its model card (SentenceTransformer's truncate_dim keeps one). pretrainx.load's `embed`
+computes the same vectors (inference.py)."""
 
 import json
 import os
@@ -22,7 +25,7 @@ def pooling_config(pooling: str, width: int) -> dict:
             **{f"pooling_mode_{mode}": mode == on for mode in modes}}
 
 
-def write(output: str, pooling: str, width: int) -> list:
+def write(output: str, pooling: str, width: int, normalize: bool = False) -> list:
     """Writes the files into the HF directory `output` (its tokenizer_config.json is
     read for the longest input); returns their names."""
     tokenizer_config = os.path.join(output, "tokenizer_config.json")
@@ -34,7 +37,9 @@ def write(output: str, pooling: str, width: int) -> list:
         "modules.json": [
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
             {"idx": 1, "name": "1", "path": "1_Pooling",
-             "type": "sentence_transformers.models.Pooling"}],
+             "type": "sentence_transformers.models.Pooling"}] + ([
+            {"idx": 2, "name": "2", "path": "2_Normalize",
+             "type": "sentence_transformers.models.Normalize"}] if normalize else []),
         # the tokenizer lower-cases (or not) as its own files say
         "sentence_bert_config.json": {"max_seq_length": longest, "do_lower_case": False},
         "config_sentence_transformers.json": {

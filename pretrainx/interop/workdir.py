@@ -142,6 +142,7 @@ def load_finetuned(path: str) -> Pretrained:
                       task=info["task"], peft=info.get("peft"),
                       num_sentinels=info.get("num_sentinels", 0),
                       run={"task": info["task"], "init_from": info.get("init_from", ""),
-                           "eval": info.get("dev")})
+                           "eval": info.get("dev"),
+                           "matryoshka_dims": info.get("matryoshka_dims", [])})
 
 

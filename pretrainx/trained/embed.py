@@ -5,6 +5,10 @@ pretrainx.load and writes its outputs for every position: input_ids, attention_m
 hidden_states [rows, length, hidden] and logits [rows, length, vocab], as one .npz
 (numpy.load reads it). Prints a JSON line with the shapes and, per text, the tokens
 and the mean of its real tokens' hidden states' first values, to look at.
+
+A sentence embedder (the workdir of a contrastive fine-tuning) has no
+vocabulary head: its .npz holds `embeddings` [rows, width], the unit vectors
+SentenceTransformer gives for its export (--dim: the first values, a Matryoshka width).
 """
 
 import json
@@ -19,6 +23,7 @@ from pretrainx.errors import UserError
 
 _TEXT = flags.DEFINE_multi_string("text", None, "A text to run (repeat for more rows).")
 _OUTPUT = flags.DEFINE_string("output", None, "The .npz file to write (optional).")
+_DIM = flags.DEFINE_integer("dim", 0, "A sentence embedder: keep the first values (0: all).")
 
 
 def run(argv) -> int:
@@ -29,6 +34,11 @@ def run(argv) -> int:
     if _OUTPUT.value and not _OUTPUT.value.endswith(".npz"):
         raise UserError(f"--output={_OUTPUT.value}: the file is written as .npz; name it so")
     model = inference.load(cli.workdir())
+    if inference.embedder_of(model.pretrained.head):
+        return _sentence_vectors(model)
+    if _DIM.value:
+        raise UserError(f"--dim is for a sentence embedder; {cli.workdir()} holds a "
+                        f"{model.pretrained.head} head")
     out = model(texts=_TEXT.value)
     if _OUTPUT.value:
         os.makedirs(os.path.dirname(os.path.abspath(_OUTPUT.value)), exist_ok=True)
@@ -43,6 +53,17 @@ def run(argv) -> int:
     print(json.dumps({"hidden_states": list(out["hidden_states"].shape),
                       "logits": list(out["logits"].shape), "output": _OUTPUT.value,
                       "rows": rows}, ensure_ascii=False))
+    return 0
+
+
+def _sentence_vectors(model) -> int:
+    vectors = model.embed(_TEXT.value, dim=_DIM.value)
+    if _OUTPUT.value:
+        os.makedirs(os.path.dirname(os.path.abspath(_OUTPUT.value)), exist_ok=True)
+        np.savez(_OUTPUT.value, embeddings=vectors)
+    print(json.dumps({"embeddings": list(vectors.shape), "output": _OUTPUT.value,
+                      "rows": [{"text": t, "first": [round(float(v), 4) for v in vec[:4]]}
+                               for t, vec in zip(_TEXT.value, vectors)]}, ensure_ascii=False))
     return 0
 
 

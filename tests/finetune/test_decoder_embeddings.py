@@ -151,3 +151,34 @@ def test_distilling_a_model_from_itself_starts_at_no_gap(shared_data, mntp_workd
     assert first["distill"] < 1e-5
     with pytest.raises(UserError, match="gives 64-wide embeddings; the student's are 32"):
         contrastive.teacher_embeddings(str(mntp_workdir), [("a b",)], 32)
+
+
+@pytest.mark.slow
+def test_a_contrastive_sentence_embedder_loads_embeds_and_exports_normalised(
+        shared_data, mntp_workdir, tmp_path):
+    """A bidirectional Gemma 3 tuned contrastively (mean pooling, Matryoshka 64 and 32):
+    pretrainx.load gives its unit vectors (and none of the vocabulary outputs it has no
+    head for); its export is a sentence-transformers folder with Normalize whose vectors,
+    whole and truncated to 32, match within 1e-4; the card names the widths."""
+    pytest.importorskip("torch")
+    st = pytest.importorskip("sentence_transformers")
+    import pretrainx
+    cfg = _cfg(shared_data, mntp_workdir, **{"data.matryoshka_dims": "64,32"})
+    finetune_loop.train(cfg, str(tmp_path / "tuned"))
+    model = pretrainx.load(str(tmp_path / "tuned"))
+    ours = model.embed(SENTENCES)
+    np.testing.assert_allclose(np.linalg.norm(ours, axis=-1), 1.0, rtol=1e-5)
+    with pytest.raises(UserError, match="is a sentence embedder .*embed\\(texts\\)"):
+        model(texts=SENTENCES)
+    with pytest.raises(UserError, match="dim=128: a width of the model's 64-wide"):
+        model.embed(SENTENCES, dim=128)
+    out = tmp_path / "export"
+    written = interop.hf.save(interop.load(str(tmp_path / "tuned")), str(out))
+    assert "modules.json" in written
+    for dim in (0, 32):
+        theirs = st.SentenceTransformer(str(out), device="cpu", truncate_dim=dim or None
+                                        ).encode(SENTENCES, convert_to_numpy=True)
+        mine = model.embed(SENTENCES, dim=dim)
+        assert mine.shape == theirs.shape == (3, dim or 64)
+        assert np.abs(mine - theirs).max() <= 1e-4
+    assert "Matryoshka widths it was trained at: 64, 32" in (out / "README.md").read_text()
