@@ -87,7 +87,9 @@ def _pretraining_run(path: str, cfg, step: int) -> dict:
             "recipe": {"optimizer": o.name, "learning_rate": o.learning_rate,
                        "schedule": o.schedule, "global_batch_size": cfg.global_batch_size,
                        "seq_len": cfg.seq_len},
-            "eval": model_card.run_record(path, step)}
+            "eval": model_card.run_record(path, step),
+            # the mask of a decoder's masked objective (MNTP, MDLM) whose tokenizer has none
+            "mask_token": cfg.data.get("mask_token")}
 
 
 def _stored_config(manager, step: int, path: str) -> dict:

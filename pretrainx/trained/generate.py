@@ -15,7 +15,9 @@ runs) writes by iterative unmasking with --diffusion_steps=T: [CLS] prompt, then
 canvas of --canvas masks, [SEP]; each step predicts every masked token and reveals a
 share of them, the most confident first (--remasking=confidence, LLaDA's) or at random
 (--remasking=random, MDLM's ancestral order); --temperature=0 draws the likeliest token.
-Deterministic under --seed.
+Deterministic under --seed. A decoder made bidirectional (`<family>_mdlm` or MNTP,
+model.causal=False) does the same on its own framing (the prompt, then the canvas),
+each position predicted from the output before it, as it was trained.
 """
 
 import jax
@@ -23,7 +25,7 @@ import numpy as np
 from absl import flags
 
 from pretrainx import interop, models, registry
-from pretrainx.objectives import mdlm
+from pretrainx.objectives import mdlm, mntp, shifted_mdlm
 from pretrainx.trained import inference, sampling
 from pretrainx import cli
 from pretrainx.data.tokenizers import load_tokenizer
@@ -93,24 +95,45 @@ def run(argv) -> int:
 
 
 def _diffusion(workdir, pretrained, family) -> int:
-    """Iterative unmasking of [CLS] prompt canvas [SEP] with the model's MLM head."""
+    """Iterative unmasking of [CLS] prompt canvas [SEP] with an encoder's MLM head, or of
+    a bidirectional decoder's framed prompt and canvas with its shifted head."""
+    # a decoder made bidirectional predicts a masked token from the output before it
+    shifted = (family is not None and pretrained.head == "causal_lm"
+               and family.causal_sampling is not None and not family.is_causal(pretrained.model))
     # an encoder read with its MLM head: pretrainx.load's logits are that head's
-    if family is None or family.outputs is None or pretrained.head not in ("mlm", "pretrain"):
-        raise UserError(f"{workdir} holds a {pretrained.family} model without an MLM head; "
-                        "--diffusion_steps writes with an encoder's (configs/mdlm.py)")
+    if family is None or family.outputs is None or not (
+            shifted or pretrained.head in ("mlm", "pretrain")):
+        raise UserError(f"{workdir} holds a {pretrained.family} model without an MLM head or "
+                        "a bidirectional decoder's; --diffusion_steps writes with an encoder's "
+                        "(configs/mdlm.py)")
     if _CANVAS.value < 1:
         raise UserError(f"--canvas={_CANVAS.value} must be at least 1")
     model = inference.load(workdir)
     tok = model.tokenizer
     prompt = list(tok.encode(_PROMPT.value)) if _PROMPT.value else []
-    ids = [tok.cls_id] + prompt + [tok.mask_id] * _CANVAS.value + [tok.sep_id]
-    forbidden = sorted(set(int(i) for i in tok.special_ids()) - {tok.mask_id})
+    if shifted:
+        mask_id = mntp.mask_id_of(tok, (pretrained.run or {}).get("mask_token") or "")
+        start = registry.text_ids(family, tok, prompt)
+        if not start:
+            raise UserError(f"--prompt is empty: a {pretrained.family} decoder predicts each "
+                            "token from the one before it, and its texts open with no token "
+                            "of their own; give a prompt")
+        ids, end = start + [mask_id] * _CANVAS.value, None
+    else:
+        mask_id = tok.mask_id
+        ids = [tok.cls_id] + prompt + [mask_id] * _CANVAS.value + [tok.sep_id]
+        start, end = ids[:1 + len(prompt)], -1
+    forbidden = sorted(set(int(i) for i in tok.special_ids()) - {mask_id})
+
+    def logits_fn(row):
+        logits = model(ids=[list(row)])["logits"][0]
+        return shifted_mdlm.shifted_logits(logits) if shifted else logits
+
     rows = []
     for sample in range(_SAMPLES.value):
-        out = mdlm.unmask(lambda row: model(ids=[list(row)])["logits"][0], ids, tok.mask_id,
-                          _DIFFUSION.value, _SEED.value + sample, _TEMPERATURE.value,
-                          _REMASKING.value, forbidden)
-        rows.append(out[1 + len(prompt):-1])
+        out = mdlm.unmask(logits_fn, ids, mask_id, _DIFFUSION.value, _SEED.value + sample,
+                          _TEMPERATURE.value, _REMASKING.value, forbidden)
+        rows.append(out[len(start):end])
     for i, row in enumerate(rows):
         if len(rows) > 1:
             print(f"--- sample {i}")

@@ -113,6 +113,25 @@ def test_mlm_then_mdlm_in_one_run(tmp_path):
                                                                        ("mdlm", True)]
 
 
+@pytest.mark.slow
+def test_ettins_decoder_then_mdlm_in_one_run(tmp_path):
+    """The decoder (causal LM) for 4 steps, then MDLM over the same parameters with the
+    attention stated bidirectional: Ettin's decoder turned a diffusion model."""
+    import ml_collections
+    from pretrainx.train import loop
+    cfg = _quickstart(**{"model.causal": True, "model.classifier_pooling": "last"})
+    cfg.objective = "modernbert_clm"
+    cfg.phase_order = "clm,mdlm"
+    cfg.phases.clm = ml_collections.ConfigDict({"steps": 4})
+    cfg.phases.mdlm = ml_collections.ConfigDict({
+        "objective": "modernbert_mdlm",
+        "model": {"causal": False, "classifier_pooling": "cls"}})
+    loop.train(objectives.validate(cfg), str(tmp_path / "run"), devices=jax.devices()[:1])
+    evals = read_metrics(tmp_path / "run", split="eval")
+    assert [(e["phase"], "bound_perplexity" in e) for e in evals] == [("clm", False),
+                                                                       ("mdlm", True)]
+
+
 def _oracle(answer, vocab, order):
     """A model that knows the answer: one-hot-ish logits for answer[i] at every position,
     more confident the earlier position i comes in `order`; records what it saw."""

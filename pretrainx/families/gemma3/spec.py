@@ -7,23 +7,23 @@ it (`model.causal=False`)."""
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
-from pretrainx.objectives import causal_lm, mntp
+from pretrainx.objectives import causal_lm, mntp, shifted_mdlm
 from pretrainx.errors import UserError
 from pretrainx.families.gemma3 import gemma3_clm, hf
 from pretrainx.families.gemma3 import model as gemma3
 
 
-def defaults():
+def defaults(objective: str = "gemma3_clm", causal: bool = True):
     """The report trains by distillation from a larger teacher on 2T tokens (the 1B)
     and gives no optimizer values; these are the common open ones for continuing a
     released model, named as a drift: AdamW (b2 0.95, eps 1e-8, weight decay 0.1,
     clipping 1.0), peak 3e-4 after 2,000 steps, cosine to 10% of it, rows of 4,096
     tokens, 512 a step (2M tokens), 100k steps."""
-    c = config_lib.shared_config("gemma3_clm", total_steps=100_000, batch=512, seq_len=4096,
+    c = config_lib.shared_config(objective, total_steps=100_000, batch=512, seq_len=4096,
                                  learning_rate=3e-4, schedule="cosine_floor",
                                  warmup_steps=2000, final_lr_fraction=0.1, b2=0.95, eps=1e-8,
                                  weight_decay=0.1)
-    c.model = gemma3.default_config()
+    c.model = gemma3.default_config(causal=causal)
     c.data.lower_case = False
     return c
 
@@ -49,5 +49,7 @@ registry.register(registry.Family(
         name="gemma3_clm", build=gemma3_clm.Gemma3Clm, defaults=defaults, validate=validate,
         as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),
         mntp.entry("gemma3", gemma3_clm.Gemma3Clm,
-                   lambda: gemma3.default_config(causal=False), validate)),
+                   lambda: gemma3.default_config(causal=False), validate),
+        shifted_mdlm.entry("gemma3", gemma3_clm.Gemma3Clm,
+                           lambda name: defaults(name, causal=False), validate)),
     hf=(hf.ADAPTER,)))

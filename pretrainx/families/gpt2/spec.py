@@ -3,22 +3,22 @@ key-value cache, causal LM at GPT-2 small's run, HF's GPT2LMHeadModel layout."""
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
-from pretrainx.objectives import causal_lm as causal_lm_objective, mntp
+from pretrainx.objectives import causal_lm as causal_lm_objective, mntp, shifted_mdlm
 from pretrainx.errors import UserError
 from pretrainx.families.gpt2 import causal_lm, hf
 from pretrainx.families.gpt2 import model as gpt2
 
 
-def defaults():
+def defaults(objective: str = "causal_lm", causal: bool = True):
     """GPT-2 small (124M) as Radford et al. (2019) describe it: context 1024, batch 512,
     50,257 byte-level BPE tokens, pre-LN, dropout 0.1. The paper leaves the optimizer
     to GPT-1's (Radford et al. 2018): Adam, peak lr 2.5e-4 after a 2,000-step linear
     warmup, cosine decay to 0, weight decay 0.01. Steps are not published: 600k
     (about 315B tokens, what open reproductions of the 124M model train)."""
-    c = config_lib.shared_config("causal_lm", total_steps=600_000, batch=512, seq_len=1024,
+    c = config_lib.shared_config(objective, total_steps=600_000, batch=512, seq_len=1024,
                                  learning_rate=2.5e-4, schedule="cosine", warmup_steps=2000,
                                  eps=1e-8)
-    c.model = gpt2.default_config()
+    c.model = gpt2.default_config(causal=causal)
     c.data.lower_case = False
     return c
 
@@ -46,5 +46,7 @@ registry.register(registry.Family(
         name="causal_lm", build=causal_lm.CausalLM, defaults=defaults, validate=validate,
         as_pretrained=lambda model_cfg, params: (model_cfg, params, "causal_lm")),
         mntp.entry("gpt2", causal_lm.CausalLM,
-                   lambda: gpt2.default_config(causal=False), validate)),
+                   lambda: gpt2.default_config(causal=False), validate),
+        shifted_mdlm.entry("gpt2", causal_lm.CausalLM,
+                           lambda name: defaults(name, causal=False), validate)),
     hf=(hf.ADAPTER,)))
