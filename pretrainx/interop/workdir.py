@@ -89,7 +89,9 @@ def _pretraining_run(path: str, cfg, step: int) -> dict:
                        "seq_len": cfg.seq_len},
             "eval": model_card.run_record(path, step),
             # the mask of a decoder's masked objective (MNTP, MDLM) whose tokenizer has none
-            "mask_token": cfg.data.get("mask_token")}
+            "mask_token": cfg.data.get("mask_token"),
+            # an MDLM instruction tuning's rows: [CLS] prompt [SEP] response [SEP]
+            "response_only": bool(cfg.data.get("response_only"))}
 
 
 def _stored_config(manager, step: int, path: str) -> dict:

@@ -14,17 +14,27 @@ per batch, floored at 1e-3 (`rate`), which lowers the loss's variance against B
 independent draws; u comes from the seed and the batch's number, so a resumed run and an
 eval pass draw the same rates.
 
+Instruction tuning (dLLM's SFT, LLaDA's): with `data.response_only` a source is a JSONL
+file of prompt and response pairs (`data.prompt_field`, `data.response_field`), a row
+[CLS] prompt [SEP] response [SEP] each; only the response's tokens are ever masked, so
+the model learns to write a response given its whole prompt (`instruction_examples`,
+`maskable_tokens`).
+
 Sampling (`unmask`): a canvas of masks (after a prompt, if any) is filled in T steps, a
 share of the masked positions revealed each step: chosen at random (MDLM's ancestral
 sampler), or the most confident predictions first (LLaDA's low-confidence remasking:
 the rest are masked again).
 """
 
+import glob
+import os
+
 import jax.numpy as jnp
 import numpy as np
 import optax
 
 from pretrainx import config as config_lib
+from pretrainx.data import jsonl
 from pretrainx.errors import UserError
 from pretrainx.objectives import accuracy
 
@@ -58,6 +68,61 @@ def mask_row(input_ids, maskable, t: float, rng, mask_id: int, max_predictions: 
     return {"input_ids": masked, "masked_lm_positions": positions, "masked_lm_ids": ids,
             "masked_lm_weights": weights, "mdlm_tokens": np.float32(maskable.sum()),
             "mask_rate": np.float32(t)}
+
+
+def add_response_keys(c) -> None:
+    """The data keys of instruction tuning (off: pretraining on documents)."""
+    c.data.response_only = False
+    c.data.prompt_field = "prompt"
+    c.data.response_field = "response"
+
+
+def check_documents(cfg) -> None:
+    """An objective other than MDLM reads documents: data.response_only is refused."""
+    if cfg.data.get("response_only"):
+        raise UserError(f"data.response_only=True is masked diffusion's instruction tuning; "
+                        f"objective {cfg.objective} reads documents (set it False)")
+
+
+def instruction_examples(spec: str, data, tokenizer, seq_len: int) -> list:
+    """The examples of a JSONL file (or glob) of pairs: input_ids [CLS] prompt [SEP]
+    response [SEP], one pair a row (its segment ids and positions), and
+    `response_start`, the first response token's index. A pair longer than the row
+    loses the prompt's start (down to half the row) and the response's end."""
+    if seq_len < 8:
+        raise UserError(f"seq_len={seq_len}: too short for a prompt and a response")
+    paths = sorted(glob.glob(spec)) if any(c in spec for c in "*?[") else [spec]
+    if not paths or not all(os.path.isfile(p) for p in paths):
+        raise UserError(f"data.response_only reads JSONL files of pairs: {spec} is not one")
+    fields = (data.prompt_field, data.response_field)
+    out = []
+    for path in paths:
+        for record in jsonl.records(path, fields):
+            prompt = list(tokenizer.encode(str(record[fields[0]])))
+            response = list(tokenizer.encode(str(record[fields[1]])))
+            room = seq_len - 3  # [CLS], [SEP] and the last [SEP]
+            # too long: the prompt keeps its end (at least half the room), the response
+            # its start
+            keep = min(len(prompt), max(room - len(response), room // 2))
+            prompt, start = prompt[len(prompt) - keep:], keep + 2
+            ids = ([tokenizer.cls_id] + prompt + [tokenizer.sep_id]
+                   + response[:room - keep] + [tokenizer.sep_id])
+            out.append({"input_ids": np.asarray(ids, np.int32),
+                        "segment_ids": np.ones(len(ids), np.int32),
+                        "positions": np.arange(len(ids), dtype=np.int32),
+                        "response_start": np.int32(start)})
+    if not out:
+        raise UserError(f"{spec} holds no pairs")
+    return out
+
+
+def maskable_tokens(input_ids, attention_mask, specials, response_start=None):
+    """Which tokens a row may mask: real, not special, and (instruction tuning) in the
+    response, from `response_start` on."""
+    maskable = (attention_mask > 0) & ~np.isin(input_ids, specials)
+    if response_start is not None:
+        maskable &= np.arange(input_ids.size) >= response_start
+    return maskable
 
 
 def check_room(cfg) -> None:

@@ -15,7 +15,8 @@ runs) writes by iterative unmasking with --diffusion_steps=T: [CLS] prompt, then
 canvas of --canvas masks, [SEP]; each step predicts every masked token and reveals a
 share of them, the most confident first (--remasking=confidence, LLaDA's) or at random
 (--remasking=random, MDLM's ancestral order); --temperature=0 draws the likeliest token.
-Deterministic under --seed. A decoder made bidirectional (`<family>_mdlm` or MNTP,
+Deterministic under --seed. An instruction-tuned one (data.response_only) reads
+[CLS] prompt [SEP] canvas [SEP], as it was tuned. A decoder made bidirectional (`<family>_mdlm` or MNTP,
 model.causal=False) does the same on its own framing (the prompt, then the canvas),
 each position predicted from the output before it, as it was trained.
 """
@@ -121,8 +122,10 @@ def _diffusion(workdir, pretrained, family) -> int:
         ids, end = start + [mask_id] * _CANVAS.value, None
     else:
         mask_id = tok.mask_id
-        ids = [tok.cls_id] + prompt + [mask_id] * _CANVAS.value + [tok.sep_id]
-        start, end = ids[:1 + len(prompt)], -1
+        # instruction-tuned (data.response_only): the response follows the prompt's [SEP]
+        start = [tok.cls_id] + prompt + (
+            [tok.sep_id] if (pretrained.run or {}).get("response_only") else [])
+        ids, end = start + [mask_id] * _CANVAS.value + [tok.sep_id], -1
     forbidden = sorted(set(int(i) for i in tok.special_ids()) - {mask_id})
 
     def logits_fn(row):

@@ -3,7 +3,8 @@ objective's packed document rows, each masked at its own rate t (MDLM's low-disc
 draw over the global batch) with every chosen token the mask, the MLM head at the masked
 positions, the cross entropy weighted by 1/t. The parameters are the MLM model's, so a
 phase switches between MLM and MDLM, and `python -m pretrainx.generate
---diffusion_steps=T` writes with the trained model."""
+--diffusion_steps=T` writes with the trained model. With `data.response_only` the rows
+are instruction pairs, their responses masked (mdlm.instruction_examples)."""
 
 import numpy as np
 
@@ -21,6 +22,11 @@ class ModernBertMdlm(ModernBertMlm):
                 "a row, low-discrepancy over the batch", "pack_examples":
                 bool(self.cfg.data.pack_examples)}
 
+    def examples(self, files, phase, train: bool) -> list:
+        if not self.cfg.data.response_only:
+            return super().examples(files, phase, train)
+        return mdlm.instruction_examples(files, self.cfg.data, self.tokenizer, phase.seq_len)
+
     def transform(self, phase, train: bool):
         """(row, rng, index) -> the row padded, masked at its batch position's rate."""
         tok = self.tokenizer
@@ -29,7 +35,8 @@ class ModernBertMdlm(ModernBertMlm):
 
         def fn(example, rng, index):
             row = modernbert_mlm.padded_row(example, phase.seq_len, tok.pad_id)
-            maskable = (row["attention_mask"] > 0) & ~np.isin(row["input_ids"], specials)
+            maskable = mdlm.maskable_tokens(row["input_ids"], row["attention_mask"], specials,
+                                            example.get("response_start"))
             t = mdlm.rate(seed, index, phase.global_batch_size)
             masked = mdlm.mask_row(row["input_ids"], maskable, t, rng, tok.mask_id,
                                    phase.max_predictions)

@@ -36,6 +36,7 @@ def defaults(causal: bool = False, diffusion: bool = False):
         **schedule)
     c.data.eval_mask_prob = 0.0  # 0: evaluate at mask_prob
     c.data.pack_examples = True  # no whole_word_masking key: pieces are masked
+    mdlm.add_response_keys(c)  # read by MDLM; here too, so a phase may switch to it
     return c
 
 
@@ -51,6 +52,7 @@ def decoder_defaults():
 
 def validate_decoder(cfg) -> None:
     _validate_network(cfg)
+    mdlm.check_documents(cfg)
     if not modernbert.causal(cfg.model):
         raise UserError("objective=modernbert_clm trains the decoder: set model.causal=True")
     if cfg.model.local_attention < 4:
@@ -80,6 +82,7 @@ def validate(cfg) -> None:
                         "(objective=modernbert_clm trains the decoder)")
     _validate_network(cfg)
     encoder.validate_document_mlm(cfg)
+    mdlm.check_documents(cfg)
 
 
 def _validate_network(cfg) -> None:

@@ -30,6 +30,7 @@ def defaults(diffusion: bool = False):
     c.phase2.seq_len = 4096
     c.phase2.global_batch_size = 512
     c.phase2.max_predictions_per_seq = 4096 if diffusion else 819  # 20% of 4,094
+    mdlm.add_response_keys(c)  # read by MDLM; here too, so a phase may switch to it
     return c
 
 
@@ -42,6 +43,7 @@ def validate_diffusion(cfg) -> None:
 def validate(cfg) -> None:
     encoder.validate(cfg)
     encoder.validate_document_mlm(cfg)
+    mdlm.check_documents(cfg)
     if not 0.0 <= cfg.optimizer.final_lr_fraction <= 1.0:
         raise UserError(f"optimizer.final_lr_fraction={cfg.optimizer.final_lr_fraction} "
                         "must be in [0, 1]")
