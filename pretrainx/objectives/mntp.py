@@ -19,12 +19,51 @@ objective's keys with model.causal=False: bidirectional attention is the point (
 LLM2Vec paper's ablation finds MNTP without it of little use).
 """
 
+import jax.numpy as jnp
 import numpy as np
 
 from pretrainx import config as config_lib
 from pretrainx.errors import UserError
 from pretrainx.objectives import contract
-from pretrainx.objectives import mlm
+from pretrainx.objectives import mlm, next_token
+
+# LLM2Vec's MNTP run (its 7B models' train_configs): 1,000 steps of 32 rows of 512 tokens,
+# peak 5e-5 decaying linearly to 0 without warmup, AdamW at transformers' Trainer
+# defaults; each maskable token chosen at 20%
+RUN = dict(total_steps=1000, batch=32, seq_len=512, learning_rate=5e-5,
+           schedule="warmup_linear", warmup_steps=0, eps=1e-8)
+MASK_PROB = 0.2
+
+
+def mask_following(inputs, follows, specials, ordinary, rate: float, mask_id: int, rng):
+    """(inputs masked, loss weights) of a row: each token that `follows` a token of its
+    own example (a real one, with a predecessor) and is not special is chosen with
+    probability `rate`, then masked 80% / replaced by an `ordinary` token 10% / kept 10%
+    (BERT's split, transformers' collator); weight 1 at the position before each chosen
+    token, whose output predicts it."""
+    inputs = np.array(inputs, copy=True)
+    maskable = follows & ~np.isin(inputs, specials)
+    chosen = maskable & (rng.random(inputs.size) < rate)
+    how = rng.random(inputs.size)
+    to_mask = chosen & (how < mlm.MASK_FRACTION)
+    to_random = chosen & (how >= mlm.MASK_FRACTION + mlm.KEEP_FRACTION)
+    inputs[to_mask] = mask_id
+    inputs[to_random] = rng.choice(ordinary, size=int(to_random.sum()))
+    weights = np.zeros(inputs.size, np.float32)
+    weights[:-1] = chosen[1:]
+    return inputs, weights
+
+
+class MaskedNextTokenLoss(next_token.NextTokenLoss):
+    """The loss part over rows that carry their targets (`next_ids`: the token after
+    each position, unmasked) and weights (`loss_weights`: the masked ones' positions)."""
+
+    def loss_sums(self, outputs, batch) -> dict:
+        return next_token.token_sums(outputs["logits"], batch["next_ids"],
+                                     batch["loss_weights"])
+
+    def normalizers(self, batch) -> dict:
+        return {"tokens": jnp.maximum(jnp.sum(batch["loss_weights"]), 1.0)}
 
 
 
@@ -48,17 +87,10 @@ class Masked:
 
         def fn(row, rng):
             out = rows(row, rng)
-            inputs, same = out["inputs"].copy(), out["loss_weights"] > 0
-            maskable = np.zeros(inputs.size, bool)  # input j, predicted at j - 1
-            maskable[1:] = same[:-1] & ~np.isin(inputs[1:], specials)
-            chosen = maskable & (rng.random(inputs.size) < rate)
-            how = rng.random(inputs.size)
-            to_mask = chosen & (how < mlm.MASK_FRACTION)
-            to_random = chosen & (how >= mlm.MASK_FRACTION + mlm.KEEP_FRACTION)
-            inputs[to_mask] = self.mask_id
-            inputs[to_random] = rng.choice(ordinary, size=int(to_random.sum()))
-            weights = np.zeros(inputs.size, np.float32)
-            weights[:-1] = chosen[1:]
+            follows = np.zeros(out["inputs"].size, bool)  # input j, predicted at j - 1
+            follows[1:] = out["loss_weights"][:-1] > 0
+            inputs, weights = mask_following(out["inputs"], follows, specials, ordinary,
+                                             rate, self.mask_id, rng)
             return dict(out, inputs=inputs, loss_weights=weights)
 
         return fn
@@ -95,12 +127,10 @@ def entry(family: str, clm_class, bidirectional_model, clm_validate) -> contract
     cls = type(family.capitalize() + "Mntp", (Masked, clm_class), {})
 
     def defaults():
-        c = config_lib.shared_config(name, total_steps=1000, batch=32, seq_len=512,
-                                     learning_rate=5e-5, schedule="warmup_linear",
-                                     warmup_steps=0, eps=1e-8)
+        c = config_lib.shared_config(name, **RUN)
         c.model = bidirectional_model()
         c.data.lower_case = False
-        c.data.mask_prob = 0.2
+        c.data.mask_prob = MASK_PROB
         c.data.mask_token = "_"
         return c
 

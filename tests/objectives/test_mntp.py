@@ -123,3 +123,66 @@ def test_model_causal_false_lets_a_position_read_the_tokens_after_it(family):
     said = hf.caveat(Pretrained(model=cfg, params={}, tokenizer="", lower_case=False,
                                 head="causal_lm", source="here"))
     assert ("has no such switch" in said) == (family != "gemma3")
+
+
+def _ettin_mntp(**keys):
+    """MNTP from Ettin's decoder at CPU size (configs/ettin_quickstart.py:decoder):
+    bidirectional, mean-pooled, 20% of the tokens."""
+    return override(load_config("llm2vec.py", "ettin_quickstart"), keys)
+
+
+def test_ettins_decoder_masks_as_llm2vec_inside_each_example():
+    cfg = _ettin_mntp()
+    tok, mntp = objectives.for_run(cfg)
+    phase = types.SimpleNamespace(seq_len=cfg.seq_len, max_predictions=cfg.seq_len)
+    examples = mntp.examples(cfg.data.train_files, phase, train=True)[:200]
+    plain = super(type(mntp), mntp).transform(phase, True)  # the decoder's rows
+    masked = mntp.transform(phase, True)
+    specials = np.asarray(tok.special_ids())
+    chosen_n = maskable_n = mask_n = 0
+    for i, example in enumerate(examples):
+        before = plain(example, np.random.default_rng(i))
+        after = masked(example, np.random.default_rng(i))
+        ids, seg = before["input_ids"], before["attention_mask"]
+        follows = np.zeros(ids.size, bool)
+        follows[1:] = (seg[1:] == seg[:-1]) & (seg[1:] > 0)
+        maskable = follows & ~np.isin(ids, specials)
+        w = after["loss_weights"] > 0
+        chosen = np.zeros(ids.size, bool)
+        chosen[1:] = w[:-1]
+        assert not (chosen & ~maskable).any()  # never [CLS]/[SEP], padding or across rows
+        np.testing.assert_array_equal(after["next_ids"][w], ids[1:][w[:-1]])
+        chosen_n += chosen.sum()
+        maskable_n += maskable.sum()
+        mask_n += (after["input_ids"][chosen] == tok.mask_id).sum()
+    assert maskable_n > 10_000
+    assert abs(chosen_n / maskable_n - 0.2) < 0.015
+    assert abs(mask_n / chosen_n - 0.8) < 0.03
+
+
+@pytest.mark.slow
+def test_ettins_decoder_continued_with_mntp_reads_both_ways_and_exports_a_sentence_encoder(
+        tmp_path):
+    from pretrainx import interop, pretrain
+    short = {"optimizer.warmup_steps": 4, "optimizer.decay_steps": 10}
+    decoder = override(load_config("ettin_quickstart.py", "decoder"),
+                       dict(total_steps=40, log_every=20, eval_every=40, checkpoint_every=40,
+                            **short))
+    pretrain.train(decoder, str(tmp_path / "decoder"))
+    cfg = _ettin_mntp(total_steps=60, log_every=20, eval_every=30, checkpoint_every=60,
+                      init_from=str(tmp_path / "decoder"))
+    pretrain.train(cfg, str(tmp_path / "mntp"))
+    evals = read_metrics(tmp_path / "mntp", "eval")
+    assert [r["step"] for r in evals] == [0, 30, 60]
+    assert evals[-1]["loss"] < evals[0]["loss"] - 0.05  # 6.01 to 5.94 when written
+    converted = interop.load(str(tmp_path / "mntp"))
+    assert converted.model.causal is False and converted.model.classifier_pooling == "mean"
+    # exported as the encoder (ModernBertForMaskedLM) with a mean-pooling ST folder
+    pytest.importorskip("torch")
+    st = pytest.importorskip("sentence_transformers")
+    import pretrainx
+    from conftest import SENTENCES
+    interop.hf.save(converted, str(tmp_path / "export"))
+    theirs = st.SentenceTransformer(str(tmp_path / "export"), device="cpu").encode(SENTENCES)
+    ours = pretrainx.load(str(tmp_path / "mntp")).embed(SENTENCES)
+    assert np.abs(ours - theirs).max() <= 1e-4

@@ -33,9 +33,9 @@ from pretrainx.models import heads, layers, mha
 from pretrainx.models.gated import GatedMlp
 
 
-def default_config(causal: bool = False) -> ml_collections.ConfigDict:
+def default_config(causal: bool = False, pooling: str = "") -> ml_collections.ConfigDict:
     """ModernBERT-base's model keys (answerdotai/ModernBERT-base's config.json); with
-    `causal`, its decoder's (Ettin's)."""
+    `causal`, its decoder's (Ettin's); `pooling`: the classifier's, if not theirs."""
     m = ml_collections.ConfigDict()
     m.family = "modernbert"
     m.num_layers = 22
@@ -55,7 +55,7 @@ def default_config(causal: bool = False) -> ml_collections.ConfigDict:
     m.attention_dropout_rate = 0.0
     # cls | mean | last: what a sequence classifier reads (a decoder's last token is
     # the one that has read the whole row)
-    m.classifier_pooling = "last" if causal else "cls"
+    m.classifier_pooling = pooling or ("last" if causal else "cls")
     m.classifier_dropout = 0.0
     m.update(layers.compute_keys())
     m.tie_output = True  # False: the decoder has a kernel of its own (tie_word_embeddings)

@@ -7,9 +7,9 @@ ModernBertDecoderForCausalLM), sampled by python -m pretrainx.generate."""
 from pretrainx import objectives, registry
 from pretrainx.errors import UserError
 from pretrainx.families.modernbert import (hf, hf_decoder, modernbert_clm, modernbert_mdlm,
-                                           modernbert_mlm)
+                                           modernbert_mlm, modernbert_mntp)
 from pretrainx.families.modernbert import model as modernbert
-from pretrainx.objectives import encoder, mdlm
+from pretrainx.objectives import encoder, mdlm, mntp
 
 
 def defaults(causal: bool = False, diffusion: bool = False):
@@ -68,6 +68,30 @@ def diffusion_defaults():
     return defaults(diffusion=True)
 
 
+def mntp_defaults():
+    """LLM2Vec's MNTP run (objectives/mntp.py: 1,000 steps of 32 x 512 at 5e-5, 20% of
+    the tokens) on Ettin's decoder, made bidirectional and mean-pooled as LLM2Vec pools;
+    the rows are the decoder's (packed), the mask ModernBERT's own [MASK]."""
+    c = encoder.defaults("modernbert_mntp", modernbert.default_config(pooling="mean"),
+                         lower_case=False, mask_prob=mntp.MASK_PROB,
+                         max_predictions=mntp.RUN["seq_len"],  # unread: every position
+                         **mntp.RUN)
+    c.data.eval_mask_prob = 0.0  # 0: evaluate at mask_prob
+    c.data.pack_examples = True
+    mdlm.add_response_keys(c)
+    return c
+
+
+def validate_mntp(cfg) -> None:
+    if modernbert.causal(cfg.model):
+        raise UserError("objective=modernbert_mntp predicts masked tokens with bidirectional "
+                        "attention: set model.causal=False")
+    _validate_network(cfg)
+    mdlm.check_documents(cfg)
+    if not 0.0 < cfg.data.mask_prob < 1.0:
+        raise UserError(f"data.mask_prob={cfg.data.mask_prob} must be in (0, 1)")
+
+
 def validate_diffusion(cfg) -> None:
     if modernbert.causal(cfg.model):
         raise UserError("objective=modernbert_mdlm unmasks with bidirectional attention: set "
@@ -112,6 +136,10 @@ registry.register(registry.Family(
                                  own_model_keys=ATTENTION_KEYS),
                 objectives.Entry(name="modernbert_mdlm", build=modernbert_mdlm.ModernBertMdlm,
                                  defaults=diffusion_defaults, validate=validate_diffusion,
+                                 as_pretrained=encoder.pretrained_mlm,
+                                 own_model_keys=ATTENTION_KEYS),
+                objectives.Entry(name="modernbert_mntp", build=modernbert_mntp.ModernBertMntp,
+                                 defaults=mntp_defaults, validate=validate_mntp,
                                  as_pretrained=encoder.pretrained_mlm,
                                  own_model_keys=ATTENTION_KEYS),
                 objectives.Entry(name="modernbert_clm", build=modernbert_clm.ModernBertClm,
