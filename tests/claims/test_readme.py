@@ -91,6 +91,8 @@ TINY = {"quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BER
                      "phases.clm.steps": 1},
         "mdlm": {**GPT2_TINY, "data.max_predictions_per_seq": 32, "model.local_attention": 8,
                  "optimizer.decay_steps": 1},
+        # configs/mdlm.py:gemma3 continues the gemma3 run (its model's shape)
+        "mdlm:gemma3": {**GPT2_TINY, "model.head_dim": 16, "model.query_pre_attn_scalar": 16},
         "word2vec": {"total_steps": 4, "global_batch_size": 8, "seq_len": 32, "log_every": 1,
                      "eval_every": 4, "eval_steps": 1, "checkpoint_every": 4,
                      "model.embedding_size": 16},
@@ -264,11 +266,21 @@ def _flag(words, name):
     return None
 
 
+def tiny_key(spec: str):
+    """TINY's entry for a recipe `configs/NAME.py[:ARG]`: NAME:ARG's where it has one,
+    else the first that NAME starts with (None: none)."""
+    path, _, arg = spec.partition(":")
+    stem = pathlib.Path(path).stem
+    if arg and f"{stem}:{arg}" in TINY:
+        return f"{stem}:{arg}"
+    return next((k for k in TINY if ":" not in k and stem.startswith(k)), None)
+
+
 def _tiny(words):
     """The shrinking overrides for the recipe a command names, after its own."""
-    config = pathlib.Path(_flag(words, "config").split(":")[0]).stem
-    family = next((k for k in TINY if config.startswith(k)), None)
-    assert family, f"no tiny overrides in tests/claims/test_readme.py for configs/{config}.py"
+    config = _flag(words, "config")
+    family = tiny_key(config)
+    assert family, f"no tiny overrides in tests/claims/test_readme.py for {config}"
     own = _flag(words, "config.data.train_files") or ""
     return [f"--config.{k}={v}" for k, v in TINY[family].items()
             if not (k == "data.train_files" and own.endswith(".parquet"))]  # keep a stand-in
@@ -296,7 +308,7 @@ def _needs(words):
     text = " ".join(words)
     recipe = REPO / (_flag(words, "config") or "").split(":")[0]
     if recipe.is_file():
-        family = next((k for k in TINY if recipe.stem.startswith(k)), None)
+        family = tiny_key(_flag(words, "config"))
         text += " ".join(str(v) for v in TINY.get(family, {}).values())
         text += str(SHARED_DATA) if '"shared"' in recipe.read_text(encoding="utf-8") else ""
     if str(SHARED_DATA) in text and not SHARED_DATA.is_dir():
@@ -476,8 +488,10 @@ from pretrainx import config as _config_lib
 _TINY, _real = _json.loads({tiny!r}), _config_lib.load_file
 
 def _tiny_load_file(spec):
-    name = _pathlib.Path(spec.split(":")[0]).stem
-    family = next((k for k in _TINY if name.startswith(k)), None)
+    name, _, arg = spec.partition(":")
+    name = _pathlib.Path(name).stem
+    family = (name + ":" + arg if arg and name + ":" + arg in _TINY else
+              next((k for k in _TINY if ":" not in k and name.startswith(k)), None))
     assert family, "no tiny overrides in tests/claims/test_readme.py for " + spec
     cfg = _real(spec)
     for key, value in _TINY[family].items():
