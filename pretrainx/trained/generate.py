@@ -16,9 +16,10 @@ canvas of --canvas masks, [SEP]; each step predicts every masked token and revea
 share of them, the most confident first (--remasking=confidence, LLaDA's) or at random
 (--remasking=random, MDLM's ancestral order); --temperature=0 draws the likeliest token.
 Deterministic under --seed. An instruction-tuned one (data.response_only) reads
-[CLS] prompt [SEP] canvas [SEP], as it was tuned. A decoder made bidirectional (`<family>_mdlm` or MNTP,
-model.causal=False) does the same on its own framing (the prompt, then the canvas),
-each position predicted from the output before it, as it was trained.
+[CLS] prompt [SEP] canvas [SEP], as it was tuned. A decoder made bidirectional
+(`<family>_mdlm` or MNTP, model.causal=False) does the same on its own framing (the
+prompt, then the canvas), each position predicted from the output before it, as it was
+trained.
 """
 
 import jax
