@@ -134,14 +134,22 @@ def check_room(cfg) -> None:
                             "MDLM masks up to every token of a row")
 
 
+def rate_features(batch_size: int) -> dict:
+    """The per-row features an MDLM batch adds (example_batch): maskable tokens, rate."""
+    return {"mdlm_tokens": np.ones(batch_size, np.float32),
+            "mask_rate": np.ones(batch_size, np.float32)}
+
+
 class MdlmLoss:
     """The loss part of an MDLM objective (assembled.py) over an MLM head's gathered
-    logits: the 1/t-weighted cross entropy summed, over the maskable tokens."""
+    logits (or, with the keys below set, a decoder's logits at every position): the
+    1/t-weighted cross entropy summed, over the maskable tokens."""
+    logits_key, ids_key, weights_key = "mlm_logits", "masked_lm_ids", "masked_lm_weights"
 
     def loss_sums(self, outputs, batch) -> dict:
-        logits = outputs["mlm_logits"].astype(jnp.float32)
-        ids = batch["masked_lm_ids"].astype(jnp.int32)
-        weights = batch["masked_lm_weights"].astype(jnp.float32)
+        logits = outputs[self.logits_key].astype(jnp.float32)
+        ids = batch[self.ids_key].astype(jnp.int32)
+        weights = batch[self.weights_key].astype(jnp.float32)
         chosen = (weights > 0).astype(jnp.float32)
         nll = optax.softmax_cross_entropy_with_integer_labels(logits, ids)
         correct = accuracy.argmax_matches(logits, ids).astype(jnp.float32)
@@ -151,7 +159,7 @@ class MdlmLoss:
 
     def normalizers(self, batch) -> dict:
         return {"tokens": jnp.maximum(jnp.sum(batch["mdlm_tokens"]), 1.0),
-                "masked": jnp.maximum(jnp.sum(batch["masked_lm_weights"] > 0), 1.0)}
+                "masked": jnp.maximum(jnp.sum(batch[self.weights_key] > 0), 1.0)}
 
     def loss(self, sums, norms):
         return sums["bound_sum"] / norms["tokens"]

@@ -16,19 +16,18 @@ tokenizer's, else `data.mask_token` (mntp.mask_id_of). `python -m pretrainx.gene
 output before it.
 """
 
-import jax.numpy as jnp
 import numpy as np
-import optax
 
 from pretrainx.errors import UserError
-from pretrainx.objectives import accuracy, contract, mdlm, mntp
+from pretrainx.objectives import contract, mdlm, mntp
 
 SUFFIX = "_mdlm"
 
 
 class Diffused(mdlm.MdlmLoss):
     """Mixed in before a family's causal-LM objective: its rows masked at a rate a row,
-    MDLM's bound as the loss."""
+    MDLM's bound as the loss (over the logits at every position)."""
+    logits_key, ids_key, weights_key = "logits", "targets", "loss_weights"
 
     def __init__(self, cfg, tokenizer):
         super().__init__(cfg, tokenizer)
@@ -63,25 +62,7 @@ class Diffused(mdlm.MdlmLoss):
         return fn
 
     def example_batch(self, batch_size: int, phase) -> dict:
-        batch = super().example_batch(batch_size, phase)
-        batch["mdlm_tokens"] = np.ones(batch_size, np.float32)
-        batch["mask_rate"] = np.ones(batch_size, np.float32)
-        return batch
-
-    def loss_sums(self, outputs, batch) -> dict:
-        logits = outputs["logits"].astype(jnp.float32)
-        targets = batch["targets"].astype(jnp.int32)
-        weights = batch["loss_weights"].astype(jnp.float32)
-        chosen = (weights > 0).astype(jnp.float32)
-        nll = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
-        correct = accuracy.argmax_matches(logits, targets).astype(jnp.float32)
-        return {"bound_sum": jnp.sum(nll * weights), "masked_nll_sum": jnp.sum(nll * chosen),
-                "correct_sum": jnp.sum(correct * chosen), "masked_sum": jnp.sum(chosen),
-                "token_sum": jnp.sum(batch["mdlm_tokens"])}
-
-    def normalizers(self, batch) -> dict:
-        return {"tokens": jnp.maximum(jnp.sum(batch["mdlm_tokens"]), 1.0),
-                "masked": jnp.maximum(jnp.sum(batch["loss_weights"] > 0), 1.0)}
+        return dict(super().example_batch(batch_size, phase), **mdlm.rate_features(batch_size))
 
     def batch_stats(self, batch) -> dict:
         stats = super().batch_stats(batch)

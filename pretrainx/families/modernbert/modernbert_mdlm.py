@@ -46,10 +46,7 @@ class ModernBertMdlm(ModernBertMlm):
         return fn
 
     def example_batch(self, batch_size: int, phase) -> dict:
-        batch = super().example_batch(batch_size, phase)
-        batch["mdlm_tokens"] = np.ones(batch_size, np.float32)
-        batch["mask_rate"] = np.ones(batch_size, np.float32)
-        return batch
+        return dict(super().example_batch(batch_size, phase), **mdlm.rate_features(batch_size))
 
     def batch_stats(self, batch) -> dict:
         stats = super().batch_stats(batch)
