@@ -8,6 +8,7 @@ import io
 import itertools
 import os
 import sys
+from typing import Sequence
 
 import numpy as np
 import sentencepiece as spm
@@ -76,13 +77,15 @@ def train_sentencepiece(
     seed: int = 0,
     style: str = "bert",
     lines: list[str] | None = None,
+    user_symbols: Sequence[str] = (),
 ) -> str:
     """Trains a model and returns the .model path.
 
     style "bert": pad=0, unk=1, then `special_tokens`. style "t5": T5's layout,
     <pad>=0, </s>=1, <unk>=2 and nothing else (the T5 objective adds sentinels).
-    Deterministic (see `_train_spm`). `lines` (from `temperature_sample`) replaces
-    reading `input_files`.
+    `user_symbols` follow in either style: pieces the text spells that always stay whole
+    (UL2's mode tokens [NLU] [NLG] [S2S]). Deterministic (see `_train_spm`). `lines`
+    (from `temperature_sample`) replaces reading `input_files`.
     """
     if model_type not in ("unigram", "bpe", "char", "word"):
         raise UserError(f"model_type must be unigram, bpe, char or word, not {model_type!r}")
@@ -95,12 +98,13 @@ def train_sentencepiece(
     else:
         ids = dict(pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]",
                    unk_piece="[UNK]")
+    special_tokens = list(special_tokens) + [t for t in user_symbols if t]
     if not isinstance(vocab_size, int) or vocab_size <= 3 + len(special_tokens):
         raise UserError(f"vocab_size {vocab_size!r} is too small")
     proto = _train_spm(input_files, lambda line: line, what="sentencepiece",
                        vocab_size=vocab_size, model_type=model_type,
                        normalization_rule_name="nmt_nfkc_cf" if lower_case else "nmt_nfkc",
-                       **ids, user_defined_symbols=list(special_tokens),
+                       **ids, user_defined_symbols=special_tokens,
                        input_sentence_size=max_sentences, seed=seed, lines=lines)
     return _write_model(proto, output_prefix)
 

@@ -2,7 +2,7 @@
 
   python -m pretrainx.tokenizer train --input=GLOB[,GLOB] --vocab_size=N \
       --model_type=unigram|bpe|wordpiece --output=DIR_OR_PREFIX [--lower_case=true]
-      [--style=bert|t5] [--max_sentences=N]
+      [--style=bert|t5] [--max_sentences=N] [--user_symbols=[NLU],[NLG],[S2S]]
 
 unigram and bpe write a SentencePiece model (T5 and ALBERT use unigram); wordpiece
 writes DIR/vocab.txt as BERT's; words writes DIR/vocab.words, every word of the input
@@ -51,6 +51,8 @@ def _define_flags() -> None:
                       "Special pieces (train): bert = [PAD] [UNK] [CLS] [SEP] [MASK]; "
                       "t5 = <pad> </s> <unk> as T5's spiece.model (sentinels are added "
                       "above the vocabulary by the T5 objective).")
+    flags.DEFINE_list("user_symbols", [], "Pieces kept whole wherever the text spells them "
+                      "(train, unigram/bpe): UL2's mode tokens [NLU],[NLG],[S2S].")
     flags.DEFINE_string("tokenizer", None, "vocab.txt, .model, or a directory holding one (encode/decode).")
 
 
@@ -116,6 +118,7 @@ def _train() -> None:
         style=FLAGS.style,
         max_sentences=FLAGS.max_sentences,
         lines=lines,
+        user_symbols=FLAGS.user_symbols,
     )
     print(path)
 

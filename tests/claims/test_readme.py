@@ -55,6 +55,7 @@ FINETUNE_TINY = {"epochs": 1, "global_batch_size": 8, "eval_batch_size": 8, "seq
 # The shrinking overrides of each recipe file the README names (by its name's prefix).
 TINY = {"quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BERT_TINY,
         "t5": {**T5_TINY, "data.train_files": str(ALICE)}, "gpt2": GPT2_TINY,
+        "ul2": {**T5_TINY, "data.targets_length": 64, "data.train_files": str(ALICE)},
         "bart": {**GPT2_TINY, "model.num_decoder_layers": 1,
                  "model.max_position_embeddings": 32, "data.train_files": str(ALICE)},
         "elmo": {**ELMO_TINY, "data.train_files": str(ALICE)}, "finetune": FINETUNE_TINY,

@@ -258,9 +258,10 @@ def test_a_t5_1_1_folder_in_transformers_5_form_imports_unscaled(tmp_path):
     np.testing.assert_allclose(ours, theirs, atol=2e-4, rtol=2e-4)
 
 
-@pytest.mark.parametrize("variant", ["relu", "gated-gelu"])
+@pytest.mark.parametrize("variant", ["relu", "gated-gelu", "gated-silu"])
 def test_matches_huggingface_t5(variant):
-    """T5 1.0 (tied, ReLU) and 1.1 (untied, gated-GELU) against transformers' PyTorch T5."""
+    """T5 1.0 (tied, ReLU), 1.1 (untied, gated-GELU) and UL2 20B's (untied, gated-SiLU)
+    against transformers' PyTorch T5."""
     from flax import linen as nn
     cfg = tiny_t5_config(**{"model.feed_forward": variant,
                             "model.tie_output": variant == "relu",

@@ -28,7 +28,7 @@ def _mlp(ours, hf, gated):
 
 
 def name_pairs(cfg) -> list:
-    gated = cfg.feed_forward == "gated-gelu"
+    gated = t5.is_gated(cfg)
     pairs = [(("token_embed", "embedding"), "shared.weight", "same"),
              (("encoder_relpos", "rel_embedding"),
               "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", "same"),
@@ -114,9 +114,9 @@ def to_hf_config(cfg, pad_id: int, eos_id: int) -> dict:
 
 def model_config_from_hf(hf: dict, base, source: str):
     proj = hf.get("feed_forward_proj", "relu")
-    if proj not in ("relu", "gated-gelu"):
+    if proj not in t5.FEED_FORWARD:
         raise UserError(f"{source}: feed_forward_proj {proj!r} is not supported "
-                        "(relu or gated-gelu)")
+                        f"({', '.join(t5.FEED_FORWARD)})")
     m = base
     m.vocab_size = hf["vocab_size"]
     m.hidden_size = hf["d_model"]

@@ -13,7 +13,6 @@ segment, and because segments are contiguous the relative distance between two
 tokens of a segment is the same as if the segment stood alone.
 """
 
-import jax
 import jax.numpy as jnp
 import ml_collections
 from flax import linen as nn
@@ -34,7 +33,7 @@ def default_config() -> ml_collections.ConfigDict:
     m.head_dim = 64  # d_kv
     m.mlp_dim = 3072  # d_ff
     m.vocab_size = 32128  # 32000 pieces + 100 sentinels, padded to a multiple of 128
-    m.feed_forward = "relu"  # relu (T5 1.0) | gated-gelu (T5 1.1)
+    m.feed_forward = "relu"  # relu (T5 1.0) | gated-gelu (T5 1.1) | gated-silu (UL2 20B)
     m.tie_output = True  # T5 1.0 ties; 1.1 has a separate output layer
     m.dropout_rate = 0.1
     m.layer_norm_eps = 1e-6
@@ -44,13 +43,22 @@ def default_config() -> ml_collections.ConfigDict:
     return m
 
 
+# model.feed_forward: the activation of wi (relu) or of the gate wi_0 (gated-*)
+FEED_FORWARD = {"relu": "relu", "gated-gelu": "gelu_tanh", "gated-silu": "silu"}
+
+
+def is_gated(cfg) -> bool:
+    return cfg.feed_forward.startswith("gated-")
+
+
 def normal(stddev: float):
     return nn.initializers.normal(stddev)
 
 
 class FeedForward(nn.Module):
     """wi -> ReLU -> dropout -> wo without biases (T5); with model.feed_forward
-    "gated-gelu" (T5.1.1) GELU(wi_0 x) * wi_1 x in place of ReLU(wi x)."""
+    "gated-gelu" (T5.1.1) GELU(wi_0 x) * wi_1 x in place of ReLU(wi x), "gated-silu"
+    (UL2 20B) SiLU(wi_0 x) * wi_1 x."""
     cfg: ml_collections.ConfigDict
     dtype: jnp.dtype
 
@@ -61,12 +69,12 @@ class FeedForward(nn.Module):
         wi_init, wo_init = normal(d_model ** -0.5), normal(cfg.mlp_dim ** -0.5)
         dense = lambda name, init, feats, axes: layers.Dense(  # noqa: E731
             feats, axes, use_bias=False, dtype=self.dtype, kernel_init=init, name=name)
-        if cfg.feed_forward == "gated-gelu":
-            gate = layers.activation("gelu_tanh")(dense("wi_0", wi_init, cfg.mlp_dim,
-                                                        ("embed", "mlp"))(x))
+        act = layers.activation(FEED_FORWARD[cfg.feed_forward])
+        if is_gated(cfg):
+            gate = act(dense("wi_0", wi_init, cfg.mlp_dim, ("embed", "mlp"))(x))
             h = gate * dense("wi_1", wi_init, cfg.mlp_dim, ("embed", "mlp"))(x)
         else:
-            h = jax.nn.relu(dense("wi", wi_init, cfg.mlp_dim, ("embed", "mlp"))(x))
+            h = act(dense("wi", wi_init, cfg.mlp_dim, ("embed", "mlp"))(x))
         h = layers.constrain(h, ("batch", "length", "mlp"))
         h = layers.Dropout(cfg.dropout_rate)(h, deterministic=deterministic)
         return dense("wo", wo_init, d_model, ("mlp", "embed"))(h)
@@ -212,7 +220,7 @@ def flops_per_example(cfg: ml_collections.ConfigDict, inputs_length: int,
     """
     d, mlp, v = cfg.hidden_size, cfg.mlp_dim, cfg.vocab_size
     inner = cfg.num_heads * cfg.head_dim
-    ff = (3 if cfg.feed_forward == "gated-gelu" else 2) * d * mlp
+    ff = (3 if is_gated(cfg) else 2) * d * mlp
     enc = cfg.num_layers * inputs_length * (4 * d * inner + ff + 2 * inputs_length * inner)
     dec_self = 4 * d * inner + 2 * targets_length * inner
     dec_cross = 2 * d * inner + 2 * inputs_length * inner

@@ -56,13 +56,11 @@ class SpanCorruption(seq2seq.PerTargetToken):
     def examples(self, files, phase, train: bool) -> list:
         return self.corpus.examples(self, files, phase, train)
 
-    def raw_examples(self, docs, phase, train: bool, group: int = 0) -> list:
-        """T5's select_random_chunk -> reduce_concat_tokens -> split_tokens."""
+    def joined_streams(self, docs, phase, train: bool, rng) -> list:
+        """T5's select_random_chunk -> reduce_concat_tokens: documents (a random chunk of
+        at most max_doc_tokens of each) joined `docs_per_concat` at a time."""
         data = self.cfg.data
-        raw_length, _, _ = self.lengths(phase)
         docs = [np.concatenate(doc) if len(doc) else np.zeros(0, np.int32) for doc in docs]
-        key = [self.cfg.seed, phase.seq_len, int(train)] + ([group] if group else [])
-        rng = np.random.default_rng(key)
         order = rng.permutation(len(docs)) if train else np.arange(len(docs))
         out = []
         for group_start in range(0, len(order), data.docs_per_concat):
@@ -74,7 +72,18 @@ class SpanCorruption(seq2seq.PerTargetToken):
                     start = rng.integers(0, num_chunks) * data.max_doc_tokens
                     doc = doc[start:start + data.max_doc_tokens]
                 chunks.append(doc)
-            joined = np.concatenate(chunks) if chunks else np.zeros(0, np.int32)
+            out.append(np.concatenate(chunks) if chunks else np.zeros(0, np.int32))
+        return out
+
+    def plan_rng(self, phase, train: bool, group: int):
+        key = [self.cfg.seed, phase.seq_len, int(train)] + ([group] if group else [])
+        return np.random.default_rng(key)
+
+    def raw_examples(self, docs, phase, train: bool, group: int = 0) -> list:
+        """T5's select_random_chunk -> reduce_concat_tokens -> split_tokens."""
+        raw_length, _, _ = self.lengths(phase)
+        out = []
+        for joined in self.joined_streams(docs, phase, train, self.plan_rng(phase, train, group)):
             out.extend(joined[i:i + raw_length] for i in range(0, joined.size, raw_length))
         return [x for x in out if x.size]
 
@@ -132,7 +141,7 @@ class SpanCorruption(seq2seq.PerTargetToken):
         _, inputs_length, targets_length = self.lengths(phase)
         return {"S_in": inputs_length, "S_tgt": targets_length,
                 "inner": m.num_heads * m.head_dim,
-                "ff": (3 if m.feed_forward == "gated-gelu" else 2) * m.hidden_size * m.mlp_dim}
+                "ff": (3 if t5.is_gated(m) else 2) * m.hidden_size * m.mlp_dim}
 
     def flops_per_token(self, phase) -> float:
         """Per input token, so that the loop's tokens/s (inputs) x this = FLOPs/s."""

@@ -4,8 +4,9 @@ decoded by its generate, span corruption at T5 1.0 Base's run, HF's T5 layout.""
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
 from pretrainx.errors import UserError
-from pretrainx.families.t5 import hf, span_corruption
+from pretrainx.families.t5 import hf, span_corruption, ul2
 from pretrainx.families.t5 import model as t5
+from pretrainx.objectives import ul2 as ul2_lib
 
 
 def defaults():
@@ -36,7 +37,7 @@ def validate(cfg) -> None:
                               "data.num_sentinels", "data.docs_per_concat",
                               "data.max_doc_tokens", "model.relative_attention_num_buckets",
                               "model.relative_attention_max_distance")
-    config_lib.choice(cfg.model.feed_forward, "model.feed_forward", ("relu", "gated-gelu"))
+    config_lib.choice(cfg.model.feed_forward, "model.feed_forward", tuple(t5.FEED_FORWARD))
     config_lib.check_fraction(cfg, "data.noise_density", 0.0, 1.0)
     if cfg.data.mean_noise_span_length < 1.0:
         raise UserError(f"data.mean_noise_span_length={cfg.data.mean_noise_span_length} "
@@ -45,11 +46,38 @@ def validate(cfg) -> None:
         raise UserError(f"z_loss={cfg.z_loss} must be >= 0")
 
 
+def ul2_defaults():
+    """UL2's mixture of denoisers (Tay et al. 2022) on T5 1.0 Base's run: inputs and
+    targets of 512 (configs/ul2.py sets the paper's model)."""
+    c = defaults()
+    c.objective = "t5_ul2"
+    c.data.denoisers = ul2_lib.UL2_DENOISERS
+    c.data.denoiser_weights = ul2_lib.UL2_WEIGHTS
+    c.data.mode_tokens = ul2_lib.UL2_MODE_TOKENS
+    c.data.targets_length = 512  # 0: as seq_len
+    # X at 3 x 50% cuts up to 128 spans from inputs of 512: T5's 100 extra ids would run
+    # out (T5X then reuses the last word pieces), so the sentinels fill T5's 32,128 rows
+    c.data.num_sentinels = 128
+    return c
+
+
+def ul2_validate(cfg) -> None:
+    validate(cfg)
+    denoisers = ul2_lib.parse_denoisers(cfg.data.denoisers)
+    ul2_lib.parse_weights(cfg.data.denoiser_weights, len(denoisers))
+    ul2_lib.parse_mode_tokens(cfg.data.mode_tokens)
+    if cfg.data.targets_length < 0:
+        raise UserError(f"data.targets_length={cfg.data.targets_length} must be >= 0")
+
+
 registry.register(registry.Family(
     name="t5", default_config=t5.default_config, outputs=t5.outputs,
     finetune_model=lambda cfg, head, num_labels, peft: t5.T5(cfg),
     text_to_text="always", generate=t5.generate,
     objectives=(objectives.Entry(
         name="t5", build=span_corruption.SpanCorruption, defaults=defaults, validate=validate,
-        as_pretrained=lambda model_cfg, params: (model_cfg, params, "seq2seq")),),
+        as_pretrained=lambda model_cfg, params: (model_cfg, params, "seq2seq")),
+        objectives.Entry(
+        name="t5_ul2", build=ul2.Ul2, defaults=ul2_defaults, validate=ul2_validate,
+        as_pretrained=lambda model_cfg, params: (model_cfg, params, "seq2seq"))),
     hf=(hf.ADAPTER,)))
