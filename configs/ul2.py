@@ -21,6 +21,8 @@ The argument:
 * `quickstart`: configs/t5_quickstart.py's model (2 + 2 layers x 256) on the bundled
   novels with a 4,000-piece vocabulary that keeps the three mode tokens whole, rows of
   256 + 256, 300 steps of 8 rows: trains on a CPU in minutes.
+* `prefixlm`: the quickstart on S alone without mode tokens: the encoder-decoder's
+  PrefixLM (T5's prefix_lm objective; RedLLM's), the inputs a uniform prefix.
 """
 
 from pretrainx.config import sibling_config
@@ -39,6 +41,10 @@ def _adafactor(c) -> None:
 
 def get_config(size: str = "20b"):
     c = default_config("t5_ul2")
+    if size == "prefixlm":
+        c = get_config("quickstart")
+        c.data.update(denoisers="S", denoiser_weights="1", mode_tokens="")
+        return c
     if size == "quickstart":
         base = sibling_config(__file__, "t5_quickstart.py")
         c.model = base.model

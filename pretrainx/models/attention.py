@@ -35,21 +35,30 @@ KERNELS = ("flash", "splash", "cudnn")
 _BLOCK = 128  # the TPU kernels' tile along a sequence (others are padded up to it)
 
 
-def segment_mask(q_segments, kv_segments, causal: bool = False, window: int = 0):
+def segment_mask(q_segments, kv_segments, causal: bool = False, window: int = 0,
+                 kv_prefix=None):
     """Boolean [batch, 1, q, kv]: True where attention is allowed.
 
     Segment id 0 is padding. Tokens attend only inside their own segment, which is
     what keeps packed examples (and padding) from seeing each other. `window` > 0: only
     keys at most `window` places away on either side (ModernBERT's local layers).
+    `kv_prefix` (bool [batch, kv], with causal): keys every query of their segment sees,
+    a PrefixLM's prefix, bidirectional inside and visible to what follows.
     """
     mask = (q_segments[:, :, None] == kv_segments[:, None, :]) & (kv_segments[:, None, :] != 0)
     q_len, kv_len = q_segments.shape[1], kv_segments.shape[1]
     offset = jnp.arange(q_len)[:, None] - jnp.arange(kv_len)[None, :]
     if causal:
-        mask = mask & (offset >= 0)
+        seen = offset >= 0
+        mask = mask & (seen if kv_prefix is None else seen | kv_prefix[:, None, :])
     if window:
         mask = mask & (jnp.abs(offset) <= window)
     return mask[:, None, :, :]
+
+
+def prefix_of(batch):
+    """A PrefixLM batch's bool [batch, length] prefix (its `prefix` feature), else None."""
+    return batch["prefix"] > 0 if "prefix" in batch else None
 
 
 def mask_to_bias(mask, dtype):
@@ -98,10 +107,12 @@ class Mask:
     extra: jax.Array | None = None  # additive [1 or batch, heads, q, kv] (T5's positions)
     # > 0: a sliding window, keys at most this far on either side (ModernBERT's local layers)
     window: int = flax.struct.field(pytree_node=False, default=0)
+    kv_prefix: jax.Array | None = None  # bool [batch, kv]: a PrefixLM's prefix (causal)
 
     def dense(self, dtype):
         """The additive bias XLA's path adds to the scores."""
-        allowed = segment_mask(self.q_segments, self.kv_segments, self.causal, self.window)
+        allowed = segment_mask(self.q_segments, self.kv_segments, self.causal, self.window,
+                               self.kv_prefix)
         bias = mask_to_bias(allowed, dtype)
         return bias if self.extra is None else plus_shared(self.extra, bias)
 
@@ -185,6 +196,9 @@ def recording():
 def attend(impl: str, q, k, v, mask: Mask, where: tuple = ()):
     """[batch, heads, q, head_dim] outputs of a kernel; q already scaled. `where` (the
     calling module's path) names the call for `recording`."""
+    if mask.kv_prefix is not None:
+        raise ValueError(f"attention_impl={impl} has no PrefixLM mask (a bidirectional "
+                         "prefix): use model.attention_impl=xla or auto")
     if _recording is not None:
         _recording[where] = KernelCall(impl, q.shape[0], q.shape[1], q.shape[2], k.shape[2],
                                        q.shape[3], mask.causal, q.dtype.itemsize, mask.window)

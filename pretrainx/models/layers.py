@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from flax import linen as nn
 
 from pretrainx.models import target
-from pretrainx.models.attention import Mask, mask_to_bias, segment_mask  # noqa: F401
+from pretrainx.models.attention import Mask, mask_to_bias, prefix_of, segment_mask  # noqa: F401
 from pretrainx.models.dropout import Dropout  # noqa: F401  (every family's dropout)
 
 Dtype = jnp.dtype

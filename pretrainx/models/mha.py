@@ -127,6 +127,8 @@ class MultiHeadAttention(nn.Module):
         mask = bias if isinstance(bias, attention.Mask) else None
         impl = attention.choose(self.impl, mask is not None and mask.extra is not None,
                                 self.dropout_rate > 0, self.dtype)
+        if mask is not None and mask.kv_prefix is not None and self.impl == "auto":
+            impl = "xla"  # no kernel takes a PrefixLM's mask
         if mask is not None and (impl == "xla" or dense_only):
             bias, mask = mask.dense(self.dtype), None
         elif mask is None and impl != "xla":

@@ -235,3 +235,33 @@ def test_bundled_ul2_vocabulary_is_its_documented_recipe(tmp_path):
                                str(tmp_path / "ul2"), vocab_size=4000, lower_case=False,
                                style="t5", user_symbols=["[NLU]", "[NLG]", "[S2S]"])
     assert open(path, "rb").read() == SPM.read_bytes()
+
+
+def test_prefixlm_recipe_is_s_alone_without_mode_tokens(tokenizer, unseen_docs):
+    """configs/ul2.py:prefixlm, the encoder-decoder's PrefixLM: every example is a prefix
+    and its continuation, nothing before the prefix, no sentinel anywhere."""
+    cfg = load_config("ul2.py", "prefixlm")
+    objective = objectives.build(cfg, tokenizer)
+    phase = config_lib.phases(cfg)[0]
+    rows = objective.examples_from_documents(unseen_docs, phase, train=True)
+    rng = np.random.default_rng(0)
+    shares = []
+    for row in rows[:300]:
+        start = 0
+        for (inputs, targets), n in zip(objective.denoise_row(row, rng), row["lengths"]):
+            raw = row["tokens"][start:start + n]
+            start += n
+            np.testing.assert_array_equal(np.concatenate([inputs[:-1], targets[:-1]]), raw)
+            assert not np.isin(np.concatenate([inputs, targets]), objective.sentinels).any()
+            shares.append((inputs.size - 1) / n)
+    assert abs(np.mean(shares) - 0.5) < 0.05
+    batch = _stacked(objective, rows[:16], phase)
+    stats = objective.summarize_stats(objective.batch_stats(batch), phase)
+    assert stats["S_share"] == 1.0 and abs(stats["S_mean_prefix_share"] - 0.5) < 0.2
+
+
+def _stacked(objective, rows, phase):
+    """A batch of the transformed `rows`."""
+    transform = objective.transform(phase, True)
+    packed = [transform(r, np.random.default_rng(i)) for i, r in enumerate(rows)]
+    return {k: np.stack([p[k] for p in packed]) for k in packed[0]}

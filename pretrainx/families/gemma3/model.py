@@ -76,13 +76,15 @@ class Gemma3Block(nn.Module):
     decode: bool = False
 
     @nn.compact
-    def __call__(self, x, segments, positions, deterministic):
+    def __call__(self, x, rows: layers.Mask, positions, deterministic):
+        """`rows`: the row's attention (segments, causal, a PrefixLM's prefix); the
+        layer sets its own window."""
         cfg = self.cfg
         init = nn.initializers.normal(cfg.initializer_range)
         norm = lambda name: layers.RMSNorm(cfg.rms_norm_eps, self.dtype, plus_one=True,  # noqa: E731
                                            name=name)
         glob, reach = is_global(cfg, self.index), window(cfg, self.index)
-        mask = layers.Mask(segments, segments, causal=bool(cfg.causal), window=reach)
+        mask = rows.replace(window=reach)
         h = norm("attention_norm")(x)
         y = mha.MultiHeadAttention(
             num_heads=cfg.num_heads, head_dim=cfg.head_dim, kv_heads=cfg.num_kv_heads,
@@ -130,8 +132,10 @@ class Gemma3(nn.Module):
         scale = jnp.asarray(self.cfg.hidden_size ** 0.5, self.dtype)  # rounded as HF's
         x = layers.constrain(self.token_embed(batch["inputs"]) * scale,
                              ("batch", "length", "embed"))
+        rows = layers.Mask(segments, segments, causal=bool(self.cfg.causal),
+                           kv_prefix=layers.prefix_of(batch))
         for layer in self.layers:
-            x = layer(x, segments, batch["positions"], deterministic)
+            x = layer(x, rows, batch["positions"], deterministic)
         return self.final_norm(x)
 
     def logits(self, h):

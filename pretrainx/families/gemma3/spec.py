@@ -7,7 +7,7 @@ it (`model.causal=False`)."""
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
-from pretrainx.objectives import causal_lm, mntp, shifted_mdlm
+from pretrainx.objectives import causal_lm, mntp, prefix_lm, shifted_mdlm
 from pretrainx.errors import UserError
 from pretrainx.families.gemma3 import gemma3_clm, hf
 from pretrainx.families.gemma3 import model as gemma3
@@ -51,5 +51,6 @@ registry.register(registry.Family(
         mntp.entry("gemma3", gemma3_clm.Gemma3Clm,
                    lambda: gemma3.default_config(causal=False), validate),
         shifted_mdlm.entry("gemma3", gemma3_clm.Gemma3Clm,
-                           lambda name: defaults(name, causal=False), validate)),
+                           lambda name: defaults(name, causal=False), validate),
+        prefix_lm.entry("gemma3", gemma3_clm.Gemma3Clm, lambda name: defaults(name), validate)),
     hf=(hf.ADAPTER,)))

@@ -97,7 +97,8 @@ class GPT2(nn.Module):
         x = self.token_embed(tokens) + self.position_embed(batch["positions"])
         x = self.embed_dropout(x, deterministic=deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
-        mask = layers.Mask(segments, segments, causal=bool(self.cfg.causal))
+        mask = layers.Mask(segments, segments, causal=bool(self.cfg.causal),
+                           kv_prefix=layers.prefix_of(batch))
         x = layers.apply_stack(self.layers, x, mask, deterministic)
         return self.final_norm(x)
 

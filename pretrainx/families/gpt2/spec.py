@@ -3,7 +3,7 @@ key-value cache, causal LM at GPT-2 small's run, HF's GPT2LMHeadModel layout."""
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
-from pretrainx.objectives import causal_lm as causal_lm_objective, mntp, shifted_mdlm
+from pretrainx.objectives import causal_lm as causal_lm_objective, mntp, prefix_lm, shifted_mdlm
 from pretrainx.errors import UserError
 from pretrainx.families.gpt2 import causal_lm, hf
 from pretrainx.families.gpt2 import model as gpt2
@@ -48,5 +48,6 @@ registry.register(registry.Family(
         mntp.entry("gpt2", causal_lm.CausalLM,
                    lambda: gpt2.default_config(causal=False), validate),
         shifted_mdlm.entry("gpt2", causal_lm.CausalLM,
-                           lambda name: defaults(name, causal=False), validate)),
+                           lambda name: defaults(name, causal=False), validate),
+        prefix_lm.entry("gpt2", causal_lm.CausalLM, lambda name: defaults(name), validate)),
     hf=(hf.ADAPTER,)))

@@ -93,8 +93,9 @@ class Qwen3(nn.Module):
         """The final RMSNorm's states [batch, length, embed]."""
         segments = batch["segment_ids"]
         x = layers.constrain(self.token_embed(batch["inputs"]), ("batch", "length", "embed"))
-        x = layers.apply_stack(self.layers, x, layers.Mask(segments, segments, causal=bool(self.cfg.causal)),
-                               batch["positions"], deterministic)
+        mask = layers.Mask(segments, segments, causal=bool(self.cfg.causal),
+                           kv_prefix=layers.prefix_of(batch))
+        x = layers.apply_stack(self.layers, x, mask, batch["positions"], deterministic)
         return self.final_norm(x)
 
     def logits(self, h):

@@ -5,7 +5,7 @@ token from its key-value cache. Its main use here is continuing a released model
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
-from pretrainx.objectives import causal_lm, mntp, shifted_mdlm
+from pretrainx.objectives import causal_lm, mntp, prefix_lm, shifted_mdlm
 from pretrainx.families.qwen3 import hf, qwen3_clm
 from pretrainx.families.qwen3 import model as qwen3
 
@@ -43,5 +43,6 @@ registry.register(registry.Family(
         mntp.entry("qwen3", qwen3_clm.Qwen3Clm,
                    lambda: qwen3.default_config(causal=False), validate),
         shifted_mdlm.entry("qwen3", qwen3_clm.Qwen3Clm,
-                           lambda name: defaults(name, causal=False), validate)),
+                           lambda name: defaults(name, causal=False), validate),
+        prefix_lm.entry("qwen3", qwen3_clm.Qwen3Clm, lambda name: defaults(name), validate)),
     hf=(hf.ADAPTER,)))

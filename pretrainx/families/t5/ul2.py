@@ -116,8 +116,9 @@ class Ul2(span_corruption.SpanCorruption):
         return ""
 
     def batch_stats(self, batch) -> dict:
-        """Per mode token: examples, noise tokens and spans, raw tokens (R and X), and
-        the prefix's share of each S example's raw tokens."""
+        """Per mode token (R, X, S; without mode tokens S, and R and X together as
+        "none"): examples, noise tokens and spans, raw tokens (R and X), and the
+        prefix's share of each S example's raw tokens."""
         out = {"real_tokens": int((batch["encoder_segment_ids"] > 0).sum()
                                   + (batch["decoder_segment_ids"] > 0).sum()),
                "all_tokens": batch["encoder_input_tokens"].size
@@ -133,18 +134,19 @@ class Ul2(span_corruption.SpanCorruption):
             for s in range(1, int(enc_seg.max()) + 1):
                 inputs = batch["encoder_input_tokens"][r][enc_seg == s]
                 targets = batch["decoder_target_tokens"][r][dec_seg == s]
-                kind = self.kind_of(inputs) or "none"
-                body = inputs[self.mode[kind].size if kind in self.mode else 0:]
+                spans = int(((targets >= lo) & (targets <= hi)).sum())
+                # without a mode token: S's targets are text alone, R's and X's have sentinels
+                kind = self.kind_of(inputs) or ("none" if spans else "S")
+                body = inputs[self.mode[kind].size if self.kind_of(inputs) else 0:]
                 out["examples"] += 1
                 add = {"examples": 1}
                 if kind == "S":
                     prefix, rest = body.size - 1, targets.size - 1
                     add["prefix_share_sum"] = prefix / max(prefix + rest, 1)
                 else:
-                    sentinel = int(((targets >= lo) & (targets <= hi)).sum())
-                    noise = targets.size - sentinel - 1
+                    noise = targets.size - spans - 1
                     kept = body.size - int(((body >= lo) & (body <= hi)).sum()) - 1
-                    add.update(noise_tokens=noise, noise_spans=sentinel, raw_tokens=kept + noise)
+                    add.update(noise_tokens=noise, noise_spans=spans, raw_tokens=kept + noise)
                 for key, value in add.items():
                     out[f"{kind}_{key}"] += value
         return out
