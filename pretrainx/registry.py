@@ -41,6 +41,9 @@ class Family:
     # (model_cfg) -> the model with a key-value cache that `python -m pretrainx.generate`
     # samples from (sampling.py); None: this family is not sampled token by token
     causal_sampling: Callable | None = None
+    # (model_cfg) -> the decoder (batch of inputs, segment_ids, positions -> {"logits"}),
+    # the forward a distillation's teacher runs; None: the family cannot teach next tokens
+    next_token_network: Callable | None = None
     # (model_cfg) -> whether this model is the family's decoder, sampled token by token
     # (a family of encoders and decoders, ModernBERT's, answers per model)
     is_causal: Callable = lambda model_cfg: True

@@ -7,13 +7,15 @@ is on the tokens after the prefix only.
 
 The split is drawn at batch time, afresh every epoch. The batch carries `prefix` (1 on
 the prefix's tokens), which the decoders' attention reads (attention.prefix_of); the
-kernels take no such mask, so attention runs on XLA's path.
+kernels take no such mask, so attention runs on XLA's path. With `distill.teacher` a
+frozen causal decoder's next-token distribution joins the loss (logit_distill.py).
 """
 
+import ml_collections
 import numpy as np
 
 from pretrainx.errors import UserError
-from pretrainx.objectives import contract
+from pretrainx.objectives import contract, logit_distill
 
 SUFFIX = "_prefixlm"
 
@@ -71,9 +73,17 @@ class Prefixed:
 
 def entry(family: str, clm_class, recipe, clm_validate) -> contract.Entry:
     """The objective `<family>_prefixlm`: `clm_class`'s rows and every key of the family's
-    causal-LM recipe (`recipe(name)`), the prefix bidirectional."""
+    causal-LM recipe (`recipe(name)`), the prefix bidirectional; distill.* for a
+    teacher."""
     name = family + SUFFIX
-    cls = type(family.capitalize() + "PrefixLm", (Prefixed, clm_class), {})
+    cls = type(family.capitalize() + "PrefixLm",
+               (logit_distill.Distilled, Prefixed, clm_class), {})
+
+    def defaults():
+        c = recipe(name)
+        c.distill = ml_collections.ConfigDict()
+        logit_distill.defaults(c)
+        return c
 
     def validate(cfg):
         if not cfg.model.causal:
@@ -83,9 +93,14 @@ def entry(family: str, clm_class, recipe, clm_validate) -> contract.Entry:
         if impl not in ("xla", "auto"):
             raise UserError(f"model.attention_impl={impl} has no PrefixLM mask (a "
                             f"bidirectional prefix); objective={name} needs xla or auto")
+        logit_distill.validate(cfg)
         clm_validate(cfg)
 
-    return contract.Entry(name=name, build=cls, defaults=lambda: recipe(name),
-                          validate=validate,
-                          as_pretrained=lambda model_cfg, params: (model_cfg, params,
-                                                                    "causal_lm"))
+    return contract.Entry(
+        name=name, build=cls, defaults=defaults, validate=validate,
+        imports=logit_distill.imports,
+        as_pretrained=lambda model_cfg, params: (model_cfg,
+                                                 logit_distill.student_params(params),
+                                                 "causal_lm"),
+        from_pretrained=lambda params, fresh: {"student": params} if "teacher" in fresh
+        else params)

@@ -33,6 +33,7 @@ from pretrainx.models import transformer_encoder as enc
 from pretrainx.families.distilbert import model as distilbert
 from pretrainx.models import imported as imported_lib
 from pretrainx.objectives import assembled, encoder, mlm, rows
+from pretrainx.objectives.logit_distill import soft_kl
 
 TEACHER = "distill.teacher"  # the config key, and the teacher's name among the imports
 
@@ -227,13 +228,6 @@ class DistilMlm(assembled.Assembled):
             return m.num_layers * per_layer + predicted * 2 * (h * h + h * m.vocab_size) / phase.seq_len
         teacher = forward(self.teacher.model) if self.teacher is not None else 0.0
         return 3.0 * forward(self.cfg.model) + teacher
-
-
-def soft_kl(student, teacher, temperature: float):
-    """T^2 KL(softmax(teacher / T) || softmax(student / T)) per position, float32."""
-    s = jax.nn.log_softmax(student.astype(jnp.float32) / temperature, axis=-1)
-    t = jax.nn.log_softmax(teacher.astype(jnp.float32) / temperature, axis=-1)
-    return jnp.sum(jnp.exp(t) * (t - s), axis=-1) * temperature ** 2
 
 
 def cosine(a, b):

@@ -40,6 +40,7 @@ def validate(cfg) -> None:
 registry.register(registry.Family(
     name="gemma3", outputs=gemma3.outputs, default_config=gemma3.default_config,
     causal_sampling=lambda cfg: gemma3.Gemma3(cfg, decode=True),
+    next_token_network=gemma3.Gemma3,
     is_causal=lambda model_cfg: bool(model_cfg.causal),
     finetune_model=gemma3.finetune_model, max_positions="max_position_embeddings",
     # made bidirectional, a sentence encoder of mean-pooled states (LLM2Vec, Gemma Encoder)

@@ -38,6 +38,7 @@ registry.register(registry.Family(
     name="gpt2", outputs=gpt2.outputs,
     default_config=gpt2.default_config,
     causal_sampling=lambda cfg: gpt2.GPT2(cfg, decode=True),
+    next_token_network=gpt2.GPT2,
     is_causal=lambda model_cfg: bool(model_cfg.causal),
     finetune_model=gpt2.finetune_model, max_positions="max_position_embeddings",
     # made bidirectional, a sentence encoder of mean-pooled states (LLM2Vec, Gemma Encoder)

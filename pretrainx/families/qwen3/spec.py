@@ -33,6 +33,7 @@ def validate(cfg) -> None:
 registry.register(registry.Family(
     name="qwen3", outputs=qwen3.outputs, default_config=qwen3.default_config,
     causal_sampling=lambda cfg: qwen3.Qwen3(cfg, decode=True),
+    next_token_network=qwen3.Qwen3,
     is_causal=lambda model_cfg: bool(model_cfg.causal),
     finetune_model=qwen3.finetune_model, max_positions="max_position_embeddings",
     # made bidirectional, a sentence encoder of mean-pooled states (LLM2Vec, Gemma Encoder)

@@ -9,14 +9,14 @@ from pretrainx.families.t5 import model as t5
 from pretrainx.objectives import ul2 as ul2_lib
 
 
-def defaults():
+def defaults(objective: str = "t5", num_sentinels: int = 100):
     """T5 1.0 Base, span corruption, packed 128 x 512 inputs, 2^19 steps (the T5 paper).
 
     The optimizer defaults to AdamW with linear warmup and decay; T5's own is
     `optimizer.name=adafactor`, `optimizer.schedule=rsqrt`, `learning_rate=0.01`,
     `warmup_steps=10000` (configs/t5.py:base,adafactor).
     """
-    c = config_lib.shared_config("t5", total_steps=2 ** 19, batch=128, seq_len=512,
+    c = config_lib.shared_config(objective, total_steps=2 ** 19, batch=128, seq_len=512,
                                  learning_rate=1e-3, schedule="warmup_linear")
     # seq_len is the encoder inputs; targets length follows from the noise arithmetic
     c.z_loss = 0.0  # T5X's auxiliary log(Z)^2 term; 1e-4 when on
@@ -25,7 +25,7 @@ def defaults():
     c.data.lower_case = False
     c.data.noise_density = 0.15
     c.data.mean_noise_span_length = 3.0
-    c.data.num_sentinels = 100
+    c.data.num_sentinels = num_sentinels
     c.data.docs_per_concat = 128  # t5 reduce_concat_tokens: documents joined before splitting
     c.data.max_doc_tokens = 65536  # t5 select_random_chunk
     return c
@@ -49,15 +49,13 @@ def validate(cfg) -> None:
 def ul2_defaults():
     """UL2's mixture of denoisers (Tay et al. 2022) on T5 1.0 Base's run: inputs and
     targets of 512 (configs/ul2.py sets the paper's model)."""
-    c = defaults()
-    c.objective = "t5_ul2"
+    # X at 3 x 50% cuts up to 128 spans from inputs of 512: T5's 100 extra ids would run
+    # out (T5X then reuses the last word pieces), so the sentinels fill T5's 32,128 rows
+    c = defaults("t5_ul2", num_sentinels=128)
     c.data.denoisers = ul2_lib.UL2_DENOISERS
     c.data.denoiser_weights = ul2_lib.UL2_WEIGHTS
     c.data.mode_tokens = ul2_lib.UL2_MODE_TOKENS
     c.data.targets_length = 512  # 0: as seq_len
-    # X at 3 x 50% cuts up to 128 spans from inputs of 512: T5's 100 extra ids would run
-    # out (T5X then reuses the last word pieces), so the sentinels fill T5's 32,128 rows
-    c.data.num_sentinels = 128
     return c
 
 

@@ -1,0 +1,135 @@
+"""Logit distillation from a frozen teacher decoder (Hinton et al. 2015, as T5Gemma adapts
+a decoder with PrefixLM + KD): the student's loss mixes its cross-entropy on the targets
+with T^2 KL(softmax(teacher / T) || softmax(student / T)) at the same positions,
+
+    loss = (1 - distill.alpha) * CE + distill.alpha * T^2 KL    (T = distill.temperature)
+
+The teacher is a causal decoder on the same vocabulary (`distill.teacher`: a pretrainx
+workdir or an HF folder), read through interop as any imported model; its parameters sit
+beside the student's under "teacher" (the student's under "student"), carry the same
+logical axis names and so are sharded by the same rules, and are frozen: no gradient
+step, no optimizer state. It reads the row causally (the batch without the student's
+`prefix`), so its logits at i are its next-token distribution for the target at i.
+"""
+
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+
+from pretrainx import registry
+from pretrainx.errors import UserError
+from pretrainx.models import imported as imported_lib
+
+TEACHER = "distill.teacher"  # the config key, and the teacher's name among the imports
+
+
+def soft_kl(student, teacher, temperature: float):
+    """T^2 KL(softmax(teacher / T) || softmax(student / T)) per position, float32."""
+    s = jax.nn.log_softmax(student.astype(jnp.float32) / temperature, axis=-1)
+    t = jax.nn.log_softmax(teacher.astype(jnp.float32) / temperature, axis=-1)
+    return jnp.sum(jnp.exp(t) * (t - s), axis=-1) * temperature ** 2
+
+
+def defaults(c) -> None:
+    """The distill.* keys a student objective adds (no teacher: plain cross-entropy)."""
+    c.distill.teacher = ""
+    c.distill.alpha = 0.5  # the KL's share of the loss
+    c.distill.temperature = 1.0
+
+
+def validate(cfg) -> None:
+    d = cfg.distill
+    if not 0.0 <= d.alpha <= 1.0:
+        raise UserError(f"distill.alpha={d.alpha} must be in [0, 1]")
+    if d.temperature <= 0:
+        raise UserError(f"distill.temperature={d.temperature} must be > 0")
+
+
+def imports(cfg) -> dict:
+    return {TEACHER: cfg.distill.teacher} if cfg.distill.teacher else {}
+
+
+def teacher_network(cfg, teacher):
+    """The teacher's decoder module, refusing one that cannot teach this student: another
+    vocabulary, or no causal next-token network."""
+    where, t = f"{TEACHER} {teacher.source}", teacher.model
+    family = registry.FAMILIES.find(t.family)
+    if family is None or family.next_token_network is None or not family.is_causal(t):
+        raise UserError(f"{where} is a {t.family} model without a causal next-token "
+                        "network; the teacher must be a decoder (GPT-2, Qwen3, Gemma 3)")
+    if t.vocab_size != cfg.model.vocab_size:
+        raise UserError(f"{where} has model.vocab_size={t.vocab_size}, the student "
+                        f"{cfg.model.vocab_size}: teacher and student must share a vocabulary")
+    return family.next_token_network(t)
+
+
+class TeacherStudent(nn.Module):
+    """(batch) -> the student's logits and, beside them, the frozen teacher's."""
+    student: nn.Module
+    teacher: nn.Module
+
+    def __call__(self, batch, deterministic: bool = True):
+        out = dict(self.student(batch, deterministic))
+        causal = {k: v for k, v in batch.items() if k != "prefix"}
+        out["teacher_logits"] = jax.lax.stop_gradient(self.teacher(causal, True)["logits"])
+        return out
+
+
+class Distilled:
+    """Mixed in before a next-token objective whose sums are next_token.token_sums' over
+    `loss_weights`: with a teacher, its KL at the same positions joins the loss."""
+
+    def __init__(self, cfg, tokenizer, imported=None):
+        super().__init__(cfg, tokenizer)
+        self.teacher = (imported or {}).get(TEACHER)
+        if self.teacher is not None:
+            self.model = TeacherStudent(self.model, teacher_network(cfg, self.teacher))
+            self.frozen = (("teacher",),)
+
+    def adopt(self, params: dict, imported: dict) -> dict:
+        """A fresh run's parameters: the teacher's own under "teacher"."""
+        teacher = imported[TEACHER]
+        return dict(params, teacher=imported_lib.fit(params["teacher"], teacher.params,
+                                                     f"{TEACHER} {teacher.source}"))
+
+    def describe(self, phase) -> dict:
+        out = super().describe(phase)
+        if self.teacher is not None:
+            d = self.cfg.distill
+            out.update(teacher=self.teacher.source, distill_alpha=d.alpha,
+                       distill_temperature=d.temperature)
+        return out
+
+    def loss_sums(self, outputs, batch) -> dict:
+        sums = super().loss_sums(outputs, batch)
+        if "teacher_logits" in outputs:
+            kl = soft_kl(outputs["logits"], outputs["teacher_logits"],
+                         self.cfg.distill.temperature)
+            sums["kl_sum"] = jnp.sum(kl * batch["loss_weights"])
+        return sums
+
+    def loss(self, sums, norms):
+        ce = super().loss(sums, norms)
+        if "kl_sum" not in sums:
+            return ce
+        alpha = self.cfg.distill.alpha
+        return (1.0 - alpha) * ce + alpha * sums["kl_sum"] / norms["tokens"]
+
+    def metrics(self, sums, norms) -> dict:
+        out = super().metrics(sums, norms)
+        if "kl_sum" in sums:
+            out.update(kl=sums["kl_sum"] / norms["tokens"],
+                       cross_entropy=sums["loss_sum"] / norms["tokens"])
+        return out
+
+    def eval_metrics(self, totals) -> dict:
+        out = super().eval_metrics(totals)
+        if "kl_sum" in totals:
+            out["kl"] = float(totals["kl_sum"]) / max(float(totals["token_sum"]), 1.0)
+        return out
+
+
+def student_params(params):
+    """A run's parameters as the student alone (what export, fine-tuning and generation
+    read)."""
+    return params["student"] if "student" in params else params
