@@ -103,6 +103,9 @@ class MultiHeadAttention(nn.Module):
     # > 0: the queries' scale instead of head_dim ** -0.5 (Gemma's
     # query_pre_attn_scalar ** -0.5)
     query_scale: float = 0.0
+    # > 0: scores soft-capped to (-cap, cap) by cap * tanh(s / cap) before the mask
+    # (Gemma 2's, T5Gemma's attn_logit_softcapping); XLA's path only
+    logit_softcap: float = 0.0
 
     @nn.compact
     def __call__(self, x_q, x_kv, bias, deterministic: bool, positions=None):
@@ -129,6 +132,10 @@ class MultiHeadAttention(nn.Module):
                                 self.dropout_rate > 0, self.dtype)
         if mask is not None and mask.kv_prefix is not None and self.impl == "auto":
             impl = "xla"  # no kernel takes a PrefixLM's mask
+        if self.logit_softcap and impl != "xla":
+            if self.impl != "auto":
+                raise ValueError(f"attention_impl={impl} cannot soft-cap scores; use xla or auto")
+            impl = "xla"
         if mask is not None and (impl == "xla" or dense_only):
             bias, mask = mask.dense(self.dtype), None
         elif mask is None and impl != "xla":
@@ -141,6 +148,10 @@ class MultiHeadAttention(nn.Module):
             k, v, bias = self.decoding.extend(self, k, v, bias, self.dtype)
         if kv_heads != self.num_heads:  # each key/value head serves its group of queries
             k, v = (jnp.repeat(t, self.num_heads // kv_heads, axis=2) for t in (k, v))
+            if self.logit_softcap:
+                # kept whole: jax 0.10's XLA:CPU fused the repeat, sharded over a mesh,
+                # into soft-capped cross-attention scores as NaNs (jax 0.12 does not)
+                k, v = jax.lax.optimization_barrier((k, v))
         # Head-major [batch, heads, length, kv] for the two batched matmuls: 12% faster
         # on XLA:CPU than contracting in the projection's [batch, length, heads, kv].
         q, k, v = (layers.constrain(jnp.swapaxes(t, 1, 2), ("batch", "heads", "length", "kv"))
@@ -156,6 +167,9 @@ class MultiHeadAttention(nn.Module):
         else:
             scores = jnp.einsum("bhqd,bhkd->bhqk", q, k)
             logits_dtype = jnp.float32 if self.float32_logits else self.dtype
+            if self.logit_softcap:
+                cap = jnp.asarray(self.logit_softcap, logits_dtype)
+                scores = cap * jnp.tanh(scores.astype(logits_dtype) / cap)
             probs = jax.nn.softmax(scores.astype(logits_dtype) + bias.astype(logits_dtype),
                                    axis=-1)
             probs = probs.astype(self.dtype)

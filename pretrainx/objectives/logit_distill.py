@@ -38,7 +38,11 @@ def defaults(c) -> None:
 
 
 def validate(cfg) -> None:
-    d = cfg.distill
+    """distill.*'s values; a config without the keys (an objective switched by
+    --config.objective) trains without a teacher."""
+    d = cfg.get("distill")
+    if d is None:
+        return
     if not 0.0 <= d.alpha <= 1.0:
         raise UserError(f"distill.alpha={d.alpha} must be in [0, 1]")
     if d.temperature <= 0:
@@ -46,7 +50,8 @@ def validate(cfg) -> None:
 
 
 def imports(cfg) -> dict:
-    return {TEACHER: cfg.distill.teacher} if cfg.distill.teacher else {}
+    teacher = (cfg.get("distill") or {}).get("teacher")
+    return {TEACHER: teacher} if teacher else {}
 
 
 def teacher_network(cfg, teacher):

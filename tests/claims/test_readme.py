@@ -53,7 +53,16 @@ FINETUNE_TINY = {"epochs": 1, "global_batch_size": 8, "eval_batch_size": 8, "seq
                  "log_every": 1, "data.max_train_examples": 16,
                  "data.max_eval_examples": 16}
 # The shrinking overrides of each recipe file the README names (by its name's prefix).
-TINY = {"quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BERT_TINY,
+# T5Gemma's stacks and the Gemma 2 it adapts share one shape (adapt.* takes no other)
+GEMMA2_SHAPE = {"model.num_layers": 1, "model.hidden_size": 32, "model.num_heads": 2,
+                "model.num_kv_heads": 1, "model.head_dim": 16, "model.mlp_dim": 64,
+                "model.query_pre_attn_scalar": 16}
+TINY = {"t5gemma": {**T5_TINY, **GEMMA2_SHAPE, "model.num_decoder_layers": 1,
+                    **{k.replace("model.", "model.decoder_"): v for k, v in GEMMA2_SHAPE.items()
+                       if k != "model.num_layers"},
+                    "data.targets_length": 64, "data.train_files": str(ALICE)},
+        "gemma2": {**GPT2_TINY, **GEMMA2_SHAPE, "model.max_position_embeddings": 32},
+        "quickstart": {**BERT_TINY, "data.train_files": str(ALICE)}, "bert": BERT_TINY,
         "t5": {**T5_TINY, "data.train_files": str(ALICE)}, "gpt2": GPT2_TINY,
         "ul2": {**T5_TINY, "data.targets_length": 64, "data.train_files": str(ALICE)},
         "bart": {**GPT2_TINY, "model.num_decoder_layers": 1,

@@ -14,7 +14,8 @@ from conftest import REPO, load_config
 # objective's flops_symbols (fine-tuning recipes have no pretraining FLOPs formula)
 RECIPES = [(p.name, None) for p in sorted((REPO / "configs").glob("*.py"))
            if not p.name.startswith("finetune_")] + [
-    ("gpt2.py", "small"), ("t5.py", "v1_1_small"), ("ul2.py", "quickstart")]
+    ("gpt2.py", "small"), ("t5.py", "v1_1_small"), ("ul2.py", "quickstart"),
+    ("t5gemma.py", "quickstart")]
 
 
 def _expression(formula: str) -> str:

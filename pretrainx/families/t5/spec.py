@@ -9,7 +9,7 @@ from pretrainx.families.t5 import model as t5
 from pretrainx.objectives import ul2 as ul2_lib
 
 
-def defaults(objective: str = "t5", num_sentinels: int = 100):
+def defaults(objective: str = "t5", num_sentinels: int = 100, model=None):
     """T5 1.0 Base, span corruption, packed 128 x 512 inputs, 2^19 steps (the T5 paper).
 
     The optimizer defaults to AdamW with linear warmup and decay; T5's own is
@@ -20,7 +20,7 @@ def defaults(objective: str = "t5", num_sentinels: int = 100):
                                  learning_rate=1e-3, schedule="warmup_linear")
     # seq_len is the encoder inputs; targets length follows from the noise arithmetic
     c.z_loss = 0.0  # T5X's auxiliary log(Z)^2 term; 1e-4 when on
-    c.model = t5.default_config()
+    c.model = t5.default_config() if model is None else model  # another encoder-decoder's
     # data.tokenizer: a SentencePiece model (T5's spiece.model or one we trained)
     c.data.lower_case = False
     c.data.noise_density = 0.15
@@ -46,12 +46,13 @@ def validate(cfg) -> None:
         raise UserError(f"z_loss={cfg.z_loss} must be >= 0")
 
 
-def ul2_defaults():
+def ul2_defaults(objective: str = "t5_ul2", model=None):
     """UL2's mixture of denoisers (Tay et al. 2022) on T5 1.0 Base's run: inputs and
-    targets of 512 (configs/ul2.py sets the paper's model)."""
+    targets of 512 (configs/ul2.py sets the paper's model); `model`: another
+    encoder-decoder's keys (T5Gemma's)."""
     # X at 3 x 50% cuts up to 128 spans from inputs of 512: T5's 100 extra ids would run
     # out (T5X then reuses the last word pieces), so the sentinels fill T5's 32,128 rows
-    c = defaults("t5_ul2", num_sentinels=128)
+    c = defaults(objective, num_sentinels=128, model=model)
     c.data.denoisers = ul2_lib.UL2_DENOISERS
     c.data.denoiser_weights = ul2_lib.UL2_WEIGHTS
     c.data.mode_tokens = ul2_lib.UL2_MODE_TOKENS
@@ -61,6 +62,13 @@ def ul2_defaults():
 
 def ul2_validate(cfg) -> None:
     validate(cfg)
+    check_ul2_data(cfg)
+
+
+def check_ul2_data(cfg) -> None:
+    """The mixture's keys, for any encoder-decoder trained on it."""
+    config_lib.check_positive(cfg, "data.num_sentinels", "data.docs_per_concat",
+                              "data.max_doc_tokens")
     denoisers = ul2_lib.parse_denoisers(cfg.data.denoisers)
     ul2_lib.parse_weights(cfg.data.denoiser_weights, len(denoisers))
     ul2_lib.parse_mode_tokens(cfg.data.mode_tokens)

@@ -1,0 +1,281 @@
+"""T5Gemma: the network against transformers' T5GemmaForConditionalGeneration at a tiny
+random unbalanced config (logits on padded real text), its tensors both ways, packed
+rows that never see each other, and a UL2 run whose loss falls."""
+
+import jax
+import numpy as np
+import pytest
+
+from conftest import REPO, SENTENCES, load_config, override, read_metrics
+from pretrainx import objectives
+from pretrainx.data.tokenizers import load_tokenizer
+from pretrainx.families.t5gemma import hf as t5gemma_hf
+from pretrainx.families.t5gemma import model as t5gemma
+from pretrainx.train import loop
+
+SPM = REPO / "pretrainx" / "assets" / "spm_ul2_4k.model"
+# an encoder wider and shallower than its decoder, windows short enough to matter
+TINY = {"vocab_size": 4224, "num_layers": 2, "hidden_size": 64, "mlp_dim": 128,
+        "num_heads": 4, "num_kv_heads": 2, "head_dim": 16, "query_pre_attn_scalar": 16,
+        "sliding_window": 4, "num_decoder_layers": 3, "decoder_hidden_size": 48,
+        "decoder_mlp_dim": 96, "decoder_num_heads": 2, "decoder_num_kv_heads": 1,
+        "decoder_head_dim": 16, "decoder_query_pre_attn_scalar": 16,
+        "decoder_sliding_window": 3}
+
+
+def _model_cfg(**keys):
+    m = t5gemma.default_config()
+    m.update({**TINY, **keys})
+    return m
+
+
+def _hf_model(cfg):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    if int(transformers.__version__.split(".")[0]) < 5:
+        # 4.57's encoder windows are one key narrower a side (|q - k| < window; 5 reads
+        # <= window, which we follow) and its untied output layer takes the encoder's width
+        pytest.skip("T5Gemma's parity is held to transformers 5")
+    config = t5gemma_hf.to_hf_config(cfg, type("T", (), {"pad_id": 0, "sep_id": 1})())
+    config = transformers.T5GemmaConfig(
+        encoder=transformers.T5GemmaModuleConfig(**{k: v for k, v in config["encoder"].items()
+                                                    if k != "model_type"}),
+        decoder=transformers.T5GemmaModuleConfig(**{k: v for k, v in config["decoder"].items()
+                                                    if k != "model_type"}),
+        vocab_size=cfg.vocab_size, tie_word_embeddings=cfg.tie_output,
+        attn_implementation="eager")
+    torch.manual_seed(0)
+    hf = transformers.T5GemmaForConditionalGeneration(config).eval()
+    with torch.no_grad():  # HF initialises norms at 0 (scale 1): make them count
+        for name, p in hf.named_parameters():
+            if "norm" in name:
+                p.add_(0.1 * torch.randn_like(p))
+            if "lm_head" in name:  # an untied head's 0.02 init gives logits of 1e-3
+                p.mul_(100.0)
+    return torch, hf
+
+
+def _padded(tok, texts, length):
+    ids = np.zeros((len(texts), length), np.int32)
+    for i, t in enumerate(texts):
+        piece = tok.encode(t)[:length]
+        ids[i, :len(piece)] = piece
+    return ids, (ids > 0).astype(np.int32)
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_matches_transformers_t5gemma_on_padded_real_text(tied):
+    cfg = _model_cfg(tie_output=tied)
+    torch, hf = _hf_model(cfg)
+    state = {k: v.detach().numpy() for k, v in hf.state_dict().items()}
+    params = t5gemma_hf.from_hf_state(state, cfg, "hf")
+    back = t5gemma_hf.to_hf_state(params, cfg)
+    for name, value in back.items():  # the same tensors, both ways
+        np.testing.assert_array_equal(value, state[name], err_msg=name)
+    tok = load_tokenizer(str(SPM))
+    enc, enc_mask = _padded(tok, SENTENCES, 24)
+    dec, dec_mask = _padded(tok, SENTENCES[::-1], 12)
+    dec_in = np.concatenate([np.zeros((3, 1), np.int32), dec[:, :-1]], 1)
+    dec_in_mask = np.concatenate([np.ones((3, 1), np.int32), dec_mask[:, :-1]], 1)
+    batch = {"encoder_input_tokens": enc, "encoder_segment_ids": enc_mask,
+             "decoder_input_tokens": dec_in, "decoder_segment_ids": dec_in_mask}
+    ours = np.asarray(jax.jit(t5gemma.T5Gemma(cfg).apply)({"params": params}, batch)["logits"])
+    with torch.no_grad():
+        theirs = hf(input_ids=torch.tensor(enc, dtype=torch.long),
+                    attention_mask=torch.tensor(enc_mask),
+                    decoder_input_ids=torch.tensor(dec_in, dtype=torch.long),
+                    decoder_attention_mask=torch.tensor(dec_in_mask)).logits.numpy()
+    real = dec_in_mask > 0
+    diff = np.abs(ours[real] - theirs[real]).max()
+    print(f"max |ours - transformers| {diff:.2e} (tied={tied})")
+    assert diff < 1e-4 and np.abs(theirs[real]).max() > 1e-2
+
+
+def test_packed_examples_never_see_each_other():
+    cfg = _model_cfg()
+    net = t5gemma.T5Gemma(cfg)
+    rng = np.random.default_rng(0)
+    enc = rng.integers(5, 4000, (1, 20)).astype(np.int32)
+    dec = rng.integers(5, 4000, (1, 10)).astype(np.int32)
+    seg_e = np.array([[1] * 12 + [2] * 8])
+    seg_d = np.array([[1] * 6 + [2] * 4])
+    pos = lambda s: np.concatenate([np.arange((s == k).sum()) for k in (1, 2)])[None]  # noqa
+    batch = {"encoder_input_tokens": enc, "encoder_segment_ids": seg_e,
+             "encoder_positions": pos(seg_e), "decoder_input_tokens": dec,
+             "decoder_segment_ids": seg_d, "decoder_positions": pos(seg_d)}
+    params = jax.jit(net.init)(jax.random.key(0), batch)["params"]
+    apply = jax.jit(lambda b: net.apply({"params": params}, b)["logits"][0])
+    base = np.asarray(apply(batch))
+    changed_e, changed_d = enc.copy(), dec.copy()
+    changed_e[0, 12:] = rng.integers(5, 4000, 8)
+    changed_d[0, 6:] = rng.integers(5, 4000, 4)
+    moved = np.asarray(apply(dict(batch, encoder_input_tokens=changed_e,
+                                  decoder_input_tokens=changed_d)))
+    np.testing.assert_array_equal(moved[:6], base[:6])  # the first example, bit for bit
+    alone = {k: v[:, :12] if k.startswith("encoder") else v[:, :6] for k, v in batch.items()}
+    np.testing.assert_allclose(np.asarray(apply(alone)), base[:6], atol=1e-5)
+
+
+def _ul2_run_config(**keys):
+    base = load_config("ul2.py", "quickstart")
+    cfg = objectives.default_config("t5gemma_ul2")
+    cfg.model.update(TINY)
+    cfg.data.update(train_files=base.data.train_files, eval_files=base.data.eval_files,
+                    tokenizer=base.data.tokenizer, num_sentinels=100)
+    return override(cfg, {"global_batch_size": 8, "seq_len": 64, "data.targets_length": 64,
+                          "log_every": 1, "eval_steps": 1, "model.dtype": "float32",
+                          "optimizer.warmup_steps": 2, **keys})
+
+
+@pytest.mark.slow
+def test_one_device_and_a_mesh_of_eight_give_the_same_losses(tmp_path):
+    """Grouped-query cross-attention from a wider encoder, soft-capped, sharded: the same
+    numbers as on one device (jax 0.10's XLA:CPU once made NaNs of it, mha.py)."""
+    keys = {"total_steps": 4, "eval_every": 4, "checkpoint_every": 4}
+    loop.train(_ul2_run_config(**keys, **{"mesh.data": 1}), str(tmp_path / "one"),
+               devices=jax.devices()[:1])
+    loop.train(_ul2_run_config(**keys, **{"mesh.data": 4, "mesh.fsdp": 2}),
+               str(tmp_path / "mesh"))
+    a, b = ([r["loss"] for r in read_metrics(tmp_path / d)] for d in ("one", "mesh"))
+    assert len(a) == 4 and a[0] != a[-1]
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
+    e1, e8 = (read_metrics(tmp_path / d, "eval")[-1]["loss"] for d in ("one", "mesh"))
+    assert np.isfinite(e8) and abs(e1 - e8) < 1e-5
+
+
+def test_t5gemma_ul2_loss_falls_on_real_text(tmp_path):
+    base = load_config("ul2.py", "quickstart")
+    cfg = objectives.default_config("t5gemma_ul2")
+    cfg.model.update(TINY)
+    cfg.data.update(train_files=base.data.train_files, eval_files=base.data.eval_files,
+                    tokenizer=base.data.tokenizer, num_sentinels=100)
+    cfg = override(cfg, {"total_steps": 40, "global_batch_size": 8, "seq_len": 128,
+                         "data.targets_length": 128, "log_every": 10, "eval_every": 40,
+                         "eval_steps": 2, "checkpoint_every": 40, "model.dtype": "float32",
+                         "optimizer.learning_rate": 3e-3, "optimizer.warmup_steps": 5})
+    result = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
+    losses = [r["loss"] for r in read_metrics(tmp_path)]
+    assert losses[-1] < losses[0] - 1.5, losses
+    assert result["eval"]["cross_entropy"] < np.log(4224) - 1.5
+
+
+@pytest.mark.parametrize("size", ["2b-2b", "9b-2b"])
+def test_released_sizes_count_as_transformers_does(size):
+    """configs/t5gemma.py's released pairs hold transformers' parameters (its model on
+    the meta device; the output layer tied to the decoder's word table)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from flax import linen as nn
+    cfg = load_config("t5gemma.py", size).model
+    batch = {k: np.ones((1, 4), np.int32) for k in (
+        "encoder_input_tokens", "encoder_segment_ids", "decoder_input_tokens",
+        "decoder_segment_ids")}
+    shapes = jax.eval_shape(lambda: t5gemma.T5Gemma(cfg).init(jax.random.key(0), batch))
+    ours = sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(
+        nn.unbox(shapes["params"])))
+    config = t5gemma_hf.to_hf_config(cfg, type("T", (), {"pad_id": 0, "sep_id": 1})())
+    module = lambda side: transformers.T5GemmaModuleConfig(  # noqa: E731
+        **{k: v for k, v in config[side].items() if k != "model_type"})
+    with torch.device("meta"):
+        hf = transformers.T5GemmaForConditionalGeneration(transformers.T5GemmaConfig(
+            encoder=module("encoder"), decoder=module("decoder"), vocab_size=cfg.vocab_size))
+    theirs = sum(p.numel() for p in hf.parameters())
+    assert ours == theirs
+    print(size, ours)
+
+
+# ---- Gemma 2, and the adaptation ------------------------------------------------
+
+GEMMA2_TINY = {"total_steps": 2, "global_batch_size": 8, "seq_len": 64, "log_every": 1,
+               "eval_every": 2, "eval_steps": 1, "checkpoint_every": 2,
+               "max_position_embeddings": 64}
+
+
+def _gemma2_run(tmp_path, name, decoder: bool):
+    """A Gemma 2 of TINY's encoder (or decoder) shape trained 2 steps on the books."""
+    from pretrainx import pretrain
+    prefix = "decoder_" if decoder else ""
+    shape = {k: TINY[prefix + k] for k in ("hidden_size", "mlp_dim", "num_heads",
+                                            "num_kv_heads", "head_dim",
+                                            "query_pre_attn_scalar", "sliding_window")}
+    shape["num_layers"] = TINY["num_decoder_layers" if decoder else "num_layers"]
+    cfg = load_config("gemma2.py", "quickstart")
+    cfg.model.update(shape)
+    cfg = override(cfg, {k: v for k, v in GEMMA2_TINY.items() if k != "max_position_embeddings"})
+    cfg.model.max_position_embeddings = 64
+    pretrain.train(cfg, str(tmp_path / name))
+    return str(tmp_path / name)
+
+
+def test_gemma2_matches_transformers_both_ways():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from pretrainx.families.gemma2 import hf as gemma2_hf, model as gemma2
+    cfg = load_config("gemma2.py", "quickstart").model
+    cfg.update(sliding_window=4)
+    config = gemma2_hf.to_hf_config(cfg, type("T", (), {"pad_id": 0, "sep_id": 1,
+                                                         "cls_id": -1})())
+    torch.manual_seed(0)
+    hf = transformers.Gemma2ForCausalLM(transformers.Gemma2Config(
+        **{k: v for k, v in config.items() if k not in ("model_type", "architectures")},
+        attn_implementation="eager")).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if "norm" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    state = {k: v.detach().numpy() for k, v in hf.state_dict().items()}
+    params = gemma2_hf.from_hf_state(state, cfg, "hf")
+    for name, value in gemma2_hf.to_hf_state(params, cfg).items():
+        np.testing.assert_array_equal(value, state[name], err_msg=name)
+    tok = load_tokenizer(str(SPM))
+    ids, mask = _padded(tok, SENTENCES, 24)
+    out = gemma2.outputs(cfg, params, {"input_ids": ids, "attention_mask": mask})
+    with torch.no_grad():
+        theirs = hf(input_ids=torch.tensor(ids, dtype=torch.long),
+                    attention_mask=torch.tensor(mask)).logits.numpy()
+    real = mask > 0
+    assert np.abs(np.asarray(out["logits"])[real] - theirs[real]).max() < 1e-4
+
+
+def test_adapted_from_two_gemma2_decoders_of_an_unbalanced_pair(tmp_path):
+    """Each stack starts from its decoder; the decoder's cross-attention from its
+    self-attention (queries, outputs, norms), its keys and values fresh (they read the
+    wider encoder); the run trains from there."""
+    from pretrainx import interop, pretrain
+    enc_dir, dec_dir = _gemma2_run(tmp_path, "enc", False), _gemma2_run(tmp_path, "dec", True)
+    base = load_config("ul2.py", "quickstart")
+    cfg = objectives.default_config("t5gemma_ul2")
+    cfg.model.update(TINY)
+    cfg.data.update(train_files=base.data.train_files, eval_files=base.data.eval_files,
+                    tokenizer=base.data.tokenizer, num_sentinels=100)
+    cfg = override(cfg, {"total_steps": 3, "global_batch_size": 8, "seq_len": 64,
+                         "data.targets_length": 64, "log_every": 1, "eval_every": 3,
+                         "eval_steps": 1, "checkpoint_every": 3, "model.dtype": "float32",
+                         "adapt.encoder_from": enc_dir, "adapt.decoder_from": dec_dir})
+    imported = {"adapt.encoder_from": interop.load(enc_dir),
+                "adapt.decoder_from": interop.load(dec_dir)}
+    objective = objectives.build(cfg, None, imported)
+    batch = objective.example_batch(1, __import__("pretrainx").config.phases(cfg)[0])
+    fresh = jax.device_get(jax.jit(objective.model.init)(jax.random.key(0), batch)["params"])
+    from flax import linen as nn
+    fresh = nn.unbox(fresh)
+    params = objective.adopt(fresh, imported)
+    e, d = imported["adapt.encoder_from"].params, imported["adapt.decoder_from"].params
+    np.testing.assert_array_equal(params["encoder_1"]["mlp"]["wi"]["kernel"],
+                                  e["layer_1"]["mlp"]["wi"]["kernel"])
+    np.testing.assert_array_equal(params["decoder_embed"]["embedding"],
+                                  d["token_embed"]["embedding"])
+    cross = params["decoder_2"]["cross_attention"]
+    np.testing.assert_array_equal(cross["query"]["kernel"],
+                                  d["layer_2"]["self_attention"]["query"]["kernel"])
+    np.testing.assert_array_equal(cross["key"]["kernel"],
+                                  fresh["decoder_2"]["cross_attention"]["key"]["kernel"])
+    np.testing.assert_array_equal(params["decoder_0"]["cross_attention_norm"]["scale"],
+                                  d["layer_0"]["self_attention_norm"]["scale"])
+    pretrain.train(cfg, str(tmp_path / "adapted"))  # the imports' path: adopt, then train
+    assert len(read_metrics(tmp_path / "adapted")) == 3
+    assert np.isfinite(read_metrics(tmp_path / "adapted", "eval")[-1]["loss"])
+    wide = override(cfg, {"adapt.decoder_from": enc_dir})
+    with pytest.raises(Exception, match=r"adapt.decoder_from .* has hidden_size=64; the "
+                                        r"target has model.decoder_hidden_size=48"):
+        pretrain.train(wide, str(tmp_path / "refused"))
