@@ -8,8 +8,9 @@ import numpy as np
 
 from pretrainx.errors import UserError
 import pretrainx.interop.hf as hf_lib
-from pretrainx.interop import hf_gated_decoder, hf_tokenizer_files
+from pretrainx.interop import hf_gated_decoder
 from pretrainx.families.gemma2 import model as gemma2
+from pretrainx.families.t5gemma import hf as t5gemma_hf
 from pretrainx.families.t5gemma import model as t5gemma
 
 _NORMS = (("self_attention_norm", "input_layernorm"),
@@ -114,11 +115,5 @@ def _write(pretrained, params, tokenizer):
     return to_hf_state(params, pretrained.model), to_hf_config(pretrained.model, tokenizer)
 
 
-def _write_tokenizer(pretrained, tokenizer, output) -> list:
-    special = {"eos_token": tokenizer.id_to_piece(tokenizer.sep_id),
-               "pad_token": tokenizer.id_to_piece(tokenizer.pad_id)}
-    return hf_tokenizer_files.write_decoder_tokenizer(pretrained, output, special)
-
-
 ADAPTER = hf_lib.Adapter(name="gemma2", model_type="gemma2", read=_read, write=_write,
-                         write_tokenizer=_write_tokenizer, can_untie=False)
+                         write_tokenizer=t5gemma_hf.write_tokenizer, can_untie=False)

@@ -10,6 +10,7 @@ The shapes must be the target's: another width, depth or head count is refused i
 line, naming the checkpoint and the key.
 """
 
+from pretrainx import registry
 from pretrainx.errors import UserError
 from pretrainx.families.t5gemma import model as t5gemma
 from pretrainx.models import imported as imported_lib
@@ -30,9 +31,10 @@ def imports(cfg) -> dict:
 def check_source(cfg, source, key: str, decoder: bool) -> None:
     """`source` (a Pretrained) is a Gemma 2 of the target stack's shape and vocabulary."""
     where, m = f"{key} {source.source}", source.model
-    if source.family != "gemma2":
-        raise UserError(f"{where} is a {source.family} model; T5Gemma adapts Gemma 2 "
-                        "decoders (family gemma2)")
+    family = registry.FAMILIES.find(source.family)
+    if family is None or family.base != "t5gemma" or not family.is_causal(m):
+        raise UserError(f"{where} is a {source.family} model; T5Gemma adapts decoders of its "
+                        "own blocks (Gemma 2)")
     target = t5gemma.stack(cfg.model, decoder)
     prefix = "model.decoder_" if decoder else "model."
     # the width first: the mismatch a wrong checkpoint shows most plainly

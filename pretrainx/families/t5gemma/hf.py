@@ -176,11 +176,13 @@ def _write(pretrained, params, tokenizer):
     return to_hf_state(params, pretrained.model), to_hf_config(pretrained.model, tokenizer)
 
 
-def _write_tokenizer(pretrained, tokenizer, output) -> list:
+def write_tokenizer(pretrained, tokenizer, output) -> list:
+    """The SentencePiece files with </s> and <pad> named (Gemma 2's adapter writes the
+    same)."""
     special = {"eos_token": tokenizer.id_to_piece(tokenizer.sep_id),
                "pad_token": tokenizer.id_to_piece(tokenizer.pad_id)}
     return hf_tokenizer_files.write_decoder_tokenizer(pretrained, output, special)
 
 
 ADAPTER = hf_lib.Adapter(name="t5gemma", model_type="t5gemma", read=_read, write=_write,
-                         write_tokenizer=_write_tokenizer)
+                         write_tokenizer=write_tokenizer)
