@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from conftest import REPO, SENTENCES, load_config, override, read_metrics
-from pretrainx import objectives
+from pretrainx import config as config_lib, objectives
 from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.families.t5gemma import hf as t5gemma_hf
 from pretrainx.families.t5gemma import model as t5gemma
@@ -144,15 +144,10 @@ def test_one_device_and_a_mesh_of_eight_give_the_same_losses(tmp_path):
 
 
 def test_t5gemma_ul2_loss_falls_on_real_text(tmp_path):
-    base = load_config("ul2.py", "quickstart")
-    cfg = objectives.default_config("t5gemma_ul2")
-    cfg.model.update(TINY)
-    cfg.data.update(train_files=base.data.train_files, eval_files=base.data.eval_files,
-                    tokenizer=base.data.tokenizer, num_sentinels=100)
-    cfg = override(cfg, {"total_steps": 40, "global_batch_size": 8, "seq_len": 128,
-                         "data.targets_length": 128, "log_every": 10, "eval_every": 40,
-                         "eval_steps": 2, "checkpoint_every": 40, "model.dtype": "float32",
-                         "optimizer.learning_rate": 3e-3, "optimizer.warmup_steps": 5})
+    cfg = _ul2_run_config(**{"total_steps": 40, "seq_len": 128, "data.targets_length": 128,
+                             "log_every": 10, "eval_every": 40, "eval_steps": 2,
+                             "checkpoint_every": 40, "optimizer.learning_rate": 3e-3,
+                             "optimizer.warmup_steps": 5})
     result = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
     losses = [r["loss"] for r in read_metrics(tmp_path)]
     assert losses[-1] < losses[0] - 1.5, losses
@@ -243,19 +238,12 @@ def test_adapted_from_two_gemma2_decoders_of_an_unbalanced_pair(tmp_path):
     wider encoder); the run trains from there."""
     from pretrainx import interop, pretrain
     enc_dir, dec_dir = _gemma2_run(tmp_path, "enc", False), _gemma2_run(tmp_path, "dec", True)
-    base = load_config("ul2.py", "quickstart")
-    cfg = objectives.default_config("t5gemma_ul2")
-    cfg.model.update(TINY)
-    cfg.data.update(train_files=base.data.train_files, eval_files=base.data.eval_files,
-                    tokenizer=base.data.tokenizer, num_sentinels=100)
-    cfg = override(cfg, {"total_steps": 3, "global_batch_size": 8, "seq_len": 64,
-                         "data.targets_length": 64, "log_every": 1, "eval_every": 3,
-                         "eval_steps": 1, "checkpoint_every": 3, "model.dtype": "float32",
-                         "adapt.encoder_from": enc_dir, "adapt.decoder_from": dec_dir})
+    cfg = _ul2_run_config(**{"total_steps": 3, "eval_every": 3, "checkpoint_every": 3,
+                             "adapt.encoder_from": enc_dir, "adapt.decoder_from": dec_dir})
     imported = {"adapt.encoder_from": interop.load(enc_dir),
                 "adapt.decoder_from": interop.load(dec_dir)}
     objective = objectives.build(cfg, None, imported)
-    batch = objective.example_batch(1, __import__("pretrainx").config.phases(cfg)[0])
+    batch = objective.example_batch(1, config_lib.phases(cfg)[0])
     fresh = jax.device_get(jax.jit(objective.model.init)(jax.random.key(0), batch)["params"])
     from flax import linen as nn
     fresh = nn.unbox(fresh)

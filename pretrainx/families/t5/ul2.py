@@ -136,8 +136,9 @@ class Ul2(span_corruption.SpanCorruption):
                 targets = batch["decoder_target_tokens"][r][dec_seg == s]
                 spans = int(((targets >= lo) & (targets <= hi)).sum())
                 # without a mode token: S's targets are text alone, R's and X's have sentinels
-                kind = self.kind_of(inputs) or ("none" if spans else "S")
-                body = inputs[self.mode[kind].size if self.kind_of(inputs) else 0:]
+                mode = self.kind_of(inputs)
+                kind = mode or ("none" if spans else "S")
+                body = inputs[self.mode[mode].size if mode else 0:]
                 out["examples"] += 1
                 add = {"examples": 1}
                 if kind == "S":
