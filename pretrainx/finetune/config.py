@@ -72,6 +72,7 @@ def finetune_config() -> ml_collections.ConfigDict:
     c.data.max_query_length = 64  # SQuAD: question tokens kept
     c.data.max_answer_length = 30  # SQuAD: longest answer predicted, in tokens
     c.data.target_length = 0  # T5: target tokens (0: the longest training target + eos)
+    c.data.mode_token = ""  # text to text: every input starts with it (UL2's "[NLU]", ...)
     c.data.tokenizer = ""  # default: the one init_from names
     c.data.lower_case = True
     c.data.max_train_examples = 0  # > 0: the first N training rows (a slice, for demos)

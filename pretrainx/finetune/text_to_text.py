@@ -53,11 +53,12 @@ def read_label(task: str, text: str):
 
 
 def encode_pairs(inputs, targets, tokenizer, seq_len: int, target_len: int,
-                 framing: str = "eos") -> dict:
+                 framing: str = "eos", lead=()) -> dict:
     """Encoder inputs cut to seq_len, targets padded to target_len, decoder inputs
     shifted right. framing "eos": text </s> on both sides, the decoder starting at 0, as
     T5's feature converter lays them out; "bos_eos": <s> text </s> on both sides, the
-    decoder starting at </s>, as BART's fine-tuning does."""
+    decoder starting at </s>, as BART's fine-tuning does. `lead`: ids every input starts
+    with (after <s>): UL2's mode token."""
     n = len(inputs)
     enc = np.zeros((n, seq_len), np.int32)
     enc_real = np.zeros((n, seq_len), np.int32)  # from lengths: BART's <s> is id 0
@@ -65,12 +66,15 @@ def encode_pairs(inputs, targets, tokenizer, seq_len: int, target_len: int,
     real = np.zeros((n, target_len), np.int32)
     eos = tokenizer.sep_id
     bos = [tokenizer.cls_id] if framing == "bos_eos" else []
-    frame = lambda text, size: bos + tokenizer.encode(text)[:size - 1 - len(bos)] + [eos]  # noqa
+
+    def frame(text, size, head):
+        return head + tokenizer.encode(text)[:size - 1 - len(head)] + [eos]
+
     for row, (source, target) in enumerate(zip(inputs, targets)):
-        ids = frame(source, seq_len)
+        ids = frame(source, seq_len, bos + list(lead))
         enc[row, :len(ids)] = ids
         enc_real[row, :len(ids)] = 1
-        t = frame(target, target_len)
+        t = frame(target, target_len, bos)
         dec[row, :len(t)] = t
         real[row, :len(t)] = 1
     start = eos if framing == "bos_eos" else 0
@@ -93,8 +97,20 @@ def decode(tokenizer, ids, framing: str = "eos") -> str:
     return tokenizer.decode([i for i in ids if 0 <= i < tokenizer.vocab_size])
 
 
+def mode_ids(token: str, tokenizer) -> list:
+    """data.mode_token's ids ("" -> none), refusing one the vocabulary lacks."""
+    if not token:
+        return []
+    ids = list(tokenizer.encode(token))
+    if not ids or tokenizer.unk_id in ids:
+        raise UserError(f"data.mode_token: {token!r} is not in the vocabulary of "
+                        f"{tokenizer.path} (it encodes to <unk>)")
+    return ids
+
+
 def build(cfg, tokenizer, framing: str = "eos"):
     name = cfg.task
+    lead = mode_ids(cfg.data.mode_token, tokenizer)
     if name == "conll2003":
         raise UserError("task conll2003 fine-tunes BERT encoders; it has no text-to-text "
                         "form here (use a BERT init_from)")
@@ -107,9 +123,9 @@ def build(cfg, tokenizer, framing: str = "eos"):
         target_len = _target_length(cfg, [ex["answers"][0][0] for ex in train_ex], tokenizer,
                                     framing)
         train = encode_pairs([source(e) for e in train_ex], [e["answers"][0][0] for e in train_ex],
-                             tokenizer, cfg.seq_len, target_len, framing)
+                             tokenizer, cfg.seq_len, target_len, framing, lead)
         dev_arrays = encode_pairs([source(e) for e in dev_ex], [""] * len(dev_ex), tokenizer,
-                                  cfg.seq_len, target_len, framing)
+                                  cfg.seq_len, target_len, framing, lead)
         score = lambda out: squad.evaluate(dev_ex, {e["id"]: decode(tokenizer, o, framing)
                                                     for e, o in zip(dev_ex, out)})
         return TaskData("seq2seq", (), squad.METRICS, train, [EvalSet("", dev_arrays, score)],
@@ -120,7 +136,7 @@ def build(cfg, tokenizer, framing: str = "eos"):
     targets = [glue_target(name, y) for y in split.labels]
     target_len = _target_length(cfg, targets, tokenizer, framing)
     train = encode_pairs([glue_input(name, t) for t in split.texts], targets, tokenizer,
-                         cfg.seq_len, target_len, framing)
+                         cfg.seq_len, target_len, framing, lead)
 
     def labels_of(out):
         found = [read_label(name, decode(tokenizer, o, framing)) for o in out]
@@ -132,7 +148,7 @@ def build(cfg, tokenizer, framing: str = "eos"):
     for path in files["dev"]:
         s = glue.read_split(task, path, True, cfg.data.max_eval_examples)
         arrays = encode_pairs([glue_input(name, t) for t in s.texts], [""] * len(s.texts),
-                              tokenizer, cfg.seq_len, target_len, framing)
+                              tokenizer, cfg.seq_len, target_len, framing, lead)
         set_name = "" if len(files["dev"]) == 1 else path.rsplit("/", 1)[-1][4:-4]
         dev.append(EvalSet(set_name, arrays, lambda out, y=s.labels: scores.score(
             task.metrics, y, labels_of(out))))
@@ -140,7 +156,7 @@ def build(cfg, tokenizer, framing: str = "eos"):
     for path, submission in files["test"]:
         s = glue.read_split(task, path, False)
         arrays = encode_pairs([glue_input(name, t) for t in s.texts], [""] * len(s.texts),
-                              tokenizer, cfg.seq_len, target_len, framing)
+                              tokenizer, cfg.seq_len, target_len, framing, lead)
         write = lambda workdir, out, s=s, sub=submission: glue.write_submission(
             workdir, sub, s.indices, np.maximum(labels_of(out), 0), task)
         test.append(EvalSet(submission, arrays, None, write))

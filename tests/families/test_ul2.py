@@ -151,6 +151,25 @@ def test_mode_tokens_come_from_the_vocabulary(tokenizer):
     assert all(ids.size == 0 for ids in plain.mode.values())
 
 
+def test_finetuning_inputs_start_with_the_mode_token_as_pretraining_did(tokenizer):
+    """data.mode_token (the paper adds one to fine-tuning inputs): the ids UL2's rows put
+    before an R example start every text-to-text input; a token the vocabulary lacks is
+    refused in one line."""
+    from pretrainx.finetune import text_to_text as t2t
+    nlu = ul2.mode_ids({"R": "[NLU]"}, tokenizer)["R"]
+    texts = ["sst2 sentence: a gripping film", "sst2 sentence: dull"]
+    plain, led = (t2t.encode_pairs(texts, ["positive", "negative"], tokenizer, 32, 4,
+                                   lead=lead)["encoder_input_tokens"] for lead in ([], nlu))
+    for p, m in zip(plain, led):
+        n = int((p > 0).sum())
+        np.testing.assert_array_equal(m[:len(nlu)], nlu)
+        np.testing.assert_array_equal(m[len(nlu):len(nlu) + n], p[:n])
+    assert t2t.mode_ids("[NLU]", tokenizer) == list(nlu)
+    t5_vocab = load_tokenizer(str(REPO / "pretrainx" / "assets" / "spm_t5_4k.model"))
+    with pytest.raises(UserError, match=r"data.mode_token: '\[NLU\]' is not in the voc"):
+        t2t.mode_ids("[NLU]", t5_vocab)
+
+
 @pytest.mark.parametrize("key,value,message", [
     ("data.denoiser_weights", "0,0,0,0,0,0,0", "sum to a positive value"),
     ("data.denoiser_weights", "0.5,0.5", "2 weights for 7 data.denoisers"),
