@@ -454,8 +454,9 @@ def run_step(sandbox: Sandbox, words):
         out = sandbox.run(words + ["--max_new_tokens=4"])
         prompt = _flag(words, "prompt")
         # GPT-2 prints the prompt and its continuation; an encoder-decoder (a <mask> to
-        # fill) prints its output alone, one line
-        assert (out.endswith("\n") if "<mask>" in prompt else prompt in out), out
+        # fill, or UL2's [S2S] mode) prints its output alone, one line
+        seq2seq = "<mask>" in prompt or prompt.startswith("[S2S]")
+        assert (out.strip() and out.endswith("\n") if seq2seq else prompt in out), out
         return "generate"
     if module == "pretrainx.tokenizer" and words[3] == "train":
         sandbox.run(words + ["--max_sentences=2000", "--vocab_size=500"])
