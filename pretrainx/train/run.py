@@ -118,8 +118,8 @@ class Run:
     `imported` holds the models the objective reads (objectives.imports: a teacher),
     loaded by pretrainx.pretrain too, as is `built`: the (tokenizer, objective) of
     objectives.for_run (built here when not given). `train_data=False` (an evaluation)
-    reads no train data and leaves a checkpoint's data position, so it evaluates under
-    any config.
+    reads no train data and leaves a checkpoint's data position and the workdir's
+    config.json, so it evaluates under any config.
     """
 
     def __init__(self, cfg, workdir: str, devices=None, stop_at=None, init=None,
@@ -198,8 +198,9 @@ class Run:
         self.phase = self.phases.at(self.step)
         self.phases.eval_datasets(self.phase)  # a bad eval corpus fails now
         # Written only once the run is sure to start: a refused run changes nothing, nor
-        # does one whose checkpoint is already past total_steps (nothing to train).
-        if self.step <= cfg.total_steps:
+        # does one whose checkpoint is already past total_steps (nothing to train), nor an
+        # evaluation (its config, other eval sources or another objective, is not the run's).
+        if train_data and self.step <= cfg.total_steps:
             _writable(workdir, lambda: (epath.Path(workdir) / "config.json").write_text(
                 cfg.to_json(sort_keys=True)))
         self.start = self.step

@@ -3,6 +3,7 @@ loads, exports and trains on like any other; mismatched inputs refused in one li
 
 import json
 import os
+import pathlib
 
 import jax
 import numpy as np
@@ -48,6 +49,11 @@ def test_average_of_two_checkpoints_is_their_weighted_mean_and_a_workdir(run, tm
             assert evaluate.main([f"--workdir={path}", "--eval_steps=2"]) == 0
         scores[name] = json.loads(printed.getvalue().strip().splitlines()[-1])
     assert scores["run"]["step"] == scores["merged"]["step"] == 6
+    # evaluating with other eval_steps than it trained with leaves its config.json alone
+    trained_as = pathlib.Path(run, "config.json").read_text()
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert evaluate.main([f"--workdir={run}", "--eval_steps=1"]) == 0
+    assert pathlib.Path(run, "config.json").read_text() == trained_as
     assert scores["merged"]["eval"]["loss"] != scores["run"]["eval"]["loss"]
     assert abs(scores["merged"]["eval"]["loss"] / scores["run"]["eval"]["loss"] - 1) < 0.05
     written = interop.hf.save(interop.load(out), str(tmp_path / "hf"))
