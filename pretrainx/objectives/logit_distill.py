@@ -9,14 +9,19 @@ workdir or an HF folder), read through interop as any imported model; its parame
 beside the student's under "teacher" (the student's under "student"), carry the same
 logical axis names and so are sharded by the same rules, and are frozen: no gradient
 step, no optimizer state. It reads the row causally (the batch without the student's
-`prefix`), so its logits at i are its next-token distribution for the target at i.
+`prefix`), so its logits at i are its next-token distribution for the target at i. An
+encoder-decoder student (T5Gemma's PrefixLM + KD) gives the teacher each example as one
+causal row, the prefix then the targets (`teacher_rows`), and learns, at target j, what
+the teacher predicts after the prefix and targets before j.
 """
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import linen as nn
 
 from pretrainx import registry
+from pretrainx.data import packing
 from pretrainx.errors import UserError
 from pretrainx.models import imported as imported_lib
 
@@ -80,15 +85,60 @@ class TeacherStudent(nn.Module):
         return out
 
 
+TEACHER_FEATURES = ("teacher_inputs", "teacher_segment_ids", "teacher_positions")
+
+
+def teacher_rows(pairs, length: int, targets_length: int) -> dict:
+    """What a causal teacher reads of a packed seq2seq row of PrefixLM examples
+    [(inputs, targets)] (inputs the prefix and EOS, targets the rest and EOS): each
+    example as one segment of `length`, its prefix then its targets but the last, and
+    `teacher_index` [targets_length], the teacher's position whose output predicts each
+    target (the prefix's last token for the first)."""
+    rows = [np.concatenate([np.asarray(i[:-1]), np.asarray(t[:-1])]) for i, t in pairs]
+    tokens, segments, positions = packing.pack_feature(rows, length)
+    index = np.zeros(targets_length, np.int32)
+    start = target = 0
+    for (inputs, targets), row in zip(pairs, rows):
+        n = min(len(targets), targets_length - target)
+        index[target:target + n] = start + len(inputs) - 2 + np.arange(n)
+        start, target = start + row.size, target + n
+    return {"teacher_inputs": tokens, "teacher_segment_ids": segments,
+            "teacher_positions": positions, "teacher_index": index}
+
+
+class RowsTeacherStudent(nn.Module):
+    """(seq2seq batch) -> the student's logits and, at each target, the frozen teacher's
+    from reading its example as one causal row (`teacher_rows`)."""
+    student: nn.Module
+    teacher: nn.Module
+
+    def __call__(self, batch, deterministic: bool = True):
+        out = dict(self.student(batch, deterministic))
+        row = {"inputs": batch["teacher_inputs"], "segment_ids": batch["teacher_segment_ids"],
+               "positions": batch["teacher_positions"]}
+        logits = self.teacher(row, True)["logits"]
+        at = jax.vmap(lambda rows, index: rows[index])(logits, batch["teacher_index"])
+        out["teacher_logits"] = jax.lax.stop_gradient(at)
+        return out
+
+
 class Distilled:
     """Mixed in before a next-token objective whose sums are next_token.token_sums' over
-    `loss_weights`: with a teacher, its KL at the same positions joins the loss."""
+    `loss_weights` (or a seq2seq one's over `decoder_loss_weights`, `teacher_module`
+    RowsTeacherStudent): with a teacher, its KL at the same positions joins the loss."""
+    weights_key = "loss_weights"
+    teacher_module = TeacherStudent
 
     def __init__(self, cfg, tokenizer, imported=None):
         super().__init__(cfg, tokenizer)
+        self.add_teacher(imported)
+
+    def add_teacher(self, imported) -> None:
+        """self.model as the student beside the teacher `imported` names (if it does)."""
         self.teacher = (imported or {}).get(TEACHER)
         if self.teacher is not None:
-            self.model = TeacherStudent(self.model, teacher_network(cfg, self.teacher))
+            self.model = self.teacher_module(self.model, teacher_network(self.cfg,
+                                                                         self.teacher))
             self.frozen = (("teacher",),)
 
     def adopt(self, params: dict, imported: dict) -> dict:
@@ -110,7 +160,7 @@ class Distilled:
         if "teacher_logits" in outputs:
             kl = soft_kl(outputs["logits"], outputs["teacher_logits"],
                          self.cfg.distill.temperature)
-            sums["kl_sum"] = jnp.sum(kl * batch["loss_weights"])
+            sums["kl_sum"] = jnp.sum(kl * batch[self.weights_key])
         return sums
 
     def loss(self, sums, norms):
@@ -123,8 +173,9 @@ class Distilled:
     def metrics(self, sums, norms) -> dict:
         out = super().metrics(sums, norms)
         if "kl_sum" in sums:
-            out.update(kl=sums["kl_sum"] / norms["tokens"],
-                       cross_entropy=sums["loss_sum"] / norms["tokens"])
+            out["kl"] = sums["kl_sum"] / norms["tokens"]
+            if "loss_sum" in sums:  # a next-token objective's (seq2seq's has its own)
+                out["cross_entropy"] = sums["loss_sum"] / norms["tokens"]
         return out
 
     def eval_metrics(self, totals) -> dict:

@@ -299,3 +299,95 @@ def test_t5gemma_pretrained_on_ul2_finetunes_text_to_text(shared_data, tmp_path)
     assert all(t2t.read_label("sst2", w) is not None for w in words), set(words)
     assert data.dev[0].score(generated)["accuracy"] == out["best"]["accuracy"]
     assert out["best"]["accuracy"] > 0.6, out["history"]
+
+
+def _prefixlm_kd_config(teacher: str, **keys):
+    return _ul2_run_config(**{"data.denoisers": "S", "data.denoiser_weights": "1",
+                              "data.mode_tokens": "", "distill.teacher": teacher, **keys})
+
+
+def test_teacher_reads_each_prefixlm_example_as_one_causal_row(tmp_path):
+    """PrefixLM + KD: at target j the teacher's logits are those it gives reading the
+    example alone, prefix then targets before j, causally (packed beside other examples
+    they are the same to 1e-5); its rows hold each example's text in order."""
+    from pretrainx import interop
+    from pretrainx.objectives import logit_distill
+    teacher_dir = _gemma2_run(tmp_path, "teacher", True)
+    teacher = interop.load(teacher_dir)
+    cfg = _prefixlm_kd_config(teacher_dir)
+    tok = load_tokenizer(str(SPM))
+    objective = objectives.build(cfg, tok, {"distill.teacher": teacher})
+    phase = config_lib.phases(cfg)[0]
+    docs = [[np.asarray(tok.encode(s), np.int32) for s in SENTENCES]]
+    rows = objective.examples_from_documents(docs, phase, True)[:2]
+    built = objective.transform(phase, True)(rows[0], np.random.default_rng(0))
+    one = objective.denoise_row(rows[0], np.random.default_rng(0))
+    for k, v in logit_distill.teacher_rows(one, 128, 64).items():
+        np.testing.assert_array_equal(built[k], v)  # what the pipeline gives the teacher
+    # two examples side by side in one row (S fills a row at 64 inputs: cut them short)
+    eos = np.asarray([1], np.int32)
+    pairs = [(np.concatenate([i[:n], eos]), np.concatenate([t[:m], eos])) for (i, t), n, m in
+             zip((objective.denoise_row(r, np.random.default_rng(0))[0] for r in rows),
+                 (20, 9), (25, 14))]
+    batch = dict(objective.pack(pairs, phase), **logit_distill.teacher_rows(pairs, 128, 64))
+    seg, index = batch["teacher_segment_ids"], batch["teacher_index"]
+    for k, (inputs, targets) in enumerate(pairs, start=1):
+        np.testing.assert_array_equal(batch["teacher_inputs"][seg == k],
+                                      np.concatenate([inputs[:-1], targets[:-1]]))
+    network = t5gemma.T5Gemma(cfg.model)
+    student_batch = {k: v[None] for k, v in batch.items()}
+    student = jax.jit(network.init)(jax.random.key(0), student_batch)["params"]
+    from flax import linen as nn
+    params = {"student": nn.unbox(student), "teacher": teacher.params}
+    got = np.asarray(jax.jit(lambda b: objective.model.apply({"params": params}, b))(
+        student_batch)["teacher_logits"][0])
+    alone = logit_distill.teacher_network(cfg, teacher)
+    dec_seg = batch["decoder_segment_ids"]
+    for k, (inputs, targets) in enumerate(pairs, start=1):
+        text = np.concatenate([inputs[:-1], targets[:-1]])[None]
+        ones = np.ones_like(text)
+        want = np.asarray(alone.apply({"params": teacher.params}, {
+            "inputs": text, "segment_ids": ones, "positions": np.arange(text.shape[1])[None]
+        })["logits"][0])[len(inputs) - 2:]
+        np.testing.assert_allclose(got[dec_seg == k], want, atol=1e-5)
+        assert (index[dec_seg == k] >= 0).all()
+
+
+def test_prefixlm_kd_from_the_decoder_it_adapts(tmp_path):
+    """T5Gemma's PrefixLM + KD: adapted from a Gemma 2 that also teaches it; every step's
+    loss is (1 - alpha) x the cross-entropy + alpha x the KL, the teacher stays bit for
+    bit, and the run reads back as T5Gemma alone; the mixture with a teacher is refused
+    in one line."""
+    from pretrainx import interop, pretrain
+    from pretrainx.errors import UserError
+    teacher_dir = _gemma2_run(tmp_path, "teacher", False)
+    cfg = _prefixlm_kd_config(teacher_dir, **{
+        "adapt.encoder_from": teacher_dir, "model.decoder_hidden_size": 64,
+        "model.decoder_mlp_dim": 128, "model.decoder_num_heads": 4,
+        "model.decoder_num_kv_heads": 2, "model.num_decoder_layers": 2,
+        "model.decoder_sliding_window": 4, "distill.alpha": 0.25, "total_steps": 6,
+        "eval_every": 6, "checkpoint_every": 6})
+    pretrain.train(cfg, str(tmp_path / "student"))
+    rows = read_metrics(tmp_path / "student")
+    for r in rows:
+        assert r["loss"] == pytest.approx(0.75 * (r["cross_entropy"] + r["z_loss"])
+                                          + 0.25 * r["kl"], rel=1e-4)
+    assert "kl" in read_metrics(tmp_path / "student", "eval")[-1]
+    student = interop.load(str(tmp_path / "student"))
+    assert student.family == "t5gemma" and "teacher" not in student.params
+    import orbax.checkpoint as ocp
+    from flax import traverse_util
+    manager = ocp.CheckpointManager(str(tmp_path / "student" / "checkpoints"),
+                                    item_names=("state", "data", "config"))
+    state = manager.restore(manager.latest_step(), args=ocp.args.Composite(
+        state=ocp.args.StandardRestore()))["state"]
+    manager.close()
+    saved = traverse_util.flatten_dict(state["params"]["teacher"])
+    taught = traverse_util.flatten_dict(interop.load(teacher_dir).params)
+    assert saved.keys() == taught.keys()
+    for key, value in taught.items():
+        np.testing.assert_array_equal(np.asarray(saved[key]), np.asarray(value))
+    mixture = override(cfg, {"data.denoisers": "R:3:0.15,S", "data.denoiser_weights": "1,1"})
+    with pytest.raises(UserError, match=r"distill.teacher reads PrefixLM rows: set "
+                                        r"data.denoisers=S \(it is 'R:3:0.15,S'\)"):
+        objectives.get(cfg.objective).validate(mixture)

@@ -14,7 +14,7 @@ import numpy as np
 from pretrainx.data import packing
 from pretrainx.errors import UserError
 from pretrainx.families.t5 import span_corruption
-from pretrainx.objectives import ul2
+from pretrainx.objectives import logit_distill, ul2
 
 
 class Ul2(span_corruption.SpanCorruption):
@@ -30,6 +30,8 @@ class Ul2(span_corruption.SpanCorruption):
             self.mode.update(ul2.mode_ids(modes, tokenizer))
         else:  # deviceless plans and shapes: only the lengths matter, one id a token
             self.mode.update({k: np.ones(1, np.int32) for k in modes})
+        # a causal teacher (PrefixLM + KD, logit_distill) reads each example as one row
+        self.teacher_rows = bool((cfg.get("distill") or {}).get("teacher"))
 
     def targets_length(self, phase) -> int:
         return int(self.cfg.data.targets_length or phase.seq_len)
@@ -104,8 +106,23 @@ class Ul2(span_corruption.SpanCorruption):
 
     def transform(self, phase, train: bool):
         def fn(row, rng):
-            return self.pack(self.denoise_row(row, rng), phase)
+            pairs = self.denoise_row(row, rng)
+            out = self.pack(pairs, phase)
+            if self.teacher_rows:
+                _, inputs_length, targets_length = self.lengths(phase)
+                out.update(logit_distill.teacher_rows(pairs, inputs_length + targets_length,
+                                                      targets_length))
+            return out
         return fn
+
+    def example_batch(self, batch_size: int, phase) -> dict:
+        out = super().example_batch(batch_size, phase)
+        if self.teacher_rows:
+            _, inputs_length, targets_length = self.lengths(phase)
+            for name in logit_distill.TEACHER_FEATURES:
+                out[name] = np.ones((batch_size, inputs_length + targets_length), np.int32)
+            out["teacher_index"] = np.zeros((batch_size, targets_length), np.int32)
+        return out
 
     # ---- statistics (python -m pretrainx.data --stats) ----------------------
     def kind_of(self, inputs) -> str:

@@ -6,6 +6,7 @@ import ml_collections
 
 from pretrainx import config as config_lib
 from pretrainx import objectives, registry
+from pretrainx.objectives import logit_distill
 from pretrainx.errors import UserError
 from pretrainx.families.t5 import spec as t5_spec
 from pretrainx.families.t5gemma import adapt, hf, t5gemma_ul2
@@ -19,6 +20,8 @@ def defaults():
     c.adapt = ml_collections.ConfigDict()
     c.adapt.encoder_from = ""  # a Gemma 2 (workdir or HF folder) the encoder starts from
     c.adapt.decoder_from = ""  # the decoder's ("": the encoder's)
+    c.distill = ml_collections.ConfigDict()  # PrefixLM + KD: a causal teacher (Gemma 2)
+    logit_distill.defaults(c)
     return c
 
 
@@ -37,6 +40,18 @@ def validate(cfg) -> None:
         raise UserError("model.attn_logit_softcapping and model.final_logit_softcapping "
                         "must be >= 0 (0: none)")
     t5_spec.check_ul2_data(cfg)
+    logit_distill.validate(cfg)
+    d = cfg.data
+    if cfg.get("distill") and cfg.distill.teacher and (
+            [x.strip() for x in str(d.denoisers).split(",")] != ["S"] or d.mode_tokens):
+        raise UserError(f"distill.teacher reads PrefixLM rows: set data.denoisers=S (it is "
+                        f"{d.denoisers!r}), data.denoiser_weights=1 and data.mode_tokens= "
+                        f"(it is {d.mode_tokens!r})")
+
+
+def imports(cfg) -> dict:
+    """The Gemma 2 decoders adapt.* names and the teacher distill.teacher names."""
+    return {**adapt.imports(cfg), **logit_distill.imports(cfg)}
 
 
 registry.register(registry.Family(
@@ -45,6 +60,9 @@ registry.register(registry.Family(
     text_to_text="always", generate=t5gemma.generate,
     objectives=(objectives.Entry(
         name="t5gemma_ul2", build=t5gemma_ul2.T5GemmaUl2, defaults=defaults,
-        validate=validate, imports=adapt.imports,
-        as_pretrained=lambda model_cfg, params: (model_cfg, params, "seq2seq")),),
+        validate=validate, imports=imports,
+        as_pretrained=lambda model_cfg, params: (
+            model_cfg, logit_distill.student_params(params), "seq2seq"),
+        from_pretrained=lambda params, fresh: {"student": params} if "teacher" in fresh
+        else params),),
     hf=(hf.ADAPTER,)))

@@ -1,13 +1,15 @@
 """T5Gemma trained on UL2's mixture (T5Gemma's UL2 variant; `data.denoisers=S` its
-PrefixLM): T5's data recipe and packing (families/t5/ul2.py) with T5Gemma's network,
-started from Gemma 2 decoders where adapt.* names them (adapt.py)."""
+PrefixLM, with `distill.teacher` its PrefixLM + KD): T5's data recipe and packing
+(families/t5/ul2.py) with T5Gemma's network, started from Gemma 2 decoders where adapt.*
+names them (adapt.py)."""
 
 from pretrainx.families.t5 import ul2
 from pretrainx.families.t5gemma import adapt
 from pretrainx.families.t5gemma import model as t5gemma
+from pretrainx.objectives import logit_distill
 
 
-class T5GemmaUl2(ul2.Ul2):
+class T5GemmaUl2(logit_distill.Distilled, ul2.Ul2):
     flops_formula = (
         "3 * 2 * (L_enc * S_in * (2*d*I + 2*d*K + 3*d*mlp + 2*S_in*I) + L_dec * (S_tgt * "
         "(2*d_dec*I_dec + 2*d_dec*K_dec + 2*S_tgt*I_dec + 2*d_dec*I_dec + 2*S_in*I_dec + "
@@ -15,17 +17,28 @@ class T5GemmaUl2(ul2.Ul2):
         "kv_heads x head_dim (the decoder's: _dec), S_in and S_tgt the inputs' and targets' "
         "lengths")
 
+    weights_key = "decoder_loss_weights"
+    teacher_module = logit_distill.RowsTeacherStudent
+
     def __init__(self, cfg, tokenizer, imported=None):
-        super().__init__(cfg, tokenizer)
+        ul2.Ul2.__init__(self, cfg, tokenizer)
         self.model = t5gemma.T5Gemma(cfg.model)
-        if imported:  # refused now, before anything is built, if they do not fit
+        if adapt.ENCODER in (imported or {}):  # refused now, before anything is built
             adapt.check_source(cfg, imported[adapt.ENCODER], adapt.ENCODER, False)
             adapt.check_source(cfg, imported[adapt.DECODER], adapt.DECODER, True)
+        self.add_teacher(imported)
 
     def adopt(self, params: dict, imported: dict) -> dict:
-        """A fresh run's parameters from the decoders adapt.* names."""
-        return adapt.from_decoders(params, imported[adapt.ENCODER], imported[adapt.DECODER],
-                                   self.cfg)
+        """A fresh run's parameters: the teacher's own beside the student's (with
+        distill.teacher), the student's from the decoders adapt.* names (if it does)."""
+        if self.teacher is not None:
+            params = super().adopt(params, imported)
+        if adapt.ENCODER not in imported:
+            return params
+        student = adapt.from_decoders(logit_distill.student_params(params),
+                                      imported[adapt.ENCODER], imported[adapt.DECODER],
+                                      self.cfg)
+        return dict(params, student=student) if "student" in params else student
 
     def describe(self, phase) -> dict:
         out = super().describe(phase)
