@@ -57,6 +57,8 @@ FINETUNE_TINY = {"epochs": 1, "global_batch_size": 8, "eval_batch_size": 8, "seq
 GEMMA2_SHAPE = {"model.num_layers": 1, "model.hidden_size": 32, "model.num_heads": 2,
                 "model.num_kv_heads": 1, "model.head_dim": 16, "model.mlp_dim": 64,
                 "model.query_pre_attn_scalar": 16}
+MODERNBERT_TINY = {**GPT2_TINY, "data.max_predictions_per_seq": 10, "model.local_attention": 8,
+                   "optimizer.decay_steps": 1, "data.train_files": str(ALICE), "phase_order": ""}
 TINY = {"t5gemma": {**T5_TINY, **GEMMA2_SHAPE, "model.num_decoder_layers": 1,
                     **{k.replace("model.", "model.decoder_"): v for k, v in GEMMA2_SHAPE.items()
                        if k != "model.num_layers"},
@@ -73,9 +75,7 @@ TINY = {"t5gemma": {**T5_TINY, **GEMMA2_SHAPE, "model.num_decoder_layers": 1,
                     "optimizer.budget_hours": 0.0, "optimizer.batch_ramp": 0.0,
                     "optimizer.accumulate_to": 1},
         # the release's phases set aside (their steps are the recipe's): one phase
-        "modernbert": {**GPT2_TINY, "data.max_predictions_per_seq": 10,
-                       "model.local_attention": 8, "optimizer.decay_steps": 1,
-                       "data.train_files": str(ALICE), "phase_order": ""},
+        "modernbert": MODERNBERT_TINY, "ettin": MODERNBERT_TINY,
         # two of the eight languages: the mixing and the per-language eval, in seconds
         "multilingual": {**GPT2_TINY, "data.max_predictions_per_seq": 5,
                          "data.train_files": ";".join(

@@ -21,6 +21,7 @@ from pretrainx.data.tokenizers import load_tokenizer
 from pretrainx.interop import hf
 from pretrainx.errors import UserError
 from pretrainx.families.modernbert import model as modernbert
+from pretrainx.models import layers
 from pretrainx.train import loop, optim, schedules
 
 SPM = str(REPO / "pretrainx" / "assets" / "spm_4k.model")
@@ -125,7 +126,8 @@ def test_the_window_reaches_what_the_paper_says():
     cfg = _tiny_model(local_attention=128, num_layers=2)
     layer = modernbert.ModernBertLayer(cfg, jnp.float32, 1)
     x = jax.random.normal(jax.random.key(0), (1, 200, 64))
-    segments = jnp.ones((1, 200), jnp.int32)
+    ones = jnp.ones((1, 200), jnp.int32)
+    segments = layers.Mask(ones, ones)  # the stack's mask; the layer sets its window
     positions = jnp.arange(200)[None]
     # jitted (eagerly, every op compiles alone); `True`: deterministic
     params = jax.jit(layer.init, static_argnums=4)(

@@ -1,4 +1,5 @@
-"""PrefixLM for decoders (gpt2_prefixlm, qwen3_prefixlm, gemma3_prefixlm): the mask lets
+"""PrefixLM for decoders (gpt2_prefixlm, qwen3_prefixlm, gemma3_prefixlm, and Ettin's
+modernbert_prefixlm): the mask lets
 a prefix see itself both ways and keeps what follows causal, never across documents; in
 each decoder a change after a position reaches it only from inside its prefix; on the
 books' rows the split is uniform, no target lies in a prefix, and the loss falls; bad
@@ -25,7 +26,8 @@ SHAPES = {"gpt2": ("gpt2.py", "small", {}),
           "qwen3": ("qwen3.py", "quickstart", {"model.num_kv_heads": 1, "model.head_dim": 16}),
           "gemma3": ("gemma3.py", "quickstart", {"model.head_dim": 16,
                                                  "model.query_pre_attn_scalar": 16,
-                                                 "model.sliding_window": 64})}
+                                                 "model.sliding_window": 64}),
+          "modernbert": ("ettin_quickstart.py", "decoder", {})}
 
 
 def _config(family, **keys):
@@ -110,6 +112,50 @@ def test_rows_split_uniformly_and_no_target_lies_in_a_prefix():
         kept += w.sum()
     assert len(shares) > 300 and kept > 0
     assert abs(np.mean(shares) - 0.5) < 0.05
+
+
+def _ettin(**keys):
+    """Ettin's decoder quickstart, shrunk, as a prefix LM on its own rows."""
+    return override(load_config("ettin_quickstart.py", "decoder"), {
+        "objective": "modernbert_prefixlm", **TINY, "model.local_attention": 8,
+        "model.num_layers": 2, "data.max_predictions_per_seq": 10, "optimizer.decay_steps": 10,
+        **keys})
+
+
+def test_ettin_rows_split_each_example_and_weigh_only_what_follows():
+    """Ettin's packed [CLS] text [SEP] rows: each example's prefix is its first p tokens,
+    p uniform in [1, n - 1]; the weights keep a next-token target only after the prefix
+    and inside its example."""
+    cfg = _ettin()
+    tok, objective = objectives.for_run(cfg)
+    phase = types.SimpleNamespace(seq_len=cfg.seq_len, global_batch_size=8, index=0)
+    rows = objective.examples(cfg.data.train_files, phase, train=True)[:300]
+    split = objective.transform(phase, True)
+    shares = []
+    for i, row in enumerate(rows):
+        out = split(row, np.random.default_rng(i))
+        seg, pre = out["attention_mask"], out["prefix"] > 0
+        _, w = objective._weights({k: v[None] for k, v in out.items()})
+        w = np.asarray(w[0]) > 0
+        assert not (w & pre[1:]).any() and not (w & (seg[1:] != seg[:-1])).any()
+        for s in range(1, seg.max() + 1):
+            n, p = int((seg == s).sum()), int((pre & (seg == s)).sum())
+            if n >= 2:
+                assert pre[seg == s][:p].all() and not pre[seg == s][p:].any()
+                assert w[(seg == s)[:-1]].sum() == n - p  # targets p .. n-1
+                shares.append(p / n)
+    assert len(shares) > 200 and abs(np.mean(shares) - 0.5) < 0.05
+
+
+def test_ettin_prefixlm_loss_falls_on_real_text(tmp_path):
+    cfg = _ettin(**{"optimizer.learning_rate": 3e-3, "model.scan_layers": True})
+    result = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])
+    losses = [r["loss"] for r in read_metrics(tmp_path)]
+    assert losses[-1] < losses[0] - 1.0, losses
+    assert np.isfinite(result["eval"]["loss"])
+    with pytest.raises(UserError, match="attention_impl=splash has no PrefixLM mask"):
+        objectives.get("modernbert_prefixlm").validate(
+            _ettin(**{"model.attention_impl": "splash"}))
 
 
 def test_gpt2_prefixlm_loss_falls_on_real_text(tmp_path):

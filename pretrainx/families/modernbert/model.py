@@ -94,14 +94,16 @@ class ModernBertLayer(nn.Module):
     decode: bool = False  # the decoder sampled token by token from a key-value cache
 
     @nn.compact
-    def __call__(self, x, segments, positions, deterministic):
+    def __call__(self, x, rows, positions, deterministic):
+        """`rows`: the stack's attention.Mask (segments, causal, a PrefixLM's prefix),
+        given this layer's window here."""
         cfg, glob = self.cfg, is_global(self.cfg, self.index)
         init, out_init = _inits(cfg)
         norm = lambda name: layers.LayerNorm(cfg.layer_norm_eps, self.dtype, use_bias=False,  # noqa: E731
                                              name=name)
         h = x if self.index == 0 else norm("attention_norm")(x)
         reach = window(cfg, self.index)
-        mask = layers.Mask(segments, segments, causal=causal(cfg), window=reach)
+        mask = rows.replace(window=reach)
         attn = mha.MultiHeadAttention(
             num_heads=cfg.num_heads, head_dim=cfg.hidden_size // cfg.num_heads,
             dropout_rate=cfg.attention_dropout_rate, use_bias=False, dtype=self.dtype,
@@ -125,11 +127,11 @@ class ModernBertGroup(nn.Module):
     dtype: jnp.dtype
 
     @nn.compact
-    def __call__(self, x, segments, positions, deterministic):
+    def __call__(self, x, rows, positions, deterministic):
         every = self.cfg.global_attn_every_n_layers
         for j in range(every):  # index every + j: global at j = 0, never the first layer
             x = ModernBertLayer(self.cfg, self.dtype, every + j, name=f"sub_{j}")(
-                x, segments, positions, deterministic)
+                x, rows, positions, deterministic)
         return x
 
 
@@ -174,14 +176,16 @@ class ModernBertEncoder(nn.Module):
                        + stack + [cls(cfg, self.dtype, i, name=f"layer_{i}") for i in tail])
         self.final_norm = layers.LayerNorm(cfg.layer_norm_eps, self.dtype, use_bias=False)
 
-    def __call__(self, input_ids, segments, positions, deterministic):
+    def __call__(self, input_ids, segments, positions, deterministic, prefix=None):
+        """`prefix` (bool [batch, length], the decoder's PrefixLM): seen both ways."""
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(input_ids.shape[1]), input_ids.shape)
         x = self.embed_dropout(self.embed_norm(self.token_embed(input_ids)),
                                deterministic=deterministic)
         x = layers.constrain(x, ("batch", "length", "embed"))
+        rows = layers.Mask(segments, segments, causal=causal(self.cfg), kv_prefix=prefix)
         for layer in self.layers:
-            x = layer(x, segments, positions, deterministic)
+            x = layer(x, rows, positions, deterministic)
         return self.final_norm(x)
 
 
@@ -221,8 +225,9 @@ class ModernBertForMaskedLM(nn.Module):
         return layers.constrain(logits, ("batch", "pred", "vocab")).astype(jnp.float32)
 
     def encode(self, batch, deterministic: bool):
-        """[batch, length, embed]: the final LayerNorm's states of a padded or packed batch."""
-        return self.model(*layers.packed_inputs(batch), deterministic)
+        """[batch, length, embed]: the final LayerNorm's states of a padded or packed batch
+        (the decoder's PrefixLM: its `prefix` seen both ways)."""
+        return self.model(*layers.packed_inputs(batch), deterministic, layers.prefix_of(batch))
 
     def __call__(self, batch, deterministic: bool = True):
         x = self.encode(batch, deterministic)
@@ -238,7 +243,8 @@ class ModernBertForCausalLM(ModernBertForMaskedLM):
     def __call__(self, batch, deterministic: bool = True):
         if "inputs" in batch:
             batch = {"input_ids": batch["inputs"], "attention_mask": batch["segment_ids"],
-                     "positions": batch["positions"]}
+                     "positions": batch["positions"],
+                     **({"prefix": batch["prefix"]} if "prefix" in batch else {})}
         x = self.encode(batch, deterministic)
         return {"logits": self.mlm_logits(x, layers.every_position(x))}
 

@@ -7,7 +7,8 @@ ModernBertDecoderForCausalLM), sampled by python -m pretrainx.generate."""
 from pretrainx import objectives, registry
 from pretrainx.errors import UserError
 from pretrainx.families.modernbert import (hf, hf_decoder, modernbert_clm, modernbert_mdlm,
-                                           modernbert_mlm, modernbert_mntp)
+                                           modernbert_mlm, modernbert_mntp,
+                                           modernbert_prefixlm)
 from pretrainx.families.modernbert import model as modernbert
 from pretrainx.objectives import encoder, mdlm, mntp
 
@@ -58,6 +59,21 @@ def validate_decoder(cfg) -> None:
     if cfg.model.local_attention < 4:
         raise UserError(f"model.local_attention={cfg.model.local_attention}: the decoder's "
                         "window (half of it, the token itself included) needs at least 4")
+
+
+def prefixlm_defaults():
+    """The decoder's run (decoder_defaults) trained as a prefix LM."""
+    c = defaults(causal=True)
+    c.objective = "modernbert_prefixlm"
+    return c
+
+
+def validate_prefixlm(cfg) -> None:
+    validate_decoder(cfg)
+    if cfg.model.attention_impl not in ("xla", "auto"):
+        raise UserError(f"model.attention_impl={cfg.model.attention_impl} has no PrefixLM "
+                        "mask (a bidirectional prefix); objective=modernbert_prefixlm needs "
+                        "xla or auto")
 
 
 def diffusion_defaults():
@@ -144,6 +160,12 @@ registry.register(registry.Family(
                                  own_model_keys=ATTENTION_KEYS),
                 objectives.Entry(name="modernbert_clm", build=modernbert_clm.ModernBertClm,
                                  defaults=decoder_defaults, validate=validate_decoder,
+                                 as_pretrained=lambda model_cfg, params: (
+                                     model_cfg, params, "causal_lm"),
+                                 own_model_keys=ATTENTION_KEYS),
+                objectives.Entry(name="modernbert_prefixlm",
+                                 build=modernbert_prefixlm.ModernBertPrefixLm,
+                                 defaults=prefixlm_defaults, validate=validate_prefixlm,
                                  as_pretrained=lambda model_cfg, params: (
                                      model_cfg, params, "causal_lm"),
                                  own_model_keys=ATTENTION_KEYS)),
