@@ -27,7 +27,7 @@ import numpy as np
 from absl import flags
 
 from pretrainx import interop, models, registry
-from pretrainx.objectives import mdlm, mntp, shifted_mdlm
+from pretrainx.objectives import mdlm, mntp, prefix_lm, shifted_mdlm
 from pretrainx.trained import inference, sampling
 from pretrainx import cli
 from pretrainx.data.tokenizers import load_tokenizer
@@ -83,10 +83,13 @@ def run(argv) -> int:
         prompt, stop = [tokenizer.cls_id] + prompt, tokenizer.sep_id
     elif family.sample_framing == "bos":  # documents opened by <bos> (Gemma's)
         prompt = registry.text_ids(family, tokenizer, prompt)
+    # a prefix LM reads its prompt as the prefix, both ways, as it trained
+    trained_as = (pretrained.run or {}).get("objective") or ""
+    sample = (sampling.generate_prefixed if trained_as.endswith(prefix_lm.SUFFIX)
+              else sampling.generate)
     try:
-        rows = sampling.generate(model_cfg, pretrained.params, prompt, _MAX_NEW.value,
-                                 _TEMPERATURE.value, _TOP_K.value, _TOP_P.value, _SEED.value,
-                                 _SAMPLES.value, stop_id=stop)
+        rows = sample(model_cfg, pretrained.params, prompt, _MAX_NEW.value, _TEMPERATURE.value,
+                      _TOP_K.value, _TOP_P.value, _SEED.value, _SAMPLES.value, stop_id=stop)
     except ValueError as e:
         raise UserError(str(e)) from None
     for i, row in enumerate(rows):

@@ -5,6 +5,10 @@ prompt is fed one token at a time through the same jitted step as the generated 
 (each step attends to the cache, so a step costs one token's work); only that step is
 compiled.
 
+`generate_prefixed` continues one of a decoder trained as a prefix LM
+(`<family>_prefixlm`): the prompt is the prefix, read both ways, and each new token
+follows causally, as it trained. It reruns the whole row every step (no cache).
+
 Encoder-decoders decode through `models.decoding` (greedy and beam search over a
 key-value cache; T5's short targets rerun the decoder on the prefix).
 """
@@ -58,3 +62,39 @@ def generate(model_cfg, params, prompt_ids, max_new_tokens: int, temperature: fl
         tokens = [row[:list(row).index(stop_id) + 1] if stop_id in row else row
                   for row in tokens]
     return tokens
+
+
+def generate_prefixed(model_cfg, params, prompt_ids, max_new_tokens: int,
+                      temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                      seed: int = 0, num_samples: int = 1,
+                      stop_id: int | None = None) -> np.ndarray:
+    """As `generate`, for a PrefixLM: the prompt attends to itself both ways."""
+    prompt = list(prompt_ids)
+    total = len(prompt) + max_new_tokens
+    if not prompt:
+        raise ValueError("the prompt needs at least one token")
+    if total > model_cfg.get("max_position_embeddings", total):
+        raise ValueError(f"prompt ({len(prompt)}) + max_new_tokens ({max_new_tokens}) exceeds "
+                         f"the model's {model_cfg.max_position_embeddings} positions")
+    network = models.family(model_cfg.family).next_token_network(model_cfg)
+    positions = jnp.broadcast_to(jnp.arange(total), (num_samples, total))
+    prefix = (positions < len(prompt)).astype(jnp.int32)
+
+    @jax.jit
+    def step(tokens, length, key):
+        batch = {"inputs": tokens, "segment_ids": (positions < length).astype(jnp.int32),
+                 "positions": positions, "prefix": prefix}
+        logits = network.apply({"params": params}, batch)["logits"]
+        last = jax.lax.dynamic_index_in_dim(logits, length - 1, axis=1, keepdims=False)
+        last = filter_logits(last.astype(jnp.float32), temperature, top_k, top_p)
+        return jax.random.categorical(key, last).astype(jnp.int32)
+
+    keys = jax.random.split(jax.random.key(seed), total)
+    tokens = np.zeros((num_samples, total), np.int32)
+    tokens[:, :len(prompt)] = prompt
+    for length in range(len(prompt), total):
+        tokens[:, length] = np.asarray(step(tokens, jnp.int32(length), keys[length]))
+    out = tokens[:, len(prompt):]
+    if stop_id is not None:
+        out = [row[:list(row).index(stop_id) + 1] if stop_id in row else row for row in out]
+    return out

@@ -158,6 +158,33 @@ def test_ettin_prefixlm_loss_falls_on_real_text(tmp_path):
             _ettin(**{"model.attention_impl": "splash"}))
 
 
+@pytest.mark.parametrize("family", ["gemma3", "modernbert"])
+def test_a_prefix_lm_writes_after_its_prompt_read_both_ways(family):
+    """sampling.generate_prefixed (what python -m pretrainx.generate runs for a
+    `<family>_prefixlm` run): each greedy token is the argmax of the network reading
+    the prompt as its prefix and what it wrote causally, the row unpadded; and the
+    prompt's tokens see each other (a later one moves the first's state)."""
+    from pretrainx.trained import sampling
+    cfg = _config(family)
+    net = objectives.get(f"{family}_prefixlm").build(cfg, None).model
+    prompt = [2, 17, 41, 99, 8]
+    row = lambda ids, p: {  # noqa: E731
+        "inputs": np.asarray([ids], np.int32), "segment_ids": np.ones((1, len(ids)), np.int32),
+        "positions": np.arange(len(ids))[None], "prefix": np.asarray([[1] * p + [0] * (
+            len(ids) - p)], np.int32)}
+    params = jax.jit(net.init)(jax.random.key(0), row(prompt, 5))["params"]
+    from flax import linen as nn
+    params = nn.unbox(params)
+    wrote = sampling.generate_prefixed(cfg.model, params, prompt, 4, temperature=0.0)[0]
+    ids = list(prompt)
+    for token in wrote:
+        logits = np.asarray(net.apply({"params": params}, row(ids, len(prompt)))["logits"])
+        assert token == int(np.argmax(logits[0, -1]))
+        ids.append(int(token))
+    first = lambda ids: np.asarray(net.apply({"params": params}, row(ids, 5))["logits"][0, 0])  # noqa
+    assert np.abs(first(prompt) - first(prompt[:4] + [77])).max() > 1e-6
+
+
 def test_gpt2_prefixlm_loss_falls_on_real_text(tmp_path):
     cfg = _config("gpt2", **{"optimizer.learning_rate": 3e-3})
     result = loop.train(cfg, str(tmp_path), devices=jax.devices()[:1])

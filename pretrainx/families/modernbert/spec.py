@@ -170,4 +170,5 @@ registry.register(registry.Family(
                                      model_cfg, params, "causal_lm"),
                                  own_model_keys=ATTENTION_KEYS)),
     causal_sampling=modernbert.sampler, is_causal=modernbert.causal, sample_framing="cls",
+    next_token_network=modernbert.ModernBertForCausalLM,
     hf=(hf.ADAPTER, hf_decoder.ADAPTER)))
