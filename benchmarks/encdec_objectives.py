@@ -45,7 +45,6 @@ import ml_collections  # noqa: E402
 import pretrain_pays  # noqa: E402  (its fine-tuning settings and choice rule)
 
 from pretrainx import config as config_lib, objectives, pretrain  # noqa: E402
-from pretrainx.train import loop  # noqa: E402
 
 CONFIGS = HERE.parent / "configs"
 SCRATCH = ("span", "ul2", "prefixlm")
@@ -123,7 +122,7 @@ def heldout(cfg, workdir: pathlib.Path, denoiser: str) -> float:
         trained_modes = cfg.data.get("mode_tokens", "")
         c.data.denoisers, c.data.denoiser_weights = denoiser, "1"
         c.data.mode_tokens = f"{kind}={MODE_TOKENS[kind]}" if trained_modes else ""
-        done.write_text(json.dumps(loop.evaluate(c, str(workdir))["eval"]))
+        done.write_text(json.dumps(pretrain.evaluate(c, str(workdir))["eval"]))
     return json.loads(done.read_text())["cross_entropy"]
 
 

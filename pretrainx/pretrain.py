@@ -68,6 +68,12 @@ def _train_one(cfg, workdir: str, **kwargs) -> dict:
                       built=objectives.for_run(cfg, imported), **kwargs)
 
 
+def evaluate(cfg, workdir: str, **kwargs) -> dict:
+    """loop.evaluate with the objective's imported models (a distilled run's teacher sits
+    in its checkpoint beside the student) read through interop."""
+    return loop.evaluate(cfg, workdir, imported=imported_models(cfg) or None, **kwargs)
+
+
 def imported_models(cfg) -> dict:
     """{config key: Pretrained} of the models cfg's objective reads (a teacher)."""
     return {key: interop.load(path) for key, path in objectives.imports(cfg).items()}

@@ -17,7 +17,7 @@ import sys
 import ml_collections
 
 from pretrainx.errors import UserError, json_command
-from pretrainx.train import loop
+from pretrainx import pretrain
 
 
 def main(argv=None) -> int:
@@ -44,7 +44,7 @@ def main(argv=None) -> int:
             cfg.data.eval_files, cfg.data.eval_split_percent = args.eval_files, 0.0
         if not cfg.data.eval_files and not cfg.data.eval_split_percent:
             raise UserError(f"{path} names no eval sources: give --eval_files")
-        return loop.evaluate(cfg, args.workdir, phase=args.phase)
+        return pretrain.evaluate(cfg, args.workdir, phase=args.phase)
     return json_command(run)
 
 

@@ -131,14 +131,17 @@ def _close(run, profile, checkpoint, probe, metrics) -> None:
         run.lock.release()
 
 
-def evaluate(cfg, workdir: str, devices=None, phase: str | None = None) -> dict:
+def evaluate(cfg, workdir: str, devices=None, phase: str | None = None,
+             imported=None) -> dict:
     """{"step", "eval", "sources"}: the newest checkpoint of `workdir` evaluated on cfg's
     eval sources (eval_steps batches of each, as a run evaluates), training nothing.
     What pretrainx.evaluate.heldout prints, e.g. for a merged checkpoint (pretrainx.trained.merge).
-    `phase`: as that named phase evaluates (its length, model keys, eval data)."""
+    `phase`: as that named phase evaluates (its length, model keys, eval data);
+    `imported`: the models the objective reads (pretrainx.pretrain.evaluate loads them)."""
     if phase is not None:
         phasing.by_name(cfg, phase, key="--phase")  # before the workdir is locked
-    run = Run(cfg, workdir, devices, train_data=False)  # no data position: any config's
+    run = Run(cfg, workdir, devices, imported=imported,
+              train_data=False)  # no data position: any config's
     try:
         at = run.phase if phase is None else phasing.by_name(cfg, phase, key="--phase")
         overall, by_source = run.phases.evaluate(at, run.state.params, cfg.eval_steps)

@@ -222,6 +222,15 @@ def test_distilled_from_a_frozen_teacher_decoder(tmp_path):
         assert r["loss"] == pytest.approx(0.75 * r["cross_entropy"] + 0.25 * r["kl"], rel=1e-4)
     assert np.mean([r["kl"] for r in rows[-5:]]) < np.mean([r["kl"] for r in rows[:5]])
     assert "kl" in read_metrics(tmp_path / "student", "eval")[-1]
+    # python -m pretrainx.evaluate loads the teacher the checkpoint holds beside it
+    import contextlib
+    import io
+    import json
+    from pretrainx.evaluate import heldout
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert heldout.main([f"--workdir={tmp_path / 'student'}", "--eval_steps=1"]) == 0
+    assert "kl" in json.loads(printed.getvalue().strip().splitlines()[-1])["eval"]
     student = interop.load(str(tmp_path / "student"))
     assert "teacher" not in student.params and "layer_0" in student.params
     import orbax.checkpoint as ocp
