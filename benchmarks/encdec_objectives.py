@@ -15,7 +15,10 @@ from a Gemma 2 decoder pretrained here against the same encoder-decoder from scr
    trains the decoder (configs/gemma2.py:quickstart, `--steps`), `adapted` starts both
    stacks from it and trains UL2 `--steps`, `scratch` trains UL2 `--steps` from random,
    `scratch_total` from random for the FLOPs of gemma2 + adapted together (T5Gemma's
-   claim is that adapting beats scratch; this is the equal-total-compute arm).
+   claim is that adapting beats scratch; this is the equal-total-compute arm), and
+   `adapted_kd` T5Gemma's other recipe, PrefixLM + KD with the decoder it starts from as
+   the teacher (its FLOPs count the student's training; the teacher's forward adds
+   about a third of the decoder's per step, not counted).
 3. Held out (Alice, never trained on), every model at the same rows of each of
    `--eval_denoisers` (default R:3:0.15, T5's span corruption, and S, PrefixLM): target
    cross-entropy, with the mode token the model trained with (none for span and
@@ -48,7 +51,7 @@ from pretrainx import config as config_lib, objectives, pretrain  # noqa: E402
 
 CONFIGS = HERE.parent / "configs"
 SCRATCH = ("span", "ul2", "prefixlm")
-ADAPTATION = ("gemma2", "adapted", "scratch", "scratch_total")
+ADAPTATION = ("gemma2", "adapted", "scratch", "scratch_total", "adapted_kd")
 MODE_TOKENS = {"R": "[NLU]", "X": "[NLG]", "S": "[S2S]"}  # what the UL2 arms trained with
 
 
@@ -88,7 +91,9 @@ def configs(steps: int, seed: int, eval_steps: int) -> dict:
            "gemma2": _scaled(gemma2, steps, seed, eval_steps),
            "adapted": _scaled(_load("t5gemma.py:quickstart"), steps, seed, eval_steps),
            "scratch": _scaled(t5g, steps, seed, eval_steps),
-           "scratch_total": _scaled(_load("t5gemma.py:quickstart"), total, seed, eval_steps)}
+           "scratch_total": _scaled(_load("t5gemma.py:quickstart"), total, seed, eval_steps),
+           "adapted_kd": _scaled(_load("t5gemma.py:quickstart"), steps, seed, eval_steps)}
+    out["adapted_kd"].data.update(denoisers="S", denoiser_weights="1", mode_tokens="")
     return out
 
 
@@ -122,7 +127,16 @@ def heldout(cfg, workdir: pathlib.Path, denoiser: str) -> float:
         trained_modes = cfg.data.get("mode_tokens", "")
         c.data.denoisers, c.data.denoiser_weights = denoiser, "1"
         c.data.mode_tokens = f"{kind}={MODE_TOKENS[kind]}" if trained_modes else ""
-        done.write_text(json.dumps(pretrain.evaluate(c, str(workdir))["eval"]))
+        if cfg.get("distill") and cfg.distill.teacher:
+            # the student alone (its checkpoint holds the teacher too): read through
+            # init_from, one step at a rate of 1e-30 (Adam's first step moves a weight
+            # by about the rate: float32 keeps every one), then evaluated
+            c.update(init_from=str(workdir), total_steps=1, eval_every=1, checkpoint_every=1)
+            c.optimizer.update(learning_rate=1e-30, warmup_steps=0)
+            got = pretrain.train(c, str(workdir / f"student_{denoiser}"))["eval"]
+        else:
+            got = pretrain.evaluate(c, str(workdir))["eval"]
+        done.write_text(json.dumps(got))
     return json.loads(done.read_text())["cross_entropy"]
 
 
@@ -166,14 +180,16 @@ def main():
     lrs = [float(x) for x in args.lrs.split(",")]
     arms = args.arms.split(",")
     unknown = sorted(set(arms) - set(SCRATCH + ADAPTATION))
-    if unknown or ("adapted" in arms and "gemma2" not in arms):
+    if unknown or ({"adapted", "adapted_kd"} & set(arms) and "gemma2" not in arms):
         raise SystemExit(f"--arms: {', '.join(unknown) or 'adapted needs gemma2'} "
                          f"(arms: {', '.join(SCRATCH + ADAPTATION)})")
     rows = {arm: {"seconds": 0.0} for arm in arms}
     by_seed = {arm: [] for arm in arms}
     for seed in seeds:
         cfgs = configs(args.steps, seed, args.eval_steps)
-        cfgs["adapted"].adapt.encoder_from = str(work / "pretrain" / f"gemma2_s{seed}")
+        decoder = str(work / "pretrain" / f"gemma2_s{seed}")
+        cfgs["adapted"].adapt.encoder_from = cfgs["adapted_kd"].adapt.encoder_from = decoder
+        cfgs["adapted_kd"].distill.teacher = decoder
         for arm in arms:
             cfg, workdir = cfgs[arm], work / "pretrain" / f"{arm}_s{seed}"
             rows[arm]["seconds"] += train(cfg, workdir)
