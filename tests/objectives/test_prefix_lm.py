@@ -181,7 +181,8 @@ def test_a_prefix_lm_writes_after_its_prompt_read_both_ways(family):
         logits = np.asarray(net.apply({"params": params}, row(ids, len(prompt)))["logits"])
         assert token == int(np.argmax(logits[0, -1]))
         ids.append(int(token))
-    first = lambda ids: np.asarray(net.apply({"params": params}, row(ids, 5))["logits"][0, 0])  # noqa
+    def first(ids):  # the first prompt token's logits
+        return np.asarray(net.apply({"params": params}, row(ids, 5))["logits"][0, 0])
     assert np.abs(first(prompt) - first(prompt[:4] + [77])).max() > 1e-6
 
 
