@@ -13,7 +13,7 @@ from pretrainx.families.modernbert import model as modernbert
 from pretrainx.objectives import encoder, mdlm, mntp
 
 
-def defaults(causal: bool = False, diffusion: bool = False):
+def defaults(causal: bool = False, diffusion: bool = False, objective: str = ""):
     """ModernBERT-base's pretraining (Warner et al. 2024, section 2.2 and appendix):
     1024-token packed rows, 30% masking, StableAdamW (b1 0.9, b2 0.98, eps 1e-6) at
     8e-4 with decoupled weight decay 1e-5, warmup over 3B tokens and the trapezoidal
@@ -24,7 +24,8 @@ def defaults(causal: bool = False, diffusion: bool = False):
     schedule = modernbert_mlm.schedule_in_tokens(
         seq_len=1024, micro_batch=768, accumulate_to=6, learning_rate=8e-4,
         warmup_tokens=3e9, ramp_tokens=50e9)
-    objective = "modernbert_clm" if causal else "modernbert_mdlm" if diffusion else "modernbert"
+    objective = objective or ("modernbert_clm" if causal else "modernbert_mdlm" if diffusion
+                              else "modernbert")
     c = encoder.defaults(
         objective, modernbert.default_config(causal),
         seq_len=1024, name="stable_adamw",
@@ -63,9 +64,7 @@ def validate_decoder(cfg) -> None:
 
 def prefixlm_defaults():
     """The decoder's run (decoder_defaults) trained as a prefix LM."""
-    c = defaults(causal=True)
-    c.objective = "modernbert_prefixlm"
-    return c
+    return defaults(causal=True, objective="modernbert_prefixlm")
 
 
 def validate_prefixlm(cfg) -> None:
