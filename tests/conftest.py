@@ -161,6 +161,19 @@ def pretrained_t5_workdir(tmp_path_factory):
                        tiny_t5_config(total_steps=3, checkpoint_every=3))
 
 
+def saved_params(workdir) -> dict:
+    """The newest checkpoint's parameters as the run stored them (a distilled run's
+    teacher beside its student), flattened to {path tuple: array}."""
+    import orbax.checkpoint as ocp
+    from flax import traverse_util
+    manager = ocp.CheckpointManager(str(pathlib.Path(workdir) / "checkpoints"),
+                                    item_names=("state", "data", "config"))
+    state = manager.restore(manager.latest_step(), args=ocp.args.Composite(
+        state=ocp.args.StandardRestore()))["state"]
+    manager.close()
+    return traverse_util.flatten_dict(state["params"])
+
+
 def load_config(name: str, arg: str | None = None):
     """A recipe from configs/ as the CLI would load it (without the CLI)."""
     import importlib.util

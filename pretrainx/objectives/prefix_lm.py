@@ -31,6 +31,14 @@ def split_points(segments: np.ndarray, rng) -> np.ndarray:
     return points[segments]
 
 
+def split(segments: np.ndarray, positions: np.ndarray, rng):
+    """(prefix: int32 1 on each segment's first split_points tokens, after: bool, position
+    i's next token is a target after its segment's prefix, i >= point - 1)."""
+    point = split_points(segments, rng)
+    prefix = (positions < point) & (segments > 0)
+    return prefix.astype(np.int32), positions >= point - 1
+
+
 class Prefixed:
     """Mixed in before a family's causal-LM objective: its rows with a prefix a
     document, the loss on the rest."""
@@ -43,13 +51,10 @@ class Prefixed:
 
         def fn(row, rng):
             out = rows(row, rng)
-            segments, positions = out["segment_ids"], out["positions"]
-            point = split_points(segments, rng)
-            prefix = (positions < point) & (segments > 0)
+            prefix, after = split(out["segment_ids"], out["positions"], rng)
             # input i predicts token i + 1: a target after the prefix when i >= point - 1
-            weights = out["loss_weights"] * (positions >= point - 1)
-            return dict(out, prefix=prefix.astype(np.int32),
-                        loss_weights=weights.astype(np.float32))
+            return dict(out, prefix=prefix,
+                        loss_weights=(out["loss_weights"] * after).astype(np.float32))
 
         return fn
 

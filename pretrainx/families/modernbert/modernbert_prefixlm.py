@@ -24,13 +24,10 @@ class ModernBertPrefixLm(modernbert_clm.ModernBertClm):
 
         def fn(example, rng):
             out = rows(example, rng)
-            segments, positions = out["attention_mask"], out["positions"]
-            point = prefix_lm.split_points(segments, rng)
-            prefix = (positions < point) & (segments > 0)
-            # position i predicts token i + 1: a target after the prefix when i >= point - 1
-            after = np.zeros(positions.size, np.float32)
-            after[:-1] = positions[:-1] >= point[:-1] - 1
-            return dict(out, prefix=prefix.astype(np.int32), loss_weights=after)
+            prefix, after = prefix_lm.split(out["attention_mask"], out["positions"], rng)
+            # the last position predicts nothing in its row (next_token's targets)
+            return dict(out, prefix=prefix,
+                        loss_weights=np.append(after[:-1], False).astype(np.float32))
 
         return fn
 
