@@ -10,6 +10,7 @@ import numpy as np
 from pretrainx.errors import UserError
 from pretrainx.finetune import glue, scores, squad
 from pretrainx.finetune.task import EvalSet, TaskData
+from pretrainx.objectives import ul2
 
 # (field name, text column index) in the order T5 writes them.
 FIELDS = {
@@ -99,13 +100,7 @@ def decode(tokenizer, ids, framing: str = "eos") -> str:
 
 def mode_ids(token: str, tokenizer) -> list:
     """data.mode_token's ids ("" -> none), refusing one the vocabulary lacks."""
-    if not token:
-        return []
-    ids = list(tokenizer.encode(token))
-    if not ids or tokenizer.unk_id in ids:
-        raise UserError(f"data.mode_token: {token!r} is not in the vocabulary of "
-                        f"{tokenizer.path} (it encodes to <unk>)")
-    return ids
+    return ul2.token_ids(token, tokenizer, "data.mode_token").tolist() if token else []
 
 
 def build(cfg, tokenizer, framing: str = "eos"):

@@ -90,18 +90,20 @@ def parse_mode_tokens(text: str) -> dict:
     return out
 
 
+def token_ids(token: str, tokenizer, key: str = "data.mode_tokens") -> np.ndarray:
+    """int32 ids of a mode token, refusing (naming `key`) one the vocabulary lacks."""
+    ids = np.asarray(tokenizer.encode(token), np.int32)
+    if ids.size == 0 or (ids == tokenizer.unk_id).any():
+        raise UserError(
+            f"{key}: {token!r} is not in the vocabulary of {tokenizer.path} "
+            "(it encodes to <unk>); train one that keeps it whole: python -m "
+            f"pretrainx.tokenizer train ... --user_symbols={token}")
+    return ids
+
+
 def mode_ids(mode_tokens: dict, tokenizer) -> dict:
     """{kind: int32 ids of its mode token}, refusing a token the vocabulary lacks."""
-    out = {}
-    for kind, token in mode_tokens.items():
-        ids = np.asarray(tokenizer.encode(token), np.int32)
-        if ids.size == 0 or (ids == tokenizer.unk_id).any():
-            raise UserError(
-                f"data.mode_tokens: {token!r} is not in the vocabulary of {tokenizer.path} "
-                "(it encodes to <unk>); train one that keeps it whole: python -m "
-                f"pretrainx.tokenizer train ... --user_symbols={token}")
-        out[kind] = ids
-    return out
+    return {kind: token_ids(token, tokenizer) for kind, token in mode_tokens.items()}
 
 
 def raw_length(denoiser: Denoiser, inputs_length: int, mode_length: int) -> int:
